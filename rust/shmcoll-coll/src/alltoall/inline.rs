@@ -1,0 +1,62 @@
+//! Inline: each rank copies its whole send buffer into its inline area before arriving;
+//! after the arrive round every rank copies its blocks out of its peers' inline areas.
+//! One synchronisation round and no done round (see desc.rs for why parity slots suffice).
+
+use super::{Blocks, Exchange, RawBuf};
+use crate::comm::Comm;
+use crate::desc::{Arr, Desc, F_VECTOR};
+use crate::error::Result;
+use crate::transfer::{resolve_store, Mover};
+use shmcoll_kernels::Store;
+
+/// Pack the send blocks back to back, in rank order, into this rank's inline area.
+pub(super) fn write_payload(c: &Comm, parity: usize, send: RawBuf, blocks: &Blocks) {
+    let l = c.seg.layout();
+    let area = c.seg.ptr(l.inline(c.rank, parity), l.sizes.inline_bytes) as usize;
+    let mut m = Mover::default();
+    let mut at = 0;
+    for j in 0..c.size {
+        let (off, len) = blocks.block(j);
+        // SAFETY: the block lies inside the send buffer (checked by check_local); the caller
+        // checked that the packed total fits the inline area; only this rank writes it.
+        unsafe { m.copy(area + at, send.addr + off, len, Store::Temporal) };
+        at += len;
+    }
+}
+
+/// Where rank j packed its block for this rank.
+fn packed_offset(c: &Comm, x: &Exchange, j: usize) -> usize {
+    let core = &x.cores[j];
+    if core.flags & F_VECTOR != 0 {
+        let d = Desc::slot(&c.seg, j, (x.seq & 1) as usize);
+        (0..c.rank).map(|k| d.get(Arr::SendCounts, k)).sum()
+    } else {
+        c.rank * core.send_bpp as usize
+    }
+}
+
+pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
+    let l = *c.seg.layout();
+    let parity = (x.seq & 1) as usize;
+    let store = resolve_store(x.choice.store, x.recv_total, c.cfg.nt_threshold);
+    let mut m = Mover::default();
+    let mut err = None;
+    x.choice.order.for_each_peer(c.rank, c.size, |j| {
+        if err.is_some() {
+            return;
+        }
+        let (roff, len) = x.recv_blocks.block(j);
+        let at = packed_offset(c, x, j);
+        if at + len > l.sizes.inline_bytes {
+            err = Some(crate::error::Error::Mismatch(format!("rank {j}'s inline payload is larger than its area")));
+            return;
+        }
+        let src = c.seg.ptr(l.inline(j, parity) + at, len) as usize;
+        // SAFETY: src is inside rank j's inline area (bounds checked by Segment::ptr), which
+        // j does not rewrite before call seq+2; dst is block j of the receive buffer (checked
+        // by check_local).
+        unsafe { m.copy(x.recv + roff, src, len, store) };
+    });
+    m.fence();
+    err.map_or(Ok(()), Err)
+}

@@ -1,0 +1,31 @@
+//! Pull: every rank copies its blocks straight out of its peers' send buffers, which live
+//! in the shared heap. One copy per byte; a done round keeps send buffers untouched until
+//! every reader has finished.
+
+use super::Exchange;
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::transfer::{resolve_store, Mover};
+
+pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
+    let store = resolve_store(x.choice.store, x.recv_total, c.cfg.nt_threshold);
+    let mut m = Mover::default();
+    let pieces = x.choice.order.pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| x.recv_blocks.block(j).1);
+    for (j, off, len) in pieces {
+        let (roff, _) = x.recv_blocks.block(j);
+        let src = if j == c.rank {
+            x.send + x.send_blocks.block(j).0 + off
+        } else {
+            let (soff, slen) = x.peer_send_block(c, j);
+            debug_assert_eq!(slen, x.recv_blocks.block(j).1);
+            c.seg.ptr(x.cores[j].send_off as usize + soff + off, len) as usize
+        };
+        // SAFETY: src is in rank j's heap send buffer (bounds checked by Segment::ptr) or in
+        // our own send buffer; j does not write it before the done round; dst is our own
+        // receive block (check_local).
+        unsafe { m.copy(x.recv + roff + off, src, len, store) };
+    }
+    m.fence();
+    c.done_round(x.seq)?;
+    Ok(())
+}

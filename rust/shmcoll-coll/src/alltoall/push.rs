@@ -1,0 +1,31 @@
+//! Push: every rank copies its blocks straight into its peers' receive buffers, which live
+//! in the shared heap. The fence makes streamed data visible before the done round tells
+//! the owner its buffer is complete.
+
+use super::Exchange;
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::transfer::{resolve_store, Mover};
+
+pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
+    let send_total: usize = (0..c.size).map(|j| x.send_blocks.block(j).1).sum();
+    let store = resolve_store(x.choice.store, send_total, c.cfg.nt_threshold);
+    let mut m = Mover::default();
+    let pieces = x.choice.order.pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| x.send_blocks.block(j).1);
+    for (j, off, len) in pieces {
+        let (soff, _) = x.send_blocks.block(j);
+        let dst = if j == c.rank {
+            x.recv + x.recv_blocks.block(j).0 + off
+        } else {
+            let (roff, _) = x.peer_recv_block(c, j);
+            c.seg.ptr(x.cores[j].recv_off as usize + roff + off, len) as usize
+        };
+        // SAFETY: dst is the block of rank j's heap receive buffer reserved for us (bounds
+        // checked by Segment::ptr; blocks of different senders are disjoint, checked by j),
+        // src our own send block (check_local).
+        unsafe { m.copy(dst, x.send + soff + off, len, store) };
+    }
+    m.fence();
+    c.done_round(x.seq)?;
+    Ok(())
+}

@@ -1,0 +1,288 @@
+//! A node communicator: the segment, this rank's place in it, and the call protocol that
+//! every collective shares (sequence numbers, descriptors, the arrive and done rounds,
+//! poisoning on fatal errors).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use shmcoll_kernels::hw;
+use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment, FIRST_CALL_SEQ};
+
+use crate::config::Config;
+use crate::desc::{op_name, Desc, DescCore, OP_BARRIER};
+use crate::error::{Error, ErrorKind, Result};
+use crate::registry::{Algo, Choice};
+use crate::select::{builtin_rules, Rule};
+
+/// Calls per algorithm, for `explain` and tests.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub calls: u64,
+    pub per_algo: [u64; 8],
+    pub rejected: u64,
+}
+
+#[derive(Debug)]
+pub struct Comm {
+    pub(crate) seg: Arc<Segment>,
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    pub(crate) peers: Peers,
+    pub(crate) cma_ok: bool,
+    next_seq: u64,
+    /// Bytes this rank has produced into its ring for each peer (mirrors the shm counter).
+    pub(crate) sent: Vec<u64>,
+    /// Bytes this rank has consumed from each peer's ring.
+    pub(crate) recvd: Vec<u64>,
+    pub(crate) cfg: Config,
+    pub(crate) rules: Vec<Rule>,
+    broken: Option<String>,
+    pub(crate) last: Option<Choice>,
+    pub(crate) stats: Stats,
+    heap: Arc<Mutex<HeapAlloc>>,
+}
+
+/// A block of this rank's shared heap; freed when dropped.
+#[derive(Debug)]
+pub struct HeapBlock {
+    seg: Arc<Segment>,
+    heap: Arc<Mutex<HeapAlloc>>,
+    heap_off: usize,
+    seg_off: usize,
+    len: usize,
+}
+
+impl HeapBlock {
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.seg.ptr(self.seg_off, self.len)
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for HeapBlock {
+    fn drop(&mut self) {
+        if self.len >= 2 << 20 {
+            self.seg.release_pages(self.seg_off, self.len);
+        }
+        if let Ok(mut h) = self.heap.lock() {
+            h.free(self.heap_off, self.len);
+        }
+    }
+}
+
+impl Comm {
+    /// Create a segment for `nranks` ranks; its name is then shared with the other ranks.
+    pub fn create_segment(nranks: usize, cfg: &Config) -> Result<Arc<Segment>> {
+        Ok(Arc::new(Segment::create(cfg.sizes(nranks))?))
+    }
+
+    pub fn open_segment(name: &str) -> Result<Arc<Segment>> {
+        Ok(Arc::new(Segment::open(name)?))
+    }
+
+    /// Join the communicator as `rank`: every rank calls this with the same segment.
+    pub fn join(seg: Arc<Segment>, rank: usize, cfg: Config) -> Result<Comm> {
+        let size = seg.layout().sizes.nranks;
+        if rank >= size {
+            return Err(Error::InvalidArgument(format!("rank {rank} out of range for a segment of {size} ranks")));
+        }
+        let att = handshake(&seg, rank, &cfg.wait)?;
+        let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
+        let rules = builtin_rules(hw::machine(), size);
+        Ok(Comm {
+            seg,
+            rank,
+            size,
+            peers: att.peers,
+            cma_ok: att.cma_ok,
+            next_seq: FIRST_CALL_SEQ,
+            sent: vec![0; size],
+            recvd: vec![0; size],
+            cfg,
+            rules,
+            broken: None,
+            last: None,
+            stats: Stats::default(),
+            heap: Arc::new(Mutex::new(heap)),
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    pub fn cma_ok(&self) -> bool {
+        self.cma_ok
+    }
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+    pub fn set_rules(&mut self, rules: Vec<Rule>) {
+        self.rules = rules;
+    }
+    pub fn last_choice(&self) -> Option<Choice> {
+        self.last
+    }
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    pub fn pid_of(&self, rank: usize) -> u32 {
+        self.peers.pid(rank)
+    }
+    pub fn is_broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    /// Reserve `len` bytes of this rank's shared heap.
+    pub fn heap_alloc(&self, len: usize) -> Result<HeapBlock> {
+        let heap_off = self.heap.lock().map_err(|_| Error::Broken("heap lock poisoned".into()))?.alloc(len)?;
+        let seg_off = self.seg.layout().heap(self.rank) + heap_off;
+        Ok(HeapBlock {
+            seg: self.seg.clone(),
+            heap: self.heap.clone(),
+            heap_off,
+            seg_off,
+            len: len.max(1),
+        })
+    }
+
+    /// (bytes in use, capacity) of this rank's heap.
+    pub fn heap_usage(&self) -> (usize, usize) {
+        let h = self.heap.lock().expect("heap lock");
+        (h.in_use(), h.capacity())
+    }
+
+    /// If `[addr, addr+len)` is inside the shared heap (any rank's part), its segment offset.
+    pub fn heap_offset(&self, addr: usize, len: usize) -> Option<usize> {
+        let off = self.seg.offset_of(addr, len)?;
+        let r = self.seg.layout().heap_range();
+        (off >= r.start && off + len <= r.end).then_some(off)
+    }
+
+    /// Start a call: reserve its sequence number, refuse if the communicator is broken.
+    pub(crate) fn begin(&mut self) -> Result<u64> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Broken(why.clone()));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// Mark the communicator unusable after a fatal error and tell the peers, so that they
+    /// fail fast instead of waiting for their own deadline.
+    pub(crate) fn poison<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if e.is_fatal() && self.broken.is_none() {
+                self.broken = Some(e.to_string());
+                // Peers see this in their slow-path health checks (Peers::check).
+                self.seg.poison_of(self.rank).store(1, Ordering::Release);
+            }
+        }
+        r
+    }
+
+    /// Write this rank's descriptor for `seq` and publish the arrival.
+    pub(crate) fn publish_arrive(&self, seq: u64, core: &DescCore, err: Option<&Error>) {
+        let d = Desc::slot(&self.seg, self.rank, (seq & 1) as usize);
+        let mut c = *core;
+        c.seq = seq;
+        if let Some(e) = err {
+            c.status = e.kind() as u32;
+            d.set_msg(&e.to_string());
+        }
+        d.set_core(&c);
+        self.seg.publish(self.seg.seq(self.rank, Line::Arrive), seq);
+    }
+
+    /// Wait until every rank arrived at `seq`.
+    pub(crate) fn wait_arrivals(&self, seq: u64) -> Result<()> {
+        // Visit peers starting after us: with all ranks doing the same, no single line is
+        // polled by everyone at once.
+        for k in 1..self.size {
+            let j = (self.rank + k) % self.size;
+            wait_counter(&self.seg, Some(&self.peers), &self.cfg.wait, "arrival", j, self.seg.seq(j, Line::Arrive), seq)?;
+        }
+        Ok(())
+    }
+
+    /// Read every rank's descriptor for `seq` and check what all calls must share. Returns
+    /// the descriptors (index = rank). A rank that rejected its part makes every rank fail.
+    pub(crate) fn read_descs(&self, seq: u64, my_op: u32) -> Result<Vec<DescCore>> {
+        let parity = (seq & 1) as usize;
+        let cores: Vec<DescCore> = (0..self.size).map(|j| Desc::slot(&self.seg, j, parity).core()).collect();
+        for (j, c) in cores.iter().enumerate() {
+            if c.seq != seq {
+                return Err(Error::Mismatch(format!(
+                    "rank {j} is at call {} while this rank is at call {seq}: ranks called different numbers of collectives",
+                    c.seq
+                )));
+            }
+        }
+        if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.status != 0) {
+            return Err(Error::Peer {
+                rank: j,
+                kind: ErrorKind::from_code(c.status),
+                msg: Desc::slot(&self.seg, j, parity).msg(),
+            });
+        }
+        if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.op != my_op) {
+            return Err(Error::Mismatch(format!(
+                "rank {j} called {} while rank {} called {}",
+                op_name(c.op),
+                self.rank,
+                op_name(my_op)
+            )));
+        }
+        Ok(cores)
+    }
+
+    /// The done round: tell peers this rank no longer touches their memory for `seq`, and
+    /// wait until they say the same (so that buffers may be reused on return).
+    pub(crate) fn done_round(&self, seq: u64) -> Result<()> {
+        self.seg.publish(self.seg.seq(self.rank, Line::Done), seq);
+        for k in 1..self.size {
+            let j = (self.rank + k) % self.size;
+            wait_counter(&self.seg, Some(&self.peers), &self.cfg.wait, "completion", j, self.seg.seq(j, Line::Done), seq)?;
+        }
+        Ok(())
+    }
+
+    /// Block until every rank has called `barrier`.
+    pub fn barrier(&mut self) -> Result<()> {
+        let seq = self.begin()?;
+        let core = DescCore {
+            op: OP_BARRIER,
+            ..DescCore::default()
+        };
+        self.publish_arrive(seq, &core, None);
+        let r = self.wait_arrivals(seq);
+        let r = self.poison(r);
+        r?;
+        self.read_descs(seq, OP_BARRIER).map(|_| ())
+    }
+
+    pub(crate) fn record(&mut self, choice: Choice) {
+        self.last = Some(choice);
+        self.stats.calls += 1;
+        self.stats.per_algo[choice.algo as usize] += 1;
+    }
+
+    /// Calls served by `algo` so far.
+    pub fn calls_with(&self, algo: Algo) -> u64 {
+        self.stats.per_algo[algo as usize]
+    }
+}

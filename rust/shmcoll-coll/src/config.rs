@@ -1,0 +1,100 @@
+//! Settings read once per communicator: segment sizes, waiting, forced choices.
+//! Every setting has an environment variable; `shmcoll info` lists them (see SETTINGS).
+
+use std::time::Duration;
+
+use shmcoll_kernels::hw;
+use shmcoll_shm::{shm_free_bytes, Sizes, WaitConfig};
+
+use crate::error::{Error, Result};
+use crate::registry::Forced;
+
+/// (name, meaning) of every environment variable the engine reads.
+pub const SETTINGS: &[(&str, &str)] = &[
+    ("SHMCOLL_TIMEOUT", "seconds a rank waits for a peer before raising (default 60)"),
+    ("SHMCOLL_SPIN_US", "microseconds of busy waiting before yielding the core (default 50, 0.5 when ranks outnumber cores)"),
+    ("SHMCOLL_YIELD_US", "microseconds of waiting (in total) before sleeping on a futex (default 5000)"),
+    ("SHMCOLL_INLINE_BYTES", "bytes per rank for payloads carried inline in the segment (default 64K)"),
+    ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M)"),
+    ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 1G or less if /dev/shm is small)"),
+    ("SHMCOLL_CHUNK_BYTES", "pipelining chunk of the staging algorithm (default 64K)"),
+    ("SHMCOLL_NT_THRESHOLD", "bytes written per call from which the hybrid store policy streams (default from caches)"),
+    ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma"),
+    ("SHMCOLL_ALLTOALL_ORDER", "force the copy order: linear, shifted, reverse-shifted, xor, morton"),
+    ("SHMCOLL_ALLTOALL_STORE", "force the store policy: temporal, nt, hybrid"),
+    ("SHMCOLL_ISA", "lower the SIMD level of the copy kernels: scalar, sse2, avx2, avx512"),
+];
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub inline_bytes: usize,
+    pub staging_bytes: usize,
+    pub heap_bytes: usize,
+    pub chunk_bytes: usize,
+    pub nt_threshold: usize,
+    pub wait: WaitConfig,
+    pub alltoall_forced: Forced,
+}
+
+fn env_bytes(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => hw::parse_bytes(v.trim())
+            .map(Some)
+            .ok_or_else(|| Error::InvalidArgument(format!("{name}={v:?} is not a byte count (e.g. 4096, 64K, 16M)"))),
+        _ => Ok(None),
+    }
+}
+
+fn env_f64(name: &str) -> Result<Option<f64>> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .map(Some)
+            .ok_or_else(|| Error::InvalidArgument(format!("{name}={v:?} is not a non-negative number"))),
+        _ => Ok(None),
+    }
+}
+
+impl Config {
+    /// Defaults for `nranks` ranks on this machine, overridden by the environment.
+    pub fn from_env(nranks: usize) -> Result<Config> {
+        let m = hw::machine();
+        let mut wait = WaitConfig::defaults(nranks, m.logical_cpus);
+        if let Some(s) = env_f64("SHMCOLL_TIMEOUT")? {
+            wait.timeout = Duration::from_secs_f64(s);
+        }
+        if let Some(us) = env_f64("SHMCOLL_SPIN_US")? {
+            wait.spin = Duration::from_secs_f64(us * 1e-6);
+        }
+        if let Some(us) = env_f64("SHMCOLL_YIELD_US")? {
+            wait.yield_until = Duration::from_secs_f64(us * 1e-6);
+        }
+        wait.check_every = wait.check_every.min(wait.timeout / 4).max(Duration::from_micros(100));
+        let heap_default = {
+            // Leave half of /dev/shm to others; sparse pages cost nothing until touched.
+            let cap = shm_free_bytes().map_or(1 << 30, |f| (f / 2 / nranks.max(1) as u64) as usize);
+            (1usize << 30).min(cap) / 4096 * 4096
+        };
+        Ok(Config {
+            inline_bytes: env_bytes("SHMCOLL_INLINE_BYTES")?.unwrap_or(64 << 10),
+            staging_bytes: env_bytes("SHMCOLL_STAGING_BYTES")?.unwrap_or(4 << 20).max(4096 * nranks.max(1)),
+            heap_bytes: env_bytes("SHMCOLL_HEAP_BYTES")?.unwrap_or(heap_default),
+            chunk_bytes: env_bytes("SHMCOLL_CHUNK_BYTES")?.unwrap_or(64 << 10).max(64),
+            nt_threshold: hw::nt_threshold(),
+            wait,
+            alltoall_forced: Forced::from_env("SHMCOLL_ALLTOALL")?,
+        })
+    }
+
+    pub fn sizes(&self, nranks: usize) -> Sizes {
+        Sizes {
+            nranks,
+            inline_bytes: self.inline_bytes,
+            staging_bytes: self.staging_bytes,
+            heap_bytes: self.heap_bytes,
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Call descriptors: what each rank contributes to a call, in its own slot of the segment.
+//!
+//! A rank writes its descriptor for call `seq` into slot `seq % 2` and only then publishes
+//! `seq` on its ARRIVE line (release); peers read it after they saw `seq` (acquire). The
+//! slot is not rewritten before call `seq + 2`, which the owner can only start after every
+//! peer arrived at `seq + 1`, hence after every peer is done reading this one.
+
+use shmcoll_shm::layout::DESC_FIXED;
+use shmcoll_shm::Segment;
+
+/// Operation codes, so that ranks calling different collectives notice.
+pub const OP_BARRIER: u32 = 1;
+pub const OP_ALLTOALL: u32 = 2;
+pub const OP_ALLTOALLV: u32 = 3;
+
+pub fn op_name(op: u32) -> &'static str {
+    match op {
+        OP_BARRIER => "Barrier",
+        OP_ALLTOALL => "Alltoall",
+        OP_ALLTOALLV => "Alltoallv",
+        _ => "an unknown operation",
+    }
+}
+
+pub const F_VECTOR: u32 = 1;
+pub const F_IN_PLACE: u32 = 2;
+pub const F_SEND_HEAP: u32 = 4;
+pub const F_RECV_HEAP: u32 = 8;
+pub const F_INLINE: u32 = 16;
+
+/// Marks "not in the heap" in offset fields.
+pub const NO_OFFSET: u64 = u64::MAX;
+
+/// The fixed part of a descriptor.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DescCore {
+    pub seq: u64,
+    pub op: u32,
+    /// 0, or the `ErrorKind` code of this rank's rejection (message in the text field).
+    pub status: u32,
+    pub flags: u32,
+    pub _pad: u32,
+    pub forced: u64,
+    pub send_bpp: u64,
+    pub recv_bpp: u64,
+    /// Segment offsets of the buffers when they are in the heap, else NO_OFFSET.
+    pub send_off: u64,
+    pub recv_off: u64,
+    /// Virtual addresses in the owner's address space (for CMA).
+    pub send_addr: u64,
+    pub recv_addr: u64,
+}
+
+const MSG_OFF: usize = 128;
+const MSG_LEN: usize = DESC_FIXED - MSG_OFF;
+const _: () = assert!(std::mem::size_of::<DescCore>() <= MSG_OFF);
+
+/// The four arrays of a vector call, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Arr {
+    SendCounts = 0,
+    SendDispls = 1,
+    RecvCounts = 2,
+    RecvDispls = 3,
+}
+
+/// One rank's descriptor slot.
+#[derive(Clone, Copy, Debug)]
+pub struct Desc {
+    base: *mut u8,
+    p: usize,
+}
+
+impl Desc {
+    pub fn slot(seg: &Segment, rank: usize, parity: usize) -> Desc {
+        let l = seg.layout();
+        let p = l.sizes.nranks;
+        Desc {
+            base: seg.ptr(l.desc(rank, parity), l.desc_stride),
+            p,
+        }
+    }
+
+    pub fn core(&self) -> DescCore {
+        // SAFETY: the slot is desc_stride >= DESC_FIXED bytes of the mapping (checked in
+        // `slot`), aligned to 128; callers read only after the owner's release of `seq`.
+        unsafe { std::ptr::read(self.base as *const DescCore) }
+    }
+
+    pub fn set_core(&self, c: &DescCore) {
+        // SAFETY: as in `core`; only the owner writes its slot, before publishing.
+        unsafe { std::ptr::write(self.base as *mut DescCore, *c) }
+    }
+
+    pub fn set_msg(&self, msg: &str) {
+        let bytes = msg.as_bytes();
+        let n = bytes.len().min(MSG_LEN - 1);
+        // SAFETY: MSG_OFF + MSG_LEN = DESC_FIXED bytes lie inside the slot.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(MSG_OFF), n);
+            *self.base.add(MSG_OFF + n) = 0;
+        }
+    }
+
+    pub fn msg(&self) -> String {
+        let mut buf = [0u8; MSG_LEN];
+        // SAFETY: as in `set_msg`.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(MSG_OFF), buf.as_mut_ptr(), MSG_LEN) };
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(MSG_LEN);
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    }
+
+    #[inline]
+    pub fn get(&self, a: Arr, j: usize) -> usize {
+        assert!(j < self.p);
+        // SAFETY: the slot holds DESC_FIXED + 4 * p u64 (Layout::desc_stride); j < p.
+        unsafe { std::ptr::read((self.base.add(DESC_FIXED) as *const u64).add(a as usize * self.p + j)) as usize }
+    }
+
+    pub fn set_array(&self, a: Arr, values: &[usize]) {
+        assert_eq!(values.len(), self.p);
+        for (j, &v) in values.iter().enumerate() {
+            // SAFETY: as in `get`.
+            unsafe { std::ptr::write((self.base.add(DESC_FIXED) as *mut u64).add(a as usize * self.p + j), v as u64) };
+        }
+    }
+}

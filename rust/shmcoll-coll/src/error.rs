@@ -1,0 +1,77 @@
+//! The one error type of shmcoll; the Python bindings map each variant to an exception class.
+
+use shmcoll_shm::ShmError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Below the collectives: OS, timeouts, dead or aborted peers, heap exhaustion.
+    #[error(transparent)]
+    Shm(#[from] ShmError),
+    /// A bad argument this rank could see by itself (counts, displacements, names).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A buffer that cannot serve: read-only, non-contiguous, too small, overlapping.
+    #[error("{0}")]
+    Buffer(String),
+    /// Ranks disagree about the call (sizes, operation, forced choices).
+    #[error("{0}")]
+    Mismatch(String),
+    /// Another rank rejected its part of the call; nothing was transferred.
+    #[error("rank {rank} rejected the call: {msg}")]
+    Peer { rank: usize, kind: ErrorKind, msg: String },
+    /// Something shmcoll does not do (yet).
+    #[error("{0}")]
+    Unsupported(String),
+    /// A forced algorithm cannot serve this call.
+    #[error("algorithm '{algo}' cannot serve this call: {why}")]
+    CannotServe { algo: &'static str, why: String },
+    /// An earlier fatal failure left the communicator unusable.
+    #[error("the communicator is unusable after an earlier failure ({0}); create a new one")]
+    Broken(String),
+}
+
+/// The kind of a rejection, carried to peers in the call descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ErrorKind {
+    InvalidArgument = 1,
+    Buffer = 2,
+    Mismatch = 3,
+    Unsupported = 4,
+    CannotServe = 5,
+    Other = 6,
+}
+
+impl ErrorKind {
+    pub fn from_code(code: u32) -> ErrorKind {
+        match code {
+            1 => ErrorKind::InvalidArgument,
+            2 => ErrorKind::Buffer,
+            3 => ErrorKind::Mismatch,
+            4 => ErrorKind::Unsupported,
+            5 => ErrorKind::CannotServe,
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Buffer(_) => ErrorKind::Buffer,
+            Error::Mismatch(_) => ErrorKind::Mismatch,
+            Error::Unsupported(_) => ErrorKind::Unsupported,
+            Error::CannotServe { .. } => ErrorKind::CannotServe,
+            Error::Peer { kind, .. } => *kind,
+            _ => ErrorKind::Other,
+        }
+    }
+
+    /// Errors after which the ranks no longer agree on the state of the segment.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::Shm(_) | Error::Broken(_))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

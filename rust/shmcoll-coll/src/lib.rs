@@ -1,0 +1,22 @@
+//! Collective algorithms of shmcoll on top of the shared-memory layer: the named registry
+//! (registry.rs), copy orders (order.rs), selection as data (select.rs), the call protocol
+//! (comm.rs, desc.rs) and the Alltoall(v) algorithms (alltoall/).
+
+pub mod alltoall;
+pub mod comm;
+pub mod config;
+pub mod desc;
+pub mod error;
+pub mod order;
+pub mod registry;
+pub mod select;
+mod transfer;
+
+pub use alltoall::{AlltoallCall, Blocks, RawBuf};
+pub use comm::{Comm, HeapBlock, Stats};
+pub use config::{Config, SETTINGS};
+pub use error::{Error, ErrorKind, Result};
+pub use order::Order;
+pub use registry::{Algo, CallFacts, Choice, Forced, Store};
+pub use select::{builtin_rules, Rule};
+pub use shmcoll_shm::ShmError;

@@ -1,0 +1,43 @@
+//! Ranks as threads: each thread maps the segment on its own and joins as one rank, so the
+//! whole protocol (descriptors, counters, rings, heap) runs as between processes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shmcoll_coll::{Comm, Config};
+
+pub fn config(p: usize) -> Config {
+    let mut cfg = Config::from_env(p).unwrap();
+    cfg.heap_bytes = 64 << 20;
+    cfg.staging_bytes = 256 << 10; // small rings, so that large messages wrap many times
+    cfg.inline_bytes = 16 << 10;
+    cfg.chunk_bytes = 16 << 10;
+    cfg.wait.timeout = Duration::from_secs(20);
+    cfg
+}
+
+/// Run `f(comm)` on `p` ranks; returns each rank's result in rank order.
+pub fn run_ranks<T: Send + 'static>(
+    p: usize,
+    cfg: Config,
+    f: impl Fn(&mut Comm) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let seg = Comm::create_segment(p, &cfg).unwrap();
+    let name = seg.name().to_string();
+    let f = Arc::new(f);
+    let handles: Vec<_> = (0..p)
+        .map(|r| {
+            let f = f.clone();
+            let cfg = cfg.clone();
+            let seg = if r == 0 { Some(seg.clone()) } else { None };
+            let name = name.clone();
+            std::thread::spawn(move || {
+                let seg = seg.unwrap_or_else(|| Comm::open_segment(&name).unwrap());
+                let mut comm = Comm::join(seg, r, cfg).unwrap();
+                f(&mut comm)
+            })
+        })
+        .collect();
+    drop(seg);
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}

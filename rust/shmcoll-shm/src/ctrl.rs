@@ -1,0 +1,96 @@
+//! Control lines and counters: who writes what, and how a write is made visible.
+//!
+//! Every counter is a monotonically increasing u64 written by exactly one rank (its owner)
+//! with release order, and read by peers with acquire order. A reader that sees value `v`
+//! therefore sees everything the owner wrote before publishing `v`. Counters never go back,
+//! so a stale read can only make a waiter wait a little longer, never proceed early.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use crate::layout::LINE;
+use crate::segment::Segment;
+
+/// The control lines of a rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// Sequence number of the last call this rank arrived at (its descriptor is valid).
+    Arrive = 0,
+    /// Sequence number of the last call this rank finished touching peers' memory for.
+    Done = 1,
+    /// Identity and state: pid, poison, CMA probe.
+    Info = 2,
+}
+
+/// Offsets inside the INFO line.
+const INFO_PID: usize = 0;
+const INFO_POISON: usize = 4;
+const INFO_CMA_OK: usize = 8;
+const INFO_PROBE_ADDR: usize = 16;
+
+impl Segment {
+    /// The sequence counter at the start of `rank`'s `line`.
+    pub fn seq(&self, rank: usize, line: Line) -> &AtomicU64 {
+        self.atomic_u64(self.layout().ctrl_line(rank, line as usize))
+    }
+
+    pub fn pid_of(&self, rank: usize) -> &AtomicU32 {
+        self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_PID)
+    }
+
+    /// Nonzero once `rank` has given up on the communicator.
+    pub fn poison_of(&self, rank: usize) -> &AtomicU32 {
+        self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_POISON)
+    }
+
+    /// 1 when `rank` could read its neighbour with CMA, 2 when it could not.
+    pub fn cma_ok_of(&self, rank: usize) -> &AtomicU32 {
+        self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_CMA_OK)
+    }
+
+    /// Address of a word in `rank`'s private memory that peers read to probe CMA.
+    pub fn probe_addr_of(&self, rank: usize) -> &AtomicU64 {
+        self.atomic_u64(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_PROBE_ADDR)
+    }
+
+    /// Bytes `rank` has produced into its ring for `peer`, since the segment was created.
+    pub fn produced(&self, rank: usize, peer: usize) -> &AtomicU64 {
+        self.atomic_u64(self.layout().produced(rank, peer))
+    }
+
+    /// Bytes `rank` has consumed from `peer`'s ring for it.
+    pub fn consumed(&self, rank: usize, peer: usize) -> &AtomicU64 {
+        self.atomic_u64(self.layout().consumed(rank, peer))
+    }
+
+    /// Publish `value` on a counter this rank owns and wake peers sleeping on it.
+    ///
+    /// The fence orders the counter store before the load of the waiter count; the waiter
+    /// increments that count before its last check of the counter (see `wait`). One of the
+    /// two therefore sees the other: a sleeper is never left asleep on a published value.
+    #[inline]
+    pub fn publish(&self, counter: &AtomicU64, value: u64) {
+        counter.store(value, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if self.waiters().load(Ordering::Relaxed) != 0 {
+            futex_wake(counter);
+        }
+    }
+}
+
+const _: () = assert!(LINE >= 32);
+
+/// The 32-bit word the kernel's futex compares: the low half of a u64 counter.
+pub(crate) fn futex_word(counter: &AtomicU64) -> &AtomicU32 {
+    let p = counter as *const AtomicU64 as *const u8;
+    let off = if cfg!(target_endian = "little") { 0 } else { 4 };
+    // SAFETY: an AtomicU64 is 8-byte aligned, so either half is a valid, aligned u32 that
+    // lives as long as the counter. The kernel reads it atomically; we never store through
+    // this view, so mixed-size access is limited to the kernel's read.
+    unsafe { &*(p.add(off) as *const AtomicU32) }
+}
+
+pub(crate) fn futex_wake(counter: &AtomicU64) {
+    use rustix::thread::futex;
+    // Shared (not PRIVATE): the waiters live in other processes.
+    let _ = futex::wake(futex_word(counter), futex::Flags::empty(), i32::MAX as u32);
+}

@@ -1,0 +1,61 @@
+//! The first two rounds every rank runs after mapping a segment.
+//!
+//! Round 1: publish the pid and wait until every rank has mapped the segment; rank 0 then
+//! unlinks the name, so that from here on a crash leaves nothing in /dev/shm.
+//! Round 2: probe Cross Memory Attach (read the next rank's probe word) and agree on
+//! whether every rank can use it.
+
+use std::sync::atomic::Ordering;
+
+use crate::cma;
+use crate::ctrl::Line;
+use crate::error::Result;
+use crate::segment::Segment;
+use crate::wait::{wait_counter, Peers, WaitConfig};
+
+/// Sequence numbers used by the handshake; collectives start after them.
+pub const SEQ_ATTACHED: u64 = 1;
+pub const SEQ_PROBED: u64 = 2;
+pub const FIRST_CALL_SEQ: u64 = 3;
+
+/// What the handshake learned.
+#[derive(Debug)]
+pub struct Attached {
+    pub peers: Peers,
+    /// Every rank can read every other rank's memory with process_vm_readv.
+    pub cma_ok: bool,
+}
+
+pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attached> {
+    let p = seg.layout().sizes.nranks;
+    assert!(rank < p, "rank {rank} out of range for {p} ranks");
+    cma::allow_peers_to_read();
+    seg.pid_of(rank).store(std::process::id(), Ordering::Relaxed);
+    let probe = cma::probe_word() as *const u64 as u64;
+    seg.probe_addr_of(rank).store(probe, Ordering::Relaxed);
+    seg.publish(seg.seq(rank, Line::Arrive), SEQ_ATTACHED);
+    for r in 0..p {
+        wait_counter(seg, None, cfg, "attach", r, seg.seq(r, Line::Arrive), SEQ_ATTACHED)?;
+    }
+    if rank == 0 {
+        seg.unlink()?;
+    }
+    let peers = Peers::new(seg, rank);
+
+    let next = (rank + 1) % p;
+    let ok = next == rank || {
+        let addr = seg.probe_addr_of(next).load(Ordering::Relaxed) as usize;
+        cma::probe(peers.pid(next), addr)
+    };
+    seg.cma_ok_of(rank).store(if ok { 1 } else { 2 }, Ordering::Relaxed);
+    seg.publish(seg.seq(rank, Line::Arrive), SEQ_PROBED);
+    let mut all_ok = true;
+    for r in 0..p {
+        wait_counter(seg, Some(&peers), cfg, "attach", r, seg.seq(r, Line::Arrive), SEQ_PROBED)?;
+        all_ok &= seg.cma_ok_of(r).load(Ordering::Relaxed) == 1;
+    }
+    Ok(Attached {
+        peers,
+        cma_ok: all_ok,
+    })
+}

@@ -1,0 +1,20 @@
+//! Node-local shared memory for shmcoll: segments, their layout, control lines and
+//! counters, waiting with deadlines, peer liveness, the per-rank heap allocator and Cross
+//! Memory Attach. Knows nothing about collectives.
+
+pub mod cma;
+pub mod ctrl;
+pub mod error;
+pub mod handshake;
+pub mod heap;
+pub mod layout;
+pub mod segment;
+pub mod wait;
+
+pub use ctrl::Line;
+pub use error::{Result, ShmError};
+pub use handshake::{handshake, Attached, FIRST_CALL_SEQ};
+pub use heap::HeapAlloc;
+pub use layout::{Layout, Sizes, LINE};
+pub use segment::{shm_free_bytes, Segment, NAME_PREFIX};
+pub use wait::{wait_counter, wait_until, Peers, WaitConfig};

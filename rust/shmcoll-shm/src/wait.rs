@@ -1,0 +1,205 @@
+//! Waiting for peers: spin, then yield, then sleep on a futex, always with a deadline and
+//! with an eye on the peers' health.
+//!
+//! Why three phases: a spin on a shared line answers in ~0.1 µs but burns the core; when
+//! there are more ranks than cores the rank we wait for may need that very core, so we
+//! yield it; a futex round trip costs tens of µs in a VM, so we only sleep once the wait
+//! has already been long.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::thread::futex;
+
+use crate::ctrl::futex_word;
+use crate::error::{Result, ShmError};
+use crate::segment::Segment;
+
+/// How long each phase lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitConfig {
+    /// Busy-wait this long before yielding (zero when ranks outnumber cores).
+    pub spin: Duration,
+    /// Then yield the core until this much time has passed in total.
+    pub yield_until: Duration,
+    /// Give up after this long (`SHMCOLL_TIMEOUT`).
+    pub timeout: Duration,
+    /// How often the slow phases check peers' health and the deadline.
+    pub check_every: Duration,
+}
+
+impl WaitConfig {
+    /// Defaults for `nranks` processes on `cpus` usable CPUs.
+    pub fn defaults(nranks: usize, cpus: usize) -> WaitConfig {
+        let oversubscribed = nranks > cpus.max(1);
+        WaitConfig {
+            spin: if oversubscribed {
+                Duration::from_nanos(500)
+            } else {
+                Duration::from_micros(50)
+            },
+            yield_until: Duration::from_millis(5),
+            timeout: Duration::from_secs(60),
+            check_every: Duration::from_millis(1),
+        }
+    }
+}
+
+/// The other processes of the communicator, watched through pidfds.
+#[derive(Debug)]
+pub struct Peers {
+    me: usize,
+    pids: Vec<u32>,
+    /// `None` for ourselves, and where pidfd_open is unavailable (then `kill(pid, 0)`).
+    pidfds: Vec<Option<OwnedFd>>,
+}
+
+impl Peers {
+    pub fn new(seg: &Segment, me: usize) -> Peers {
+        let p = seg.layout().sizes.nranks;
+        let pids: Vec<u32> = (0..p).map(|r| seg.pid_of(r).load(Ordering::Acquire)).collect();
+        let pidfds = (0..p)
+            .map(|r| {
+                if r == me {
+                    return None;
+                }
+                let pid = rustix::process::Pid::from_raw(pids[r] as i32)?;
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            })
+            .collect();
+        Peers { me, pids, pidfds }
+    }
+
+    pub fn pid(&self, rank: usize) -> u32 {
+        self.pids[rank]
+    }
+
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// Error if a peer has exited or aborted.
+    pub fn check(&self, seg: &Segment, what: &'static str) -> Result<()> {
+        for (r, fd) in self.pidfds.iter().enumerate() {
+            if r == self.me {
+                continue;
+            }
+            let dead = match fd {
+                Some(fd) => {
+                    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                    let zero = rustix::time::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    };
+                    // A pidfd becomes readable when its process terminates.
+                    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+                }
+                None => !pid_alive(self.pids[r]),
+            };
+            if dead {
+                return Err(ShmError::PeerDied {
+                    what,
+                    peer: r,
+                    pid: self.pids[r],
+                });
+            }
+            if seg.poison_of(r).load(Ordering::Acquire) != 0 {
+                return Err(ShmError::PeerAborted { what, peer: r });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    match rustix::process::Pid::from_raw(pid as i32) {
+        Some(p) => rustix::process::test_kill_process(p).is_ok(),
+        None => false,
+    }
+}
+
+/// Wait until `counter >= target` (a counter written by `peer`).
+#[inline]
+pub fn wait_counter(
+    seg: &Segment,
+    peers: Option<&Peers>,
+    cfg: &WaitConfig,
+    what: &'static str,
+    peer: usize,
+    counter: &AtomicU64,
+    target: u64,
+) -> Result<()> {
+    if counter.load(Ordering::Acquire) >= target {
+        return Ok(());
+    }
+    wait_until(seg, peers, cfg, what, peer, counter, || {
+        counter.load(Ordering::Acquire) >= target
+    })
+}
+
+/// Wait until `ready()` holds. `counter` is the word whose change may make it hold (the
+/// futex we sleep on); `peer` is the rank we wait for, named in errors.
+pub fn wait_until(
+    seg: &Segment,
+    peers: Option<&Peers>,
+    cfg: &WaitConfig,
+    what: &'static str,
+    peer: usize,
+    counter: &AtomicU64,
+    mut ready: impl FnMut() -> bool,
+) -> Result<()> {
+    let start = Instant::now();
+    // Spin.
+    let mut i: u32 = 0;
+    loop {
+        if ready() {
+            return Ok(());
+        }
+        std::hint::spin_loop();
+        i = i.wrapping_add(1);
+        if i % 64 == 0 && start.elapsed() >= cfg.spin {
+            break;
+        }
+    }
+    // Yield, then sleep; check health and deadline every `check_every`.
+    let mut last_check = Instant::now();
+    loop {
+        if ready() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let waited = now - start;
+        if now - last_check >= cfg.check_every {
+            last_check = now;
+            if let Some(p) = peers {
+                p.check(seg, what)?;
+            }
+            if waited >= cfg.timeout {
+                return Err(ShmError::Timeout { what, peer, waited });
+            }
+        }
+        if waited < cfg.yield_until {
+            rustix::thread::sched_yield();
+        } else {
+            sleep_on(seg, counter, cfg.check_every, &mut ready);
+        }
+    }
+}
+
+/// One futex sleep of at most `max`, unless `ready()` already holds.
+fn sleep_on(seg: &Segment, counter: &AtomicU64, max: Duration, ready: &mut impl FnMut() -> bool) {
+    let word = futex_word(counter);
+    let seen = word.load(Ordering::Acquire);
+    seg.waiters().fetch_add(1, Ordering::SeqCst);
+    if !ready() {
+        let ts = rustix::time::Timespec {
+            tv_sec: max.as_secs() as i64,
+            tv_nsec: max.subsec_nanos() as i64,
+        };
+        // EAGAIN (the word changed), EINTR and ETIMEDOUT all just mean: look again.
+        let _ = futex::wait(word, futex::Flags::empty(), seen, Some(&ts));
+    }
+    seg.waiters().fetch_sub(1, Ordering::SeqCst);
+}
