@@ -89,7 +89,9 @@ impl Comm {
     pub fn join(seg: Arc<Segment>, rank: usize, cfg: Config) -> Result<Comm> {
         let size = seg.layout().sizes.nranks;
         if rank >= size {
-            return Err(Error::InvalidArgument(format!("rank {rank} out of range for a segment of {size} ranks")));
+            return Err(Error::InvalidArgument(format!(
+                "rank {rank} out of range for a segment of {size} ranks"
+            )));
         }
         let att = handshake(&seg, rank, &cfg.wait)?;
         let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
@@ -148,7 +150,11 @@ impl Comm {
 
     /// Reserve `len` bytes of this rank's shared heap.
     pub fn heap_alloc(&self, len: usize) -> Result<HeapBlock> {
-        let heap_off = self.heap.lock().map_err(|_| Error::Broken("heap lock poisoned".into()))?.alloc(len)?;
+        let heap_off = self
+            .heap
+            .lock()
+            .map_err(|_| Error::Broken("heap lock poisoned".into()))?
+            .alloc(len)?;
         let seg_off = self.seg.layout().heap(self.rank) + heap_off;
         Ok(HeapBlock {
             seg: self.seg.clone(),
@@ -214,7 +220,15 @@ impl Comm {
         // polled by everyone at once.
         for k in 1..self.size {
             let j = (self.rank + k) % self.size;
-            wait_counter(&self.seg, Some(&self.peers), &self.cfg.wait, "arrival", j, self.seg.seq(j, Line::Arrive), seq)?;
+            wait_counter(
+                &self.seg,
+                Some(&self.peers),
+                &self.cfg.wait,
+                "arrival",
+                j,
+                self.seg.seq(j, Line::Arrive),
+                seq,
+            )?;
         }
         Ok(())
     }
@@ -223,7 +237,9 @@ impl Comm {
     /// the descriptors (index = rank). A rank that rejected its part makes every rank fail.
     pub(crate) fn read_descs(&self, seq: u64, my_op: u32) -> Result<Vec<DescCore>> {
         let parity = (seq & 1) as usize;
-        let cores: Vec<DescCore> = (0..self.size).map(|j| Desc::slot(&self.seg, j, parity).core()).collect();
+        let cores: Vec<DescCore> = (0..self.size)
+            .map(|j| Desc::slot(&self.seg, j, parity).core())
+            .collect();
         for (j, c) in cores.iter().enumerate() {
             if c.seq != seq {
                 return Err(Error::Mismatch(format!(
@@ -256,7 +272,15 @@ impl Comm {
         self.seg.publish(self.seg.seq(self.rank, Line::Done), seq);
         for k in 1..self.size {
             let j = (self.rank + k) % self.size;
-            wait_counter(&self.seg, Some(&self.peers), &self.cfg.wait, "completion", j, self.seg.seq(j, Line::Done), seq)?;
+            wait_counter(
+                &self.seg,
+                Some(&self.peers),
+                &self.cfg.wait,
+                "completion",
+                j,
+                self.seg.seq(j, Line::Done),
+                seq,
+            )?;
         }
         Ok(())
     }

@@ -38,9 +38,11 @@ pub struct Config {
 
 fn env_bytes(name: &str) -> Result<Option<usize>> {
     match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => hw::parse_bytes(v.trim())
-            .map(Some)
-            .ok_or_else(|| Error::InvalidArgument(format!("{name}={v:?} is not a byte count (e.g. 4096, 64K, 16M)"))),
+        Ok(v) if !v.trim().is_empty() => hw::parse_bytes(v.trim()).map(Some).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{name}={v:?} is not a byte count (e.g. 4096, 64K, 16M)"
+            ))
+        }),
         _ => Ok(None),
     }
 }
@@ -53,7 +55,9 @@ fn env_f64(name: &str) -> Result<Option<f64>> {
             .ok()
             .filter(|x| x.is_finite() && *x >= 0.0)
             .map(Some)
-            .ok_or_else(|| Error::InvalidArgument(format!("{name}={v:?} is not a non-negative number"))),
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("{name}={v:?} is not a non-negative number"))
+            }),
         _ => Ok(None),
     }
 }
@@ -72,7 +76,10 @@ impl Config {
         if let Some(us) = env_f64("SHMCOLL_YIELD_US")? {
             wait.yield_until = Duration::from_secs_f64(us * 1e-6);
         }
-        wait.check_every = wait.check_every.min(wait.timeout / 4).max(Duration::from_micros(100));
+        wait.check_every = wait
+            .check_every
+            .min(wait.timeout / 4)
+            .max(Duration::from_micros(100));
         let heap_default = {
             // Leave half of /dev/shm to others; sparse pages cost nothing until touched.
             let cap = shm_free_bytes().map_or(1 << 30, |f| (f / 2 / nranks.max(1) as u64) as usize);
@@ -80,9 +87,13 @@ impl Config {
         };
         Ok(Config {
             inline_bytes: env_bytes("SHMCOLL_INLINE_BYTES")?.unwrap_or(64 << 10),
-            staging_bytes: env_bytes("SHMCOLL_STAGING_BYTES")?.unwrap_or(4 << 20).max(4096 * nranks.max(1)),
+            staging_bytes: env_bytes("SHMCOLL_STAGING_BYTES")?
+                .unwrap_or(4 << 20)
+                .max(4096 * nranks.max(1)),
             heap_bytes: env_bytes("SHMCOLL_HEAP_BYTES")?.unwrap_or(heap_default),
-            chunk_bytes: env_bytes("SHMCOLL_CHUNK_BYTES")?.unwrap_or(64 << 10).max(64),
+            chunk_bytes: env_bytes("SHMCOLL_CHUNK_BYTES")?
+                .unwrap_or(64 << 10)
+                .max(64),
             nt_threshold: hw::nt_threshold(),
             wait,
             alltoall_forced: Forced::from_env("SHMCOLL_ALLTOALL")?,

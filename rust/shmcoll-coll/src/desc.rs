@@ -116,14 +116,22 @@ impl Desc {
     pub fn get(&self, a: Arr, j: usize) -> usize {
         assert!(j < self.p);
         // SAFETY: the slot holds DESC_FIXED + 4 * p u64 (Layout::desc_stride); j < p.
-        unsafe { std::ptr::read((self.base.add(DESC_FIXED) as *const u64).add(a as usize * self.p + j)) as usize }
+        unsafe {
+            std::ptr::read((self.base.add(DESC_FIXED) as *const u64).add(a as usize * self.p + j))
+                as usize
+        }
     }
 
     pub fn set_array(&self, a: Arr, values: &[usize]) {
         assert_eq!(values.len(), self.p);
         for (j, &v) in values.iter().enumerate() {
             // SAFETY: as in `get`.
-            unsafe { std::ptr::write((self.base.add(DESC_FIXED) as *mut u64).add(a as usize * self.p + j), v as u64) };
+            unsafe {
+                std::ptr::write(
+                    (self.base.add(DESC_FIXED) as *mut u64).add(a as usize * self.p + j),
+                    v as u64,
+                )
+            };
         }
     }
 }

@@ -18,7 +18,11 @@ pub enum Error {
     Mismatch(String),
     /// Another rank rejected its part of the call; nothing was transferred.
     #[error("rank {rank} rejected the call: {msg}")]
-    Peer { rank: usize, kind: ErrorKind, msg: String },
+    Peer {
+        rank: usize,
+        kind: ErrorKind,
+        msg: String,
+    },
     /// Something shmcoll does not do (yet).
     #[error("{0}")]
     Unsupported(String),

@@ -26,7 +26,13 @@ pub enum Algo {
 }
 
 impl Algo {
-    pub const ALL: [Algo; 5] = [Algo::Inline, Algo::Staging, Algo::Pull, Algo::Push, Algo::Cma];
+    pub const ALL: [Algo; 5] = [
+        Algo::Inline,
+        Algo::Staging,
+        Algo::Pull,
+        Algo::Push,
+        Algo::Cma,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -39,7 +45,9 @@ impl Algo {
     }
 
     pub fn parse(s: &str) -> Option<Algo> {
-        Algo::ALL.into_iter().find(|a| a.name().eq_ignore_ascii_case(s.trim()))
+        Algo::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(s.trim()))
     }
 
     fn from_code(c: u16) -> Option<Algo> {
@@ -150,7 +158,9 @@ impl Forced {
         let store = match auto(store) {
             None => None,
             Some(n) => Some(Store::parse(n).ok_or_else(|| {
-                Error::InvalidArgument(format!("unknown store policy {n:?}; known: temporal, nt, hybrid"))
+                Error::InvalidArgument(format!(
+                    "unknown store policy {n:?}; known: temporal, nt, hybrid"
+                ))
             })?),
         };
         Ok(Forced { algo, order, store })
@@ -169,7 +179,9 @@ impl Forced {
     pub fn encode(self) -> u64 {
         let a = self.algo.map_or(0, |a| a as u64);
         let o = self.order.map_or(0, |o| o as u64 + 1);
-        let s = self.store.map_or(0, |s| Store::ALL.iter().position(|x| *x == s).unwrap() as u64 + 1);
+        let s = self.store.map_or(0, |s| {
+            Store::ALL.iter().position(|x| *x == s).unwrap() as u64 + 1
+        });
         a | (o << 16) | (s << 32)
     }
 
@@ -213,7 +225,11 @@ mod tests {
         for a in [None].into_iter().chain(Algo::ALL.map(Some)) {
             for o in [None].into_iter().chain(Order::ALL.map(Some)) {
                 for s in [None].into_iter().chain(Store::ALL.map(Some)) {
-                    let f = Forced { algo: a, order: o, store: s };
+                    let f = Forced {
+                        algo: a,
+                        order: o,
+                        store: s,
+                    };
                     assert_eq!(Forced::decode(f.encode()), f);
                 }
             }
@@ -226,6 +242,9 @@ mod tests {
             assert_eq!(Algo::parse(a.name()), Some(a));
         }
         assert!(Forced::parse(Some("nope"), None, None).is_err());
-        assert_eq!(Forced::parse(Some("auto"), Some("auto"), None).unwrap(), Forced::default());
+        assert_eq!(
+            Forced::parse(Some("auto"), Some("auto"), None).unwrap(),
+            Forced::default()
+        );
     }
 }

@@ -60,14 +60,21 @@ pub fn select(rules: &[Rule], facts: &CallFacts, forced: Forced) -> Result<Choic
     let (algo, order, store) = match forced.algo {
         Some(a) => {
             if let Some(why) = a.restriction(facts) {
-                return Err(Error::CannotServe { algo: a.name(), why });
+                return Err(Error::CannotServe {
+                    algo: a.name(),
+                    why,
+                });
             }
             // Order and store of the first rule for this algorithm and size, if any.
             let r = rules
                 .iter()
                 .find(|r| r.algo == a && facts.max_block <= r.max_block)
                 .copied();
-            (a, r.map_or(Order::Shifted, |r| r.order), r.map_or(Store::Hybrid, |r| r.store))
+            (
+                a,
+                r.map_or(Order::Shifted, |r| r.order),
+                r.map_or(Store::Hybrid, |r| r.store),
+            )
         }
         None => {
             let r = rules

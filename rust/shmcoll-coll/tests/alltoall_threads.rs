@@ -10,19 +10,43 @@ fn pattern(from: usize, to: usize, k: usize) -> u8 {
 }
 
 fn buf(v: &mut [u8]) -> RawBuf {
-    RawBuf { addr: v.as_mut_ptr() as usize, len: v.len() }
+    RawBuf {
+        addr: v.as_mut_ptr() as usize,
+        len: v.len(),
+    }
 }
 
 /// Uniform Alltoall of `bpp` bytes per peer; heap buffers on request; checks the result.
-fn uniform(comm: &mut Comm, bpp: usize, forced: Forced, heap_send: bool, heap_recv: bool, in_place: bool) -> Result<Algo, Error> {
+fn uniform(
+    comm: &mut Comm,
+    bpp: usize,
+    forced: Forced,
+    heap_send: bool,
+    heap_recv: bool,
+    in_place: bool,
+) -> Result<Algo, Error> {
     let (me, p) = (comm.rank(), comm.size());
     let total = p * bpp;
     let hs = comm.heap_alloc(total).unwrap();
     let hr = comm.heap_alloc(total).unwrap();
     let mut vs = vec![0u8; total];
     let mut vr = vec![0u8; total];
-    let send = if heap_send { RawBuf { addr: hs.as_ptr() as usize, len: total } } else { buf(&mut vs) };
-    let recv = if heap_recv { RawBuf { addr: hr.as_ptr() as usize, len: total } } else { buf(&mut vr) };
+    let send = if heap_send {
+        RawBuf {
+            addr: hs.as_ptr() as usize,
+            len: total,
+        }
+    } else {
+        buf(&mut vs)
+    };
+    let recv = if heap_recv {
+        RawBuf {
+            addr: hr.as_ptr() as usize,
+            len: total,
+        }
+    } else {
+        buf(&mut vr)
+    };
     let fill = |b: RawBuf| {
         // SAFETY (test): b describes a live buffer of b.len bytes owned by this rank.
         let s = unsafe { std::slice::from_raw_parts_mut(b.addr as *mut u8, b.len) };
@@ -32,7 +56,11 @@ fn uniform(comm: &mut Comm, bpp: usize, forced: Forced, heap_send: bool, heap_re
             }
         }
     };
-    if in_place { fill(recv) } else { fill(send) }
+    if in_place {
+        fill(recv)
+    } else {
+        fill(send)
+    }
     let call = AlltoallCall {
         send: if in_place { None } else { Some(send) },
         recv,
@@ -45,14 +73,22 @@ fn uniform(comm: &mut Comm, bpp: usize, forced: Forced, heap_send: bool, heap_re
     let r = unsafe { std::slice::from_raw_parts(recv.addr as *const u8, total) };
     for j in 0..p {
         for k in 0..bpp {
-            assert_eq!(r[j * bpp + k], pattern(j, me, k), "rank {me} block from {j} byte {k} ({choice:?}, bpp {bpp})");
+            assert_eq!(
+                r[j * bpp + k],
+                pattern(j, me, k),
+                "rank {me} block from {j} byte {k} ({choice:?}, bpp {bpp})"
+            );
         }
     }
     Ok(choice.algo)
 }
 
 fn forced(a: Algo, o: Order, s: Store) -> Forced {
-    Forced { algo: Some(a), order: Some(o), store: Some(s) }
+    Forced {
+        algo: Some(a),
+        order: Some(o),
+        store: Some(s),
+    }
 }
 
 #[test]
@@ -64,14 +100,28 @@ fn every_algorithm_order_and_store_at_1_to_4_ranks() {
                 for o in Order::ALL {
                     for s in Store::ALL {
                         for bpp in [0usize, 1, 7, 64, 1000, 4099, 70_000] {
-                            let (hs, hr) = match a { Algo::Pull => (true, false), Algo::Push => (false, true), _ => (false, false) };
+                            let (hs, hr) = match a {
+                                Algo::Pull => (true, false),
+                                Algo::Push => (false, true),
+                                _ => (false, false),
+                            };
                             for in_place in [false, true] {
                                 let r = uniform(comm, bpp, forced(a, o, s), hs, hr, in_place);
                                 match (a, in_place, &r) {
-                                    (Algo::Inline, _, Err(Error::CannotServe { .. })) if bpp * comm.size() > 16 << 10 => {}
-                                    (Algo::Pull | Algo::Push | Algo::Cma, true, Err(Error::CannotServe { .. })) => {}
-                                    (_, _, Ok(got)) => { assert_eq!(*got, a); served.push(a) }
-                                    _ => panic!("{a:?} {o:?} {s:?} bpp={bpp} in_place={in_place}: {r:?}"),
+                                    (Algo::Inline, _, Err(Error::CannotServe { .. }))
+                                        if bpp * comm.size() > 16 << 10 => {}
+                                    (
+                                        Algo::Pull | Algo::Push | Algo::Cma,
+                                        true,
+                                        Err(Error::CannotServe { .. }),
+                                    ) => {}
+                                    (_, _, Ok(got)) => {
+                                        assert_eq!(*got, a);
+                                        served.push(a)
+                                    }
+                                    _ => panic!(
+                                        "{a:?} {o:?} {s:?} bpp={bpp} in_place={in_place}: {r:?}"
+                                    ),
                                 }
                             }
                         }
@@ -105,7 +155,13 @@ fn mismatched_sizes_fail_on_every_rank_and_the_comm_survives() {
         let bpp = if me == 1 { 16 } else { 8 };
         let mut s = vec![0u8; 3 * bpp];
         let mut r = vec![0xAAu8; 3 * bpp];
-        let call = AlltoallCall { send: Some(buf(&mut s)), recv: buf(&mut r), send_blocks: Blocks::Uniform(bpp), recv_blocks: Blocks::Uniform(bpp), forced: Forced::default() };
+        let call = AlltoallCall {
+            send: Some(buf(&mut s)),
+            recv: buf(&mut r),
+            send_blocks: Blocks::Uniform(bpp),
+            recv_blocks: Blocks::Uniform(bpp),
+            forced: Forced::default(),
+        };
         let e = comm.alltoall(Ok(call)).unwrap_err();
         assert!(matches!(e, Error::Mismatch(_)), "{e}");
         assert!(r.iter().all(|&b| b == 0xAA), "nothing written on rejection");
@@ -113,7 +169,10 @@ fn mismatched_sizes_fail_on_every_rank_and_the_comm_survives() {
         uniform(comm, 5, Forced::default(), false, false, false).unwrap();
         e.to_string()
     });
-    assert!(out.iter().all(|m| m == &out[0]), "same message everywhere: {out:?}");
+    assert!(
+        out.iter().all(|m| m == &out[0]),
+        "same message everywhere: {out:?}"
+    );
 }
 
 #[test]
@@ -122,7 +181,13 @@ fn a_local_rejection_is_raised_on_every_rank() {
         let me = comm.rank();
         let mut s = vec![0u8; 24];
         let mut r = vec![0u8; if me == 2 { 16 } else { 24 }];
-        let call = AlltoallCall { send: Some(buf(&mut s)), recv: buf(&mut r), send_blocks: Blocks::Uniform(8), recv_blocks: Blocks::Uniform(8), forced: Forced::default() };
+        let call = AlltoallCall {
+            send: Some(buf(&mut s)),
+            recv: buf(&mut r),
+            send_blocks: Blocks::Uniform(8),
+            recv_blocks: Blocks::Uniform(8),
+            forced: Forced::default(),
+        };
         match comm.alltoall(Ok(call)).unwrap_err() {
             Error::Buffer(_) => assert_eq!(me, 2),
             Error::Peer { rank: 2, .. } => assert_ne!(me, 2),
@@ -137,14 +202,30 @@ fn overlapping_buffers_are_rejected() {
     run_ranks(2, config(2), |comm| {
         let mut v = vec![0u8; 64];
         let b = buf(&mut v);
-        let call = AlltoallCall { send: Some(b), recv: RawBuf { addr: b.addr + 8, len: 32 }, send_blocks: Blocks::Uniform(16), recv_blocks: Blocks::Uniform(16), forced: Forced::default() };
+        let call = AlltoallCall {
+            send: Some(b),
+            recv: RawBuf {
+                addr: b.addr + 8,
+                len: 32,
+            },
+            send_blocks: Blocks::Uniform(16),
+            recv_blocks: Blocks::Uniform(16),
+            forced: Forced::default(),
+        };
         let e = comm.alltoall(Ok(call)).unwrap_err();
         assert!(matches!(e, Error::Buffer(_) | Error::Peer { .. }), "{e}");
     });
 }
 
 /// Alltoallv with counts from a matrix: counts[i][j] bytes from i to j.
-fn vector(comm: &mut Comm, counts: &[Vec<usize>], gaps: &[usize], forced: Forced, heap: bool, in_place: bool) -> Result<Algo, Error> {
+fn vector(
+    comm: &mut Comm,
+    counts: &[Vec<usize>],
+    gaps: &[usize],
+    forced: Forced,
+    heap: bool,
+    in_place: bool,
+) -> Result<Algo, Error> {
     let (me, p) = (comm.rank(), comm.size());
     let scounts: Vec<usize> = (0..p).map(|j| counts[me][j]).collect();
     let rcounts: Vec<usize> = (0..p).map(|j| counts[j][me]).collect();
@@ -152,7 +233,11 @@ fn vector(comm: &mut Comm, counts: &[Vec<usize>], gaps: &[usize], forced: Forced
         let mut at = 0;
         // Reverse order with gaps, so that displacements are not just prefix sums.
         let mut d = vec![0; p];
-        for j in (0..p).rev() { at += gaps[j]; d[j] = at; at += c[j]; }
+        for j in (0..p).rev() {
+            at += gaps[j];
+            d[j] = at;
+            at += c[j];
+        }
         d
     };
     let (sd, rd) = (displs(&scounts), displs(&rcounts));
@@ -162,28 +247,74 @@ fn vector(comm: &mut Comm, counts: &[Vec<usize>], gaps: &[usize], forced: Forced
     let hr = comm.heap_alloc(rlen).unwrap();
     let mut vs = vec![0u8; slen];
     let mut vr = vec![0xEEu8; rlen];
-    let send = if heap { RawBuf { addr: hs.as_ptr() as usize, len: slen } } else { buf(&mut vs) };
-    let recv = if heap { RawBuf { addr: hr.as_ptr() as usize, len: rlen } } else { buf(&mut vr) };
+    let send = if heap {
+        RawBuf {
+            addr: hs.as_ptr() as usize,
+            len: slen,
+        }
+    } else {
+        buf(&mut vs)
+    };
+    let recv = if heap {
+        RawBuf {
+            addr: hr.as_ptr() as usize,
+            len: rlen,
+        }
+    } else {
+        buf(&mut vr)
+    };
     // SAFETY (test): live buffers of the given lengths.
-    let (s, r) = unsafe { (std::slice::from_raw_parts_mut(send.addr as *mut u8, slen), std::slice::from_raw_parts_mut(recv.addr as *mut u8, rlen)) };
+    let (s, r) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(send.addr as *mut u8, slen),
+            std::slice::from_raw_parts_mut(recv.addr as *mut u8, rlen),
+        )
+    };
     r.fill(0xEE);
     if in_place {
-        if counts.iter().enumerate().any(|(i, row)| row.iter().enumerate().any(|(j, &c)| c != counts[j][i])) { return Ok(Algo::Staging); }
-        for j in 0..p { for k in 0..rcounts[j] { r[rd[j] + k] = pattern(me, j, k); } }
+        if counts
+            .iter()
+            .enumerate()
+            .any(|(i, row)| row.iter().enumerate().any(|(j, &c)| c != counts[j][i]))
+        {
+            return Ok(Algo::Staging);
+        }
+        for j in 0..p {
+            for k in 0..rcounts[j] {
+                r[rd[j] + k] = pattern(me, j, k);
+            }
+        }
     } else {
-        for j in 0..p { for k in 0..scounts[j] { s[sd[j] + k] = pattern(me, j, k); } }
+        for j in 0..p {
+            for k in 0..scounts[j] {
+                s[sd[j] + k] = pattern(me, j, k);
+            }
+        }
     }
     let call = AlltoallCall {
         send: if in_place { None } else { Some(send) },
         recv,
-        send_blocks: Blocks::Vector { counts: &scounts, displs: &sd },
-        recv_blocks: Blocks::Vector { counts: &rcounts, displs: &rd },
+        send_blocks: Blocks::Vector {
+            counts: &scounts,
+            displs: &sd,
+        },
+        recv_blocks: Blocks::Vector {
+            counts: &rcounts,
+            displs: &rd,
+        },
         forced,
     };
     let choice = comm.alltoall(Ok(call))?;
     let mut expect = vec![0xEEu8; rlen];
-    for j in 0..p { for k in 0..rcounts[j] { expect[rd[j] + k] = pattern(j, me, k); } }
-    assert!(r == &expect[..], "rank {me}: Alltoallv result differs ({choice:?})");
+    for j in 0..p {
+        for k in 0..rcounts[j] {
+            expect[rd[j] + k] = pattern(j, me, k);
+        }
+    }
+    assert!(
+        r == &expect[..],
+        "rank {me}: Alltoallv result differs ({choice:?})"
+    );
     Ok(choice.algo)
 }
 

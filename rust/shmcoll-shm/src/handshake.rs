@@ -30,12 +30,21 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
     let p = seg.layout().sizes.nranks;
     assert!(rank < p, "rank {rank} out of range for {p} ranks");
     cma::allow_peers_to_read();
-    seg.pid_of(rank).store(std::process::id(), Ordering::Relaxed);
+    seg.pid_of(rank)
+        .store(std::process::id(), Ordering::Relaxed);
     let probe = cma::probe_word() as *const u64 as u64;
     seg.probe_addr_of(rank).store(probe, Ordering::Relaxed);
     seg.publish(seg.seq(rank, Line::Arrive), SEQ_ATTACHED);
     for r in 0..p {
-        wait_counter(seg, None, cfg, "attach", r, seg.seq(r, Line::Arrive), SEQ_ATTACHED)?;
+        wait_counter(
+            seg,
+            None,
+            cfg,
+            "attach",
+            r,
+            seg.seq(r, Line::Arrive),
+            SEQ_ATTACHED,
+        )?;
     }
     if rank == 0 {
         seg.unlink()?;
@@ -47,11 +56,20 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
         let addr = seg.probe_addr_of(next).load(Ordering::Relaxed) as usize;
         cma::probe(peers.pid(next), addr)
     };
-    seg.cma_ok_of(rank).store(if ok { 1 } else { 2 }, Ordering::Relaxed);
+    seg.cma_ok_of(rank)
+        .store(if ok { 1 } else { 2 }, Ordering::Relaxed);
     seg.publish(seg.seq(rank, Line::Arrive), SEQ_PROBED);
     let mut all_ok = true;
     for r in 0..p {
-        wait_counter(seg, Some(&peers), cfg, "attach", r, seg.seq(r, Line::Arrive), SEQ_PROBED)?;
+        wait_counter(
+            seg,
+            Some(&peers),
+            cfg,
+            "attach",
+            r,
+            seg.seq(r, Line::Arrive),
+            SEQ_PROBED,
+        )?;
         all_ok &= seg.cma_ok_of(r).load(Ordering::Relaxed) == 1;
     }
     Ok(Attached {

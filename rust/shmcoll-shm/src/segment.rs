@@ -49,7 +49,9 @@ impl Segment {
     /// Create a new segment sized for `sizes` under an unguessable name.
     pub fn create(sizes: Sizes) -> Result<Segment> {
         if sizes.nranks == 0 {
-            return Err(ShmError::Config("a communicator needs at least one rank".into()));
+            return Err(ShmError::Config(
+                "a communicator needs at least one rank".into(),
+            ));
         }
         let layout = Layout::new(sizes);
         check_space(layout.total)?;
@@ -187,7 +189,8 @@ impl Segment {
     /// Pointer to `off`, checked so that `off + len` stays inside the segment.
     pub fn ptr(&self, off: usize, len: usize) -> *mut u8 {
         assert!(
-            off.checked_add(len).is_some_and(|end| end <= self.layout.total),
+            off.checked_add(len)
+                .is_some_and(|end| end <= self.layout.total),
             "segment access {off}+{len} beyond {}",
             self.layout.total
         );
@@ -204,7 +207,7 @@ impl Segment {
 
     /// The 64-bit atomic at `off` (8-byte aligned).
     pub fn atomic_u64(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0);
+        assert!(off.is_multiple_of(8));
         let p = self.ptr(off, 8);
         // SAFETY: in bounds and aligned (checked); the mapping lives as long as `self`, and
         // shared memory is only ever accessed atomically at the offsets used as atomics.
@@ -213,7 +216,7 @@ impl Segment {
 
     /// The 32-bit atomic at `off` (4-byte aligned).
     pub fn atomic_u32(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0);
+        assert!(off.is_multiple_of(4));
         let p = self.ptr(off, 4);
         // SAFETY: as for `atomic_u64`.
         unsafe { &*(p as *const AtomicU32) }
@@ -272,10 +275,7 @@ fn fresh_name() -> Result<String> {
     getrandom::fill(&mut bytes).map_err(|e| ShmError::Config(format!("getrandom: {e}")))?;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let uid = rustix::process::getuid().as_raw();
-    Ok(format!(
-        "/{NAME_PREFIX}{uid}-{}-{hex}",
-        std::process::id()
-    ))
+    Ok(format!("/{NAME_PREFIX}{uid}-{}-{hex}", std::process::id()))
 }
 
 /// Refuse segments larger than the free space of /dev/shm: a sparse file bigger than the

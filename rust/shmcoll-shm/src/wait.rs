@@ -59,7 +59,9 @@ pub struct Peers {
 impl Peers {
     pub fn new(seg: &Segment, me: usize) -> Peers {
         let p = seg.layout().sizes.nranks;
-        let pids: Vec<u32> = (0..p).map(|r| seg.pid_of(r).load(Ordering::Acquire)).collect();
+        let pids: Vec<u32> = (0..p)
+            .map(|r| seg.pid_of(r).load(Ordering::Acquire))
+            .collect();
         let pidfds = (0..p)
             .map(|r| {
                 if r == me {
@@ -159,7 +161,7 @@ pub fn wait_until(
         }
         std::hint::spin_loop();
         i = i.wrapping_add(1);
-        if i % 64 == 0 && start.elapsed() >= cfg.spin {
+        if i.is_multiple_of(64) && start.elapsed() >= cfg.spin {
             break;
         }
     }

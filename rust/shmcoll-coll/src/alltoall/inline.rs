@@ -48,7 +48,9 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
         let (roff, len) = x.recv_blocks.block(j);
         let at = packed_offset(c, x, j);
         if at + len > l.sizes.inline_bytes {
-            err = Some(crate::error::Error::Mismatch(format!("rank {j}'s inline payload is larger than its area")));
+            err = Some(crate::error::Error::Mismatch(format!(
+                "rank {j}'s inline payload is larger than its area"
+            )));
             return;
         }
         let src = c.seg.ptr(l.inline(j, parity) + at, len) as usize;

@@ -11,7 +11,10 @@ mod push;
 mod staging;
 
 use crate::comm::Comm;
-use crate::desc::{Arr, Desc, DescCore, F_INLINE, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_VECTOR, NO_OFFSET, OP_ALLTOALL, OP_ALLTOALLV};
+use crate::desc::{
+    Arr, Desc, DescCore, F_INLINE, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_VECTOR, NO_OFFSET,
+    OP_ALLTOALL, OP_ALLTOALLV,
+};
 use crate::error::{Error, Result};
 use crate::registry::{Algo, CallFacts, Choice, Forced};
 use crate::select::{inline_limit, select};
@@ -29,7 +32,10 @@ pub enum Blocks<'a> {
     /// Block j is `[j*n, (j+1)*n)`.
     Uniform(usize),
     /// Block j is `[displs[j], displs[j]+counts[j])`.
-    Vector { counts: &'a [usize], displs: &'a [usize] },
+    Vector {
+        counts: &'a [usize],
+        displs: &'a [usize],
+    },
 }
 
 impl Blocks<'_> {
@@ -55,7 +61,8 @@ pub struct AlltoallCall<'a> {
 
 impl<'a> AlltoallCall<'a> {
     fn is_vector(&self) -> bool {
-        matches!(self.send_blocks, Blocks::Vector { .. }) || matches!(self.recv_blocks, Blocks::Vector { .. })
+        matches!(self.send_blocks, Blocks::Vector { .. })
+            || matches!(self.recv_blocks, Blocks::Vector { .. })
     }
     fn send_blocks(&self) -> Blocks<'a> {
         if self.send.is_some() {
@@ -87,7 +94,10 @@ impl Exchange<'_> {
         let c = &self.cores[j];
         if c.flags & F_VECTOR != 0 {
             let d = Desc::slot(&comm.seg, j, (self.seq & 1) as usize);
-            (d.get(Arr::SendDispls, comm.rank), d.get(Arr::SendCounts, comm.rank))
+            (
+                d.get(Arr::SendDispls, comm.rank),
+                d.get(Arr::SendCounts, comm.rank),
+            )
         } else {
             (comm.rank * c.send_bpp as usize, c.send_bpp as usize)
         }
@@ -98,7 +108,10 @@ impl Exchange<'_> {
         let c = &self.cores[j];
         if c.flags & F_VECTOR != 0 {
             let d = Desc::slot(&comm.seg, j, (self.seq & 1) as usize);
-            (d.get(Arr::RecvDispls, comm.rank), d.get(Arr::RecvCounts, comm.rank))
+            (
+                d.get(Arr::RecvDispls, comm.rank),
+                d.get(Arr::RecvCounts, comm.rank),
+            )
         } else {
             (comm.rank * c.recv_bpp as usize, c.recv_bpp as usize)
         }
@@ -171,7 +184,10 @@ impl Comm {
         check_disjoint(&c.recv_blocks, p)?;
         if let Some(s) = c.send {
             check_blocks("send", &c.send_blocks, s, p)?;
-            if let (Some(a), Some(b)) = (span(&c.send_blocks, s.addr, p), span(&c.recv_blocks, c.recv.addr, p)) {
+            if let (Some(a), Some(b)) = (
+                span(&c.send_blocks, s.addr, p),
+                span(&c.recv_blocks, c.recv.addr, p),
+            ) {
                 if a.0 < b.1 && b.0 < a.1 {
                     return Err(Error::Buffer(
                         "send and receive buffers overlap; pass shmcoll.IN_PLACE as the send buffer for an in-place exchange".into(),
@@ -196,7 +212,7 @@ impl Comm {
     fn alltoall_inner(&mut self, seq: u64, call: Result<AlltoallCall>) -> Result<Choice> {
         let p = self.size;
         let parity = (seq & 1) as usize;
-        let vector = call.as_ref().map_or(false, |c| c.is_vector());
+        let vector = call.as_ref().is_ok_and(|c| c.is_vector());
         let op = if vector { OP_ALLTOALLV } else { OP_ALLTOALL };
         let call = call.and_then(|c| self.check_local(&c).map(|_| c));
         let call = match call {
@@ -260,8 +276,14 @@ impl Comm {
         }
         let d = Desc::slot(&self.seg, self.rank, parity);
         if vector {
-            let (sc, sd): (Vec<usize>, Vec<usize>) = (0..p).map(|j| send_blocks.block(j)).map(|(o, l)| (l, o)).unzip();
-            let (rc, rd): (Vec<usize>, Vec<usize>) = (0..p).map(|j| recv_blocks.block(j)).map(|(o, l)| (l, o)).unzip();
+            let (sc, sd): (Vec<usize>, Vec<usize>) = (0..p)
+                .map(|j| send_blocks.block(j))
+                .map(|(o, l)| (l, o))
+                .unzip();
+            let (rc, rd): (Vec<usize>, Vec<usize>) = (0..p)
+                .map(|j| recv_blocks.block(j))
+                .map(|(o, l)| (l, o))
+                .unzip();
             d.set_array(Arr::SendCounts, &sc);
             d.set_array(Arr::SendDispls, &sd);
             d.set_array(Arr::RecvCounts, &rc);
@@ -298,7 +320,13 @@ impl Comm {
 
     /// Check that every pair of ranks agrees on block sizes and that forced choices match;
     /// gather what selection needs.
-    fn global_facts(&self, seq: u64, cores: &[DescCore], vector: bool, forced: Forced) -> Result<CallFacts> {
+    fn global_facts(
+        &self,
+        seq: u64,
+        cores: &[DescCore],
+        vector: bool,
+        forced: Forced,
+    ) -> Result<CallFacts> {
         let p = self.size;
         let parity = (seq & 1) as usize;
         let enc = forced.encode();

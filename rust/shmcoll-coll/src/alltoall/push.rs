@@ -11,7 +11,12 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let send_total: usize = (0..c.size).map(|j| x.send_blocks.block(j).1).sum();
     let store = resolve_store(x.choice.store, send_total, c.cfg.nt_threshold);
     let mut m = Mover::default();
-    let pieces = x.choice.order.pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| x.send_blocks.block(j).1);
+    let pieces = x
+        .choice
+        .order
+        .pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| {
+            x.send_blocks.block(j).1
+        });
     for (j, off, len) in pieces {
         let (soff, _) = x.send_blocks.block(j);
         let dst = if j == c.rank {

@@ -67,7 +67,13 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
         // SAFETY: our own send and receive blocks, bounds-checked and disjoint (check_local).
         unsafe { m.copy(x.recv + ro, x.send + so, len, store) };
     }
-    let order: Vec<usize> = x.choice.order.peers(me, p).into_iter().filter(|&j| j != me).collect();
+    let order: Vec<usize> = x
+        .choice
+        .order
+        .peers(me, p)
+        .into_iter()
+        .filter(|&j| j != me)
+        .collect();
     let mut sdone = vec![0usize; p];
     let mut rdone = vec![0usize; p];
     let mut blocked: Vec<(&AtomicU64, u64)> = Vec::new();
@@ -83,7 +89,14 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
                 let space = cap - (c.sent[j] - consumed) as usize;
                 let want = (slen - sdone[j]).min(chunk);
                 if space >= want {
-                    ring_write(&mut m, ring(&seg, me, j, cap), cap, c.sent[j], x.send + soff + sdone[j], want);
+                    ring_write(
+                        &mut m,
+                        ring(&seg, me, j, cap),
+                        cap,
+                        c.sent[j],
+                        x.send + soff + sdone[j],
+                        want,
+                    );
                     c.sent[j] += want as u64;
                     sdone[j] += want;
                     seg.publish(seg.produced(me, j), c.sent[j]);
@@ -102,7 +115,15 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
                     n = n.min(sdone[j] - rdone[j]);
                 }
                 if n > 0 {
-                    ring_read(&mut m, ring(&seg, j, me, cap), cap, c.recvd[j], x.recv + roff + rdone[j], n, store);
+                    ring_read(
+                        &mut m,
+                        ring(&seg, j, me, cap),
+                        cap,
+                        c.recvd[j],
+                        x.recv + roff + rdone[j],
+                        n,
+                        store,
+                    );
                     c.recvd[j] += n as u64;
                     rdone[j] += n;
                     seg.publish(seg.consumed(me, j), c.recvd[j]);
@@ -121,11 +142,19 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
             let peer = order
                 .iter()
                 .copied()
-                .find(|&j| std::ptr::eq(ctr, seg.consumed(j, me)) || std::ptr::eq(ctr, seg.produced(j, me)))
+                .find(|&j| {
+                    std::ptr::eq(ctr, seg.consumed(j, me)) || std::ptr::eq(ctr, seg.produced(j, me))
+                })
                 .unwrap_or(me);
-            wait_until(&seg, Some(&c.peers), &c.cfg.wait, "staging transfer", peer, ctr, || {
-                blocked.iter().any(|(a, v)| a.load(Ordering::Acquire) != *v)
-            })?;
+            wait_until(
+                &seg,
+                Some(&c.peers),
+                &c.cfg.wait,
+                "staging transfer",
+                peer,
+                ctr,
+                || blocked.iter().any(|(a, v)| a.load(Ordering::Acquire) != *v),
+            )?;
         }
     }
     m.fence();

@@ -1,0 +1,75 @@
+"""shmcoll: fast collective communication between the processes of one node.
+
+    from mpi4py import MPI
+    import shmcoll
+    comm = shmcoll.Comm(MPI.COMM_WORLD)   # the whole migration
+    comm.Alltoall(sendbuf, recvbuf)        # same names and buffer specs as mpi4py
+
+Without MPI: ``shmcoll run -n 4 script.py`` or ``shmcoll.spawn(4, fn)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _core
+from .buffers import IN_PLACE
+from .comm import Choice, Comm
+from .errors import (
+    AlgorithmError,
+    ArgumentError,
+    BadBufferError,
+    CommBrokenError,
+    HeapExhaustedError,
+    MismatchError,
+    PeerFailedError,
+    PeerRejectedError,
+    SegmentError,
+    ShmcollError,
+    ShmcollTimeoutError,
+    SpawnError,
+    UnsupportedError,
+)
+from .launch import spawn
+
+__version__: str = _core.__version__
+
+
+def copy(dst: Any, src: Any, store: str = "auto") -> None:
+    """Copy `src` into `dst` (contiguous buffers of the same size in bytes).
+
+    `store`: "temporal" (ordinary stores, data stays in cache), "nt" (streaming stores
+    that bypass the cache: faster for copies larger than the cache, and they leave the
+    cache to the rest of the program), "hybrid"/"auto" (streaming above
+    ``SHMCOLL_NT_THRESHOLD``). The GIL is released for large copies.
+    """
+    _core.copy(dst, src, store)
+
+
+def machine() -> dict[str, Any]:
+    """The hardware as shmcoll sees it (caches, SIMD level, NT threshold)."""
+    return dict(_core.machine())
+
+
+__all__ = [
+    "IN_PLACE",
+    "AlgorithmError",
+    "ArgumentError",
+    "BadBufferError",
+    "Choice",
+    "Comm",
+    "CommBrokenError",
+    "HeapExhaustedError",
+    "MismatchError",
+    "PeerFailedError",
+    "PeerRejectedError",
+    "SegmentError",
+    "ShmcollError",
+    "ShmcollTimeoutError",
+    "SpawnError",
+    "UnsupportedError",
+    "__version__",
+    "copy",
+    "machine",
+    "spawn",
+]

@@ -1,0 +1,92 @@
+"""The measuring loop shared by the collective benchmarks.
+
+Per iteration: rewrite the send buffer (untimed, so caches cannot flatter the result),
+an untimed barrier, then the timed call. The latency of an iteration is the slowest rank's
+time; a variant's figure is the median over iterations. Variants run in interleaved
+rounds so that slow drifts of a shared machine hit all of them alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .stats import Summary
+
+
+MAX_INTERLEAVED = 6
+
+
+@dataclass
+class Variant:
+    """One way of running the operation: a label and the callables that prepare, run and
+    check it."""
+
+    label: str
+    peer: bool  # True for the reference implementation (MPI)
+    setup: Callable[[int], Any]  # bytes per rank -> state
+    refill: Callable[[Any, int], None]  # (state, iteration) -> rewrite send data
+    call: Callable[[Any], None]
+    check: Callable[[Any, int], bool]  # (state, iteration) -> result correct?
+    teardown: Callable[[Any], None] = lambda s: None
+    times: list[float] = field(default_factory=list)
+    valid: bool | None = None
+    error: str | None = None
+
+
+def measure(
+    barrier: Callable[[], None],
+    variants: list[Variant],
+    size: int,
+    iters: int,
+    warmup: int,
+    rounds: int,
+    validate: bool,
+) -> None:
+    """Fill each variant's `times` (this rank's seconds per iteration).
+
+    Up to `MAX_INTERLEAVED` variants run in interleaved rounds; beyond that (e.g. every
+    forced variant) they run one after the other, so that only one holds buffers at a time.
+    """
+    if len(variants) > MAX_INTERLEAVED:
+        for v in variants:
+            measure(barrier, [v], size, iters, warmup, 1, validate)
+        return
+    states: dict[str, Any] = {}
+    for v in variants:
+        v.times = []
+        v.valid = None
+        try:
+            states[v.label] = v.setup(size)
+        except Exception as e:  # a variant that cannot run this size is reported, not fatal
+            v.error = f"{type(e).__name__}: {e}"
+    live = [v for v in variants if v.label in states]
+    per_round = max(1, -(-iters // rounds))
+    it = 0
+    for r in range(rounds):
+        for v in live:
+            s = states[v.label]
+            n_warm = warmup if r == 0 else 0
+            for k in range(n_warm + per_round):
+                it += 1
+                v.refill(s, it)
+                barrier()
+                t0 = time.perf_counter()
+                v.call(s)
+                t1 = time.perf_counter()
+                if k >= n_warm:
+                    v.times.append(t1 - t0)
+            if validate:
+                ok = v.check(s, it)
+                v.valid = ok if v.valid is None else (v.valid and ok)
+    for v in live:
+        v.teardown(states[v.label])
+
+
+def summarize(all_times: np.ndarray) -> Summary:
+    """`all_times[rank, iteration]` -> summary of the per-iteration maximum over ranks."""
+    return Summary.of(all_times.max(axis=0))

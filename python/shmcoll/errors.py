@@ -1,0 +1,82 @@
+"""The exception hierarchy of shmcoll.
+
+Every error shmcoll raises derives from :class:`ShmcollError` and, where one fits, from the
+matching built-in exception, so that ``except ValueError`` keeps working for code written
+against mpi4py. The native module maps its one error enum onto these classes.
+"""
+
+from __future__ import annotations
+
+
+class ShmcollError(Exception):
+    """Base class of every shmcoll error."""
+
+
+class ArgumentError(ShmcollError, ValueError):
+    """A bad argument this rank could see by itself (counts, names, settings)."""
+
+
+class BadBufferError(ShmcollError, BufferError):
+    """A buffer that cannot serve: read-only, non-contiguous, too small or overlapping."""
+
+
+class MismatchError(ShmcollError, ValueError):
+    """Ranks disagree about a call (block sizes, operation, forced choices)."""
+
+
+class PeerRejectedError(ShmcollError, ValueError):
+    """Another rank rejected its part of the call; nothing was transferred.
+
+    ``rank`` is the rank that rejected it.
+    """
+
+    rank: int = -1
+
+
+class UnsupportedError(ShmcollError, NotImplementedError):
+    """Something shmcoll does not do (yet)."""
+
+
+class AlgorithmError(ShmcollError, ValueError):
+    """A forced algorithm cannot serve this call (e.g. ``pull`` without heap buffers)."""
+
+
+class CommBrokenError(ShmcollError, RuntimeError):
+    """An earlier fatal failure (timeout, dead peer) left the communicator unusable."""
+
+
+class ShmcollTimeoutError(ShmcollError, TimeoutError):
+    """A peer did not arrive within ``SHMCOLL_TIMEOUT`` seconds."""
+
+
+class PeerFailedError(ShmcollError, RuntimeError):
+    """A peer process died or aborted the communicator during a call."""
+
+
+class HeapExhaustedError(ShmcollError, MemoryError):
+    """The shared heap has no free range large enough (see ``SHMCOLL_HEAP_BYTES``)."""
+
+
+class SegmentError(ShmcollError, OSError):
+    """Creating, opening or mapping the shared-memory segment failed."""
+
+
+class SpawnError(ShmcollError, RuntimeError):
+    """One or more ranks of :func:`shmcoll.spawn` failed; the message holds their tracebacks."""
+
+
+__all__ = [
+    "AlgorithmError",
+    "ArgumentError",
+    "BadBufferError",
+    "CommBrokenError",
+    "HeapExhaustedError",
+    "MismatchError",
+    "PeerFailedError",
+    "PeerRejectedError",
+    "SegmentError",
+    "ShmcollError",
+    "ShmcollTimeoutError",
+    "SpawnError",
+    "UnsupportedError",
+]

@@ -1,0 +1,142 @@
+"""The standalone launcher: several processes on this node sharing one communicator,
+without MPI. Used by ``shmcoll run -n N script.py``, by :func:`spawn`, by the tests and by
+the benchmarks' standalone mode.
+
+The launcher creates the segment, hands its name to the ranks in their environment, and
+keeps it until the ranks are done (rank 0 unlinks it as soon as every rank mapped it; the
+launcher unlinks it anyway on the way out, so that a failed start leaves nothing behind).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from . import _core
+from .comm import ENV_RANK, ENV_SEGMENT, ENV_SIZE
+from .errors import ArgumentError, SpawnError
+
+
+def rank_env(name: str, rank: int, size: int) -> dict[str, str]:
+    return {ENV_SEGMENT: name, ENV_RANK: str(rank), ENV_SIZE: str(size)}
+
+
+def _child(rank: int, size: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+           kwargs: dict[str, Any], conn: Connection) -> None:
+    os.environ.update(rank_env(name, rank, size))
+    try:
+        result = fn(*args, **kwargs)
+        conn.send(("ok", result))
+    except BaseException as e:  # report everything, including SystemExit
+        conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def spawn(
+    n: int,
+    fn: Callable[..., Any],
+    *args: Any,
+    timeout: float | None = None,
+    start_method: str | None = None,
+    **kwargs: Any,
+) -> list[Any]:
+    """Run ``fn(*args, **kwargs)`` on `n` new processes that share a communicator
+    (``shmcoll.Comm()`` inside `fn` returns it) and return each rank's result, in rank
+    order. If any rank raises or dies, raises :class:`SpawnError` with every failure.
+
+    `fn` must be picklable (a module-level function) unless `start_method` is "fork".
+    `timeout` (seconds) bounds the whole run; the ranks are killed when it passes.
+    """
+    if n < 1:
+        raise ArgumentError("spawn needs at least one rank")
+    method = start_method or os.environ.get("SHMCOLL_START_METHOD", "spawn")
+    ctx = mp.get_context(method)
+    seg = _core.SegmentHandle(n)
+    procs: list[Any] = []
+    conns: list[Connection] = []
+    try:
+        for r in range(n):
+            parent, child = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_child, args=(r, n, seg.name, fn, args, kwargs, child), daemon=True)
+            p.start()
+            child.close()
+            procs.append(p)
+            conns.append(parent)
+        results: list[Any] = [None] * n
+        failures: dict[int, str] = {}
+        pending = dict(enumerate(conns))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait(list(pending.values()), timeout=left)
+            if not ready:
+                for r in pending:
+                    failures[r] = f"rank {r}: still running after {timeout} s; killed"
+                break
+            for c in ready:
+                r = next(k for k, v in pending.items() if v is c)
+                del pending[r]
+                try:
+                    msg = c.recv()
+                except EOFError:
+                    procs[r].join(5)
+                    failures[r] = f"rank {r}: process exited with code {procs[r].exitcode} before reporting"
+                    continue
+                if msg[0] == "ok":
+                    results[r] = msg[1]
+                else:
+                    failures[r] = f"rank {r}: {msg[1]}\n{msg[2]}"
+        if failures:
+            raise SpawnError("\n".join(failures[r] for r in sorted(failures)))
+        return results
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for c in conns:
+            c.close()
+        seg.unlink()
+
+
+def run(n: int, argv: Sequence[str], *, timeout: float | None = None) -> int:
+    """Start `n` copies of ``python argv...`` sharing a communicator; return the worst
+    exit code. A rank that fails makes the others raise (dead peer) rather than hang."""
+    if n < 1:
+        raise ArgumentError("run needs at least one rank")
+    seg = _core.SegmentHandle(n)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for r in range(n):
+            env = dict(os.environ)
+            env.update(rank_env(seg.name, r, n))
+            procs.append(subprocess.Popen([sys.executable, *argv], env=env))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        codes: list[int | None] = [None] * n
+        while any(c is None for c in codes):
+            for r, p in enumerate(procs):
+                if codes[r] is None:
+                    codes[r] = p.poll()
+            if deadline is not None and time.monotonic() > deadline:
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGKILL)
+                return 124
+            time.sleep(0.01)
+        return max(abs(c or 0) for c in codes)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        seg.unlink()

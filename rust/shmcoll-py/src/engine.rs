@@ -1,0 +1,384 @@
+//! `Engine`: one rank of a node communicator, as the Python `shmcoll.Comm` drives it.
+//! Arguments arrive already resolved to buffers and byte counts; the GIL is released for
+//! the whole collective (waiting and copying).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use shmcoll_coll::{AlltoallCall, Blocks, Comm, Config, Error, Forced, RawBuf};
+use shmcoll_shm::Segment;
+
+use crate::buffer::{BorrowError, Borrowed};
+use crate::errors::{to_py, IntoPyResult};
+use crate::heap::HeapBuffer;
+
+/// A segment created by this process (the launcher or rank 0); keeps it alive and, once
+/// dropped, unlinks it if the handshake has not already.
+#[derive(Debug)]
+#[pyclass(module = "shmcoll._core", frozen)]
+pub struct SegmentHandle {
+    pub seg: Arc<Segment>,
+}
+
+#[pymethods]
+impl SegmentHandle {
+    #[new]
+    fn new(py: Python<'_>, nranks: usize) -> PyResult<SegmentHandle> {
+        if nranks == 0 {
+            return Err(to_py(
+                py,
+                Error::InvalidArgument("nranks must be at least 1".into()),
+            ));
+        }
+        let cfg = Config::from_env(nranks).py_err(py)?;
+        let seg = Comm::create_segment(nranks, &cfg).py_err(py)?;
+        Ok(SegmentHandle { seg })
+    }
+
+    /// Map a segment another process created (by name).
+    #[staticmethod]
+    fn open(py: Python<'_>, name: &str) -> PyResult<SegmentHandle> {
+        let seg = Comm::open_segment(name).py_err(py)?;
+        Ok(SegmentHandle { seg })
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.seg.name().to_string()
+    }
+
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.seg.len()
+    }
+
+    /// Remove the name from /dev/shm now (idempotent).
+    fn unlink(&self, py: Python<'_>) -> PyResult<()> {
+        self.seg.unlink().map_err(Error::from).py_err(py)
+    }
+}
+
+/// (max bytes per rank or None for inf, algorithm, order, store)
+type RuleRow = (Option<usize>, String, String, String);
+
+#[derive(Debug)]
+#[pyclass(module = "shmcoll._core")]
+pub struct Engine {
+    comm: Option<Comm>,
+}
+
+fn forced(
+    py: Python<'_>,
+    algorithm: Option<&str>,
+    order: Option<&str>,
+    store: Option<&str>,
+) -> PyResult<Forced> {
+    Forced::parse(algorithm, order, store).py_err(py)
+}
+
+impl Engine {
+    fn comm(&mut self, py: Python<'_>) -> PyResult<&mut Comm> {
+        self.comm.as_mut().ok_or_else(|| {
+            to_py(
+                py,
+                Error::InvalidArgument("the communicator was freed".into()),
+            )
+        })
+    }
+}
+
+/// Keep a Python exception to raise after the peers were told about the rejection.
+fn stash(slot: &mut Option<PyErr>, e: PyErr) -> Error {
+    let msg = e.to_string();
+    *slot = Some(e);
+    Error::InvalidArgument(msg)
+}
+
+/// Borrow `obj`'s buffer for the duration of the call (kept in `held`).
+fn hold(
+    held: &mut Vec<Borrowed>,
+    pyerr: &mut Option<PyErr>,
+    obj: &Bound<'_, PyAny>,
+    writable: bool,
+    what: &str,
+) -> Result<RawBuf, Error> {
+    match Borrowed::new(obj, writable, what) {
+        Ok(b) => {
+            let raw = b.raw();
+            held.push(b);
+            Ok(raw)
+        }
+        Err(BorrowError::Shm(e)) => Err(e),
+        Err(BorrowError::Python(pe)) => {
+            let e = Error::Buffer(format!(
+                "the {what} does not support the buffer protocol ({pe})"
+            ));
+            *pyerr = Some(pe);
+            Err(e)
+        }
+    }
+}
+
+fn uniform_bpp(len: usize, p: usize, given: Option<usize>, what: &str) -> Result<usize, Error> {
+    match given {
+        Some(b) => Ok(b),
+        None if len.is_multiple_of(p) => Ok(len / p),
+        None => Err(Error::InvalidArgument(format!(
+            "cannot split the {len}-byte {what} buffer into {p} equal blocks; pass an explicit count"
+        ))),
+    }
+}
+
+#[pymethods]
+impl Engine {
+    /// Join the communicator of `segment` (a SegmentHandle or a segment name) as `rank`.
+    #[new]
+    fn new(py: Python<'_>, segment: &Bound<'_, PyAny>, rank: usize) -> PyResult<Engine> {
+        let seg = if let Ok(h) = segment.cast::<SegmentHandle>() {
+            h.get().seg.clone()
+        } else {
+            let name: String = segment.extract()?;
+            py.detach(|| Comm::open_segment(&name)).py_err(py)?
+        };
+        let cfg = Config::from_env(seg.layout().sizes.nranks).py_err(py)?;
+        let comm = py.detach(move || Comm::join(seg, rank, cfg)).py_err(py)?;
+        Ok(Engine { comm: Some(comm) })
+    }
+
+    #[getter]
+    fn rank(&mut self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.comm(py)?.rank())
+    }
+
+    #[getter]
+    fn size(&mut self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.comm(py)?.size())
+    }
+
+    #[getter]
+    fn cma_ok(&mut self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.comm(py)?.cma_ok())
+    }
+
+    #[getter]
+    fn freed(&self) -> bool {
+        self.comm.is_none()
+    }
+
+    /// Alltoall of `send_bpp`/`recv_bpp` bytes per rank (None: the buffer length / size).
+    /// `sendbuf=None` means in place.
+    #[pyo3(signature = (sendbuf, recvbuf, send_bpp=None, recv_bpp=None, algorithm=None, order=None, store=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn alltoall(
+        &mut self,
+        py: Python<'_>,
+        sendbuf: Option<&Bound<'_, PyAny>>,
+        recvbuf: &Bound<'_, PyAny>,
+        send_bpp: Option<usize>,
+        recv_bpp: Option<usize>,
+        algorithm: Option<&str>,
+        order: Option<&str>,
+        store: Option<&str>,
+    ) -> PyResult<()> {
+        let comm = self.comm(py)?;
+        let p = comm.size();
+        let mut held = Vec::with_capacity(2);
+        let mut pyerr = None;
+        let call = (|| {
+            let forced = forced(py, algorithm, order, store).map_err(|e| stash(&mut pyerr, e))?;
+            let recv = hold(&mut held, &mut pyerr, recvbuf, true, "receive buffer")?;
+            let send = match sendbuf {
+                Some(s) => Some(hold(&mut held, &mut pyerr, s, false, "send buffer")?),
+                None => None,
+            };
+            let rb = uniform_bpp(recv.len, p, recv_bpp, "receive")?;
+            let sb = match send {
+                Some(s) => uniform_bpp(s.len, p, send_bpp, "send")?,
+                None => rb,
+            };
+            Ok(AlltoallCall {
+                send,
+                recv,
+                send_blocks: Blocks::Uniform(sb),
+                recv_blocks: Blocks::Uniform(rb),
+                forced,
+            })
+        })();
+        let r = py.detach(|| comm.alltoall(call));
+        drop(held);
+        finish(py, r.map(|_| ()), pyerr)
+    }
+
+    /// Alltoallv with counts and displacements in bytes. `sendbuf=None` means in place
+    /// (then the send side uses the receive counts and displacements).
+    #[pyo3(signature = (sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, algorithm=None, order=None, store=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn alltoallv(
+        &mut self,
+        py: Python<'_>,
+        sendbuf: Option<&Bound<'_, PyAny>>,
+        recvbuf: &Bound<'_, PyAny>,
+        sendcounts: Vec<usize>,
+        sdispls: Vec<usize>,
+        recvcounts: Vec<usize>,
+        rdispls: Vec<usize>,
+        algorithm: Option<&str>,
+        order: Option<&str>,
+        store: Option<&str>,
+    ) -> PyResult<()> {
+        let comm = self.comm(py)?;
+        let mut held = Vec::with_capacity(2);
+        let mut pyerr = None;
+        let call = (|| {
+            let forced = forced(py, algorithm, order, store).map_err(|e| stash(&mut pyerr, e))?;
+            let recv = hold(&mut held, &mut pyerr, recvbuf, true, "receive buffer")?;
+            let send = match sendbuf {
+                Some(s) => Some(hold(&mut held, &mut pyerr, s, false, "send buffer")?),
+                None => None,
+            };
+            Ok(AlltoallCall {
+                send,
+                recv,
+                send_blocks: Blocks::Vector {
+                    counts: &sendcounts,
+                    displs: &sdispls,
+                },
+                recv_blocks: Blocks::Vector {
+                    counts: &recvcounts,
+                    displs: &rdispls,
+                },
+                forced,
+            })
+        })();
+        let r = py.detach(|| comm.alltoall(call));
+        drop(held);
+        finish(py, r.map(|_| ()), pyerr)
+    }
+
+    /// Take part in a collective this rank cannot call correctly (its arguments were
+    /// rejected in Python): the peers raise too, and `message` comes back as the error.
+    #[pyo3(signature = (op, message, kind="argument"))]
+    fn reject(&mut self, py: Python<'_>, op: &str, message: &str, kind: &str) -> PyResult<()> {
+        let comm = self.comm(py)?;
+        let err = match kind {
+            "buffer" => Error::Buffer(message.to_string()),
+            "unsupported" => Error::Unsupported(message.to_string()),
+            _ => Error::InvalidArgument(message.to_string()),
+        };
+        let r = match op {
+            "Alltoall" | "Alltoallv" => py.detach(|| comm.alltoall(Err(err))).map(|_| ()),
+            _ => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
+        };
+        r.py_err(py)
+    }
+
+    fn barrier(&mut self, py: Python<'_>) -> PyResult<()> {
+        let comm = self.comm(py)?;
+        py.detach(|| comm.barrier()).py_err(py)
+    }
+
+    /// A block of `nbytes` of this rank's shared heap.
+    fn heap_alloc(&mut self, py: Python<'_>, nbytes: usize) -> PyResult<HeapBuffer> {
+        let comm = self.comm(py)?;
+        let block = comm.heap_alloc(nbytes).py_err(py)?;
+        Ok(HeapBuffer::new(block, nbytes))
+    }
+
+    /// (bytes in use, capacity) of this rank's heap.
+    fn heap_usage(&mut self, py: Python<'_>) -> PyResult<(usize, usize)> {
+        Ok(self.comm(py)?.heap_usage())
+    }
+
+    /// Whether `buf`'s memory lies in the shared heap.
+    fn in_heap(&mut self, py: Python<'_>, buf: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let b = Borrowed::new(buf, false, "buffer").map_err(|e| match e {
+            BorrowError::Python(pe) => pe,
+            BorrowError::Shm(e) => to_py(py, e),
+        })?;
+        let r = b.raw();
+        Ok(self.comm(py)?.heap_offset(r.addr, r.len.max(1)).is_some())
+    }
+
+    /// (algorithm, order, store, forced?) of the last successful collective, or None.
+    fn last_choice(&mut self, py: Python<'_>) -> PyResult<Option<(String, String, String, bool)>> {
+        Ok(self.comm(py)?.last_choice().map(|c| {
+            (
+                c.algo.name().to_string(),
+                c.order.name().to_string(),
+                c.store.name().to_string(),
+                c.forced.algo.is_some(),
+            )
+        }))
+    }
+
+    /// Counters: calls, calls per algorithm, rejected calls.
+    fn stats<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let comm = self.comm(py)?;
+        let d = PyDict::new(py);
+        d.set_item("calls", comm.stats().calls)?;
+        d.set_item("rejected", comm.stats().rejected)?;
+        for a in shmcoll_coll::Algo::ALL {
+            d.set_item(a.name(), comm.calls_with(a))?;
+        }
+        Ok(d)
+    }
+
+    /// The selection rules in force: (max bytes per peer or None for inf, algorithm, order, store).
+    fn rules(&mut self, py: Python<'_>) -> PyResult<Vec<RuleRow>> {
+        Ok(self
+            .comm(py)?
+            .rules()
+            .iter()
+            .map(|r| {
+                (
+                    (r.max_block != usize::MAX).then_some(r.max_block),
+                    r.algo.name().to_string(),
+                    r.order.name().to_string(),
+                    r.store.name().to_string(),
+                )
+            })
+            .collect())
+    }
+
+    /// Settings as this communicator resolved them.
+    fn config<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let comm = self.comm(py)?;
+        let c = comm.config();
+        let l = comm.segment().layout().sizes;
+        let d = PyDict::new(py);
+        d.set_item("inline_bytes", l.inline_bytes)?;
+        d.set_item("staging_bytes", l.staging_bytes)?;
+        d.set_item("heap_bytes", l.heap_bytes)?;
+        d.set_item("chunk_bytes", c.chunk_bytes)?;
+        d.set_item("nt_threshold", c.nt_threshold)?;
+        d.set_item("timeout_s", c.wait.timeout.as_secs_f64())?;
+        d.set_item("spin_us", c.wait.spin.as_secs_f64() * 1e6)?;
+        d.set_item("yield_us", c.wait.yield_until.as_secs_f64() * 1e6)?;
+        d.set_item("forced", c.alltoall_forced.describe())?;
+        d.set_item("segment_bytes", comm.segment().len())?;
+        Ok(d)
+    }
+
+    /// Pids of every rank (index = rank).
+    fn pids(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
+        let comm = self.comm(py)?;
+        Ok((0..comm.size()).map(|r| comm.pid_of(r)).collect())
+    }
+
+    /// Leave the communicator (no collective; the segment goes once nobody maps it).
+    fn free(&mut self) {
+        self.comm = None;
+    }
+}
+
+/// Raise the exporter's own exception when there is one (after the peers were told),
+/// else the engine's error.
+fn finish(py: Python<'_>, r: Result<(), Error>, pyerr: Option<PyErr>) -> PyResult<()> {
+    match (r, pyerr) {
+        (Ok(()), _) => Ok(()),
+        (Err(_), Some(pe)) => Err(pe),
+        (Err(e), None) => Err(to_py(py, e)),
+    }
+}

@@ -1,0 +1,94 @@
+//! `shmcoll._core`: the native module under the `shmcoll` package. The only crate that
+//! knows Python; everything else lives in the engine crates.
+
+mod buffer;
+mod engine;
+mod errors;
+mod heap;
+mod machine;
+
+use pyo3::prelude::*;
+
+use buffer::{BorrowError, Borrowed};
+use errors::to_py;
+use shmcoll_coll::Error;
+use shmcoll_kernels::Store;
+
+/// Copy `src` into `dst` (contiguous buffers of equal size) with the chosen store policy:
+/// "temporal", "nt" (streaming stores), "hybrid" or "auto" (hybrid). Releases the GIL for
+/// large copies.
+#[pyfunction]
+#[pyo3(signature = (dst, src, store="auto"))]
+fn copy(
+    py: Python<'_>,
+    dst: &Bound<'_, PyAny>,
+    src: &Bound<'_, PyAny>,
+    store: &str,
+) -> PyResult<()> {
+    let store = if store.eq_ignore_ascii_case("auto") {
+        Store::Hybrid
+    } else {
+        Store::parse(store).ok_or_else(|| {
+            to_py(
+                py,
+                Error::InvalidArgument(format!(
+                    "unknown store policy {store:?}; known: auto, temporal, nt, hybrid"
+                )),
+            )
+        })?
+    };
+    let get = |o: &Bound<'_, PyAny>, w: bool, what: &str| {
+        Borrowed::new(o, w, what).map_err(|e| match e {
+            BorrowError::Python(pe) => pe,
+            BorrowError::Shm(e) => to_py(py, e),
+        })
+    };
+    let d = get(dst, true, "destination")?;
+    let s = get(src, false, "source")?;
+    let (dr, sr) = (d.raw(), s.raw());
+    if dr.len != sr.len {
+        return Err(to_py(
+            py,
+            Error::Buffer(format!(
+                "destination has {} bytes but source has {}",
+                dr.len, sr.len
+            )),
+        ));
+    }
+    if dr.len > 0 && dr.addr < sr.addr + sr.len && sr.addr < dr.addr + dr.len {
+        return Err(to_py(
+            py,
+            Error::Buffer("source and destination overlap".into()),
+        ));
+    }
+    let run = || {
+        // SAFETY: both views are held (so the memory stays valid and sized) for the whole
+        // copy, lengths are equal and the ranges do not overlap (checked above).
+        let nt = unsafe {
+            shmcoll_kernels::copy_raw(dr.addr as *mut u8, sr.addr as *const u8, dr.len, store)
+        };
+        if nt {
+            shmcoll_kernels::store_fence();
+        }
+    };
+    if dr.len >= 1 << 16 {
+        py.detach(run);
+    } else {
+        run();
+    }
+    Ok(())
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<engine::Engine>()?;
+    m.add_class::<engine::SegmentHandle>()?;
+    m.add_class::<heap::HeapBuffer>()?;
+    m.add_function(wrap_pyfunction!(copy, m)?)?;
+    m.add_function(wrap_pyfunction!(machine::machine, m)?)?;
+    m.add_function(wrap_pyfunction!(machine::settings, m)?)?;
+    m.add_function(wrap_pyfunction!(machine::algorithms, m)?)?;
+    m.add("SEGMENT_PREFIX", shmcoll_shm::NAME_PREFIX)?;
+    Ok(())
+}
