@@ -48,7 +48,7 @@ fn uniform(
         buf(&mut vr)
     };
     let fill = |b: RawBuf| {
-        // SAFETY (test): b describes a live buffer of b.len bytes owned by this rank.
+        // SAFETY: (test) b describes a live buffer of b.len bytes owned by this rank.
         let s = unsafe { std::slice::from_raw_parts_mut(b.addr as *mut u8, b.len) };
         for j in 0..p {
             for k in 0..bpp {
@@ -69,7 +69,7 @@ fn uniform(
         forced,
     };
     let choice = comm.alltoall(Ok(call))?;
-    // SAFETY (test): as above.
+    // SAFETY: (test) as above.
     let r = unsafe { std::slice::from_raw_parts(recv.addr as *const u8, total) };
     for j in 0..p {
         for k in 0..bpp {
@@ -263,7 +263,7 @@ fn vector(
     } else {
         buf(&mut vr)
     };
-    // SAFETY (test): live buffers of the given lengths.
+    // SAFETY: (test) live buffers of the given lengths.
     let (s, r) = unsafe {
         (
             std::slice::from_raw_parts_mut(send.addr as *mut u8, slen),

@@ -158,11 +158,11 @@ mod tests {
             let mut prev_end = HEADER_BYTES;
             for (start, end) in ends {
                 prop_assert!(start >= prev_end);
-                prop_assert!(start % 4096 == 0);
+                prop_assert!(start.is_multiple_of(4096));
                 prop_assert!(end >= start);
                 prev_end = end;
             }
-            prop_assert!(l.heap_off % HEAP_ALIGN == 0);
+            prop_assert!(l.heap_off.is_multiple_of(HEAP_ALIGN));
             prop_assert!(l.desc_stride >= DESC_FIXED + 32 * p);
             prop_assert!(l.sizes.inline_bytes >= inline && l.sizes.staging_bytes >= staging);
         }
