@@ -210,3 +210,14 @@ def parse_vector(spec: Any, size: int) -> Vector:
     if any(c < 0 for c in counts) or any(d < 0 for d in displs):
         raise ArgumentError("counts and displacements must not be negative")
     return Vector(buf, [c * isz for c in counts], [d * isz for d in displs])
+
+
+def resolve_alltoall(sendbuf: Any, recvbuf: Any, size: int) -> tuple[Any, Any, int | None, int | None]:
+    """(send buffer or None for in place, receive buffer, send bytes per rank, receive
+    bytes per rank) of an Alltoall call; None counts mean "the buffer length / size".
+    Called by the native Comm.Alltoall for anything but two plain buffers."""
+    r = parse_simple(recvbuf, size)
+    if is_in_place(sendbuf):
+        return None, r.buf, None, r.bytes_per_rank
+    s = parse_simple(sendbuf, size)
+    return s.buf, r.buf, s.bytes_per_rank, r.bytes_per_rank

@@ -4,21 +4,23 @@ Migrating is one line: ``comm = shmcoll.Comm(MPI.COMM_WORLD)`` and the existing
 ``comm.Alltoall(sendbuf, recvbuf)`` calls run on shared memory. Arrays from
 ``comm.empty()`` / ``comm.zeros()`` live in the shared heap, where peers read and write them
 directly (one copy instead of two).
+
+The hot methods (``Alltoall``, ``Barrier``) are implemented by the native base class, so a
+call goes from Python straight into Rust; this module adds the bootstrap and the rest.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import _core
-from .buffers import Simple, is_in_place, parse_simple, parse_vector
+from .buffers import is_in_place, parse_vector
 from .errors import ArgumentError, ShmcollError, UnsupportedError
-
-_ndarray = np.ndarray
 
 #: Environment variables the standalone launcher (`shmcoll run`, `shmcoll.spawn`) sets.
 ENV_SEGMENT = "SHMCOLL_SEGMENT"
@@ -27,6 +29,9 @@ ENV_SIZE = "SHMCOLL_SIZE"
 
 #: Variables that MPI launchers set in every rank's environment.
 _MPI_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID")
+
+#: Bytes reserved for a segment name when it is sent through a communicator.
+_NAME_BYTES = 256
 
 
 class Choice(NamedTuple):
@@ -44,22 +49,11 @@ def under_mpi_launcher() -> bool:
 
 
 _world_lock = threading.Lock()
-_world: _core.Engine | None = None
+_world: weakref.ref[Comm] | None = None
 
 
-def _standalone_engine() -> _core.Engine:
-    """The engine of the communicator the standalone launcher prepared (joined once)."""
-    global _world
-    with _world_lock:
-        if _world is None or _world.freed:
-            name = os.environ[ENV_SEGMENT]
-            rank = int(os.environ[ENV_RANK])
-            _world = _core.Engine(name, rank)
-        return _world
-
-
-def _mpi_engine(mpi_comm: Any) -> _core.Engine:
-    """Create a segment for the ranks of `mpi_comm` (collective over it)."""
+def _mpi_segment(mpi_comm: Any) -> Any:
+    """Create (rank 0) or open the segment for the ranks of `mpi_comm`; collective."""
     from mpi4py import MPI
 
     if mpi_comm.Is_inter():
@@ -69,24 +63,20 @@ def _mpi_engine(mpi_comm: Any) -> _core.Engine:
         spans_nodes = node.Get_size() != mpi_comm.Get_size()
     finally:
         node.Free()
-    # Every rank reaches the same verdict (Split_type is collective); raise everywhere.
-    spans_nodes = mpi_comm.allreduce(spans_nodes, op=MPI.LOR)
-    if spans_nodes:
+    if mpi_comm.allreduce(spans_nodes, op=MPI.LOR):
         raise UnsupportedError(
             "this communicator spans several nodes; shmcoll.Comm serves ranks of one node "
             "(split with MPI.COMM_TYPE_SHARED, or wait for the hierarchical path)"
         )
     rank, size = mpi_comm.Get_rank(), mpi_comm.Get_size()
     handle = None
-    name_or_error: Any
+    name_or_error: Any = None
     if rank == 0:
         try:
             handle = _core.SegmentHandle(size)
             name_or_error = handle.name
         except ShmcollError as e:
             name_or_error = e
-    else:
-        name_or_error = None
     name_or_error = mpi_comm.bcast(name_or_error, root=0)
     if isinstance(name_or_error, BaseException):
         raise name_or_error
@@ -99,114 +89,109 @@ def _mpi_engine(mpi_comm: Any) -> _core.Engine:
             seg = _core.SegmentHandle.open(name_or_error)
     except ShmcollError as e:
         err = e
-    errors = mpi_comm.allgather(None if err is None else f"rank {rank}: {err}")
-    failed = [e for e in errors if e]
+    failed = [e for e in mpi_comm.allgather(None if err is None else f"rank {rank}: {err}") if e]
     if failed:
         if err is not None:
             raise err
         raise ShmcollError("could not create the node communicator: " + "; ".join(failed))
-    engine = _core.Engine(seg, rank)
-    return engine
+    return seg
 
 
-class Comm:
+def _dup_segment(parent: Comm) -> Any:
+    """Create (rank 0) or open a new segment for the ranks of `parent`, exchanging its name
+    through `parent` itself; collective over `parent`."""
+    p, rank = parent.size, parent.rank
+    send = np.zeros((p, _NAME_BYTES), np.uint8)
+    handle = None
+    if rank == 0:
+        try:
+            handle = _core.SegmentHandle(p)
+            msg = b"N" + handle.name.encode()
+        except ShmcollError as e:
+            msg = b"E" + str(e).encode()[: _NAME_BYTES - 2]
+        send[:, : len(msg)] = np.frombuffer(msg, np.uint8)
+    recv = np.zeros_like(send)
+    parent.Alltoall(send, recv)
+    msg = bytes(recv[0]).rstrip(b"\0")
+    if msg[:1] == b"E":
+        raise ShmcollError(f"rank 0 could not create a segment: {msg[1:].decode(errors='replace')}")
+    seg, err = handle, None
+    try:
+        if seg is None:
+            seg = _core.SegmentHandle.open(msg[1:].decode())
+    except ShmcollError as e:
+        err = e
+    ok = np.full(p, 0 if err is None else 1, np.uint8)
+    everyone = np.empty_like(ok)
+    parent.Alltoall(ok, everyone)
+    if everyone.any():
+        if err is not None:
+            raise err
+        bad = [int(r) for r in np.flatnonzero(everyone)]
+        raise ShmcollError(f"ranks {bad} could not map the new segment")
+    return seg
+
+
+class Comm(_core.CommBase):
     """A communicator over the processes of one node.
 
     ``Comm(mpi_comm)`` wraps an mpi4py intra-communicator whose ranks share a node (rank
     numbers are kept). ``Comm()`` uses ``MPI.COMM_WORLD`` under an MPI launcher, the
-    communicator of ``shmcoll run`` / ``shmcoll.spawn`` under the standalone launcher, and
-    otherwise a communicator of this process alone.
+    communicator of ``shmcoll run`` / ``shmcoll.spawn`` under the standalone launcher (a
+    duplicate of it from the second call on), and otherwise a communicator of this
+    process alone.
+
+    Methods with mpi4py's names: ``Alltoall``, ``Alltoallv``, ``Barrier``, ``Get_rank``,
+    ``Get_size``, ``Dup``, ``Free``; ``rank`` and ``size`` properties; usable as a
+    context manager.
     """
 
+    _mpi: Any
+
     def __init__(self, comm: Any = None) -> None:
+        global _world
         self._mpi = None
         if comm is None:
             if ENV_SEGMENT in os.environ:
-                engine = _standalone_engine()
-            elif under_mpi_launcher():
+                with _world_lock:
+                    world = _world() if _world is not None else None
+                    if world is None or world.freed:
+                        self._join(os.environ[ENV_SEGMENT], int(os.environ[ENV_RANK]))
+                        _world = weakref.ref(self)
+                        return
+                self._join(_dup_segment(world), world.rank)
+                return
+            if under_mpi_launcher():
                 from mpi4py import MPI
 
-                self._mpi = MPI.COMM_WORLD
-                engine = _mpi_engine(MPI.COMM_WORLD)
+                comm = MPI.COMM_WORLD
             else:
-                engine = _core.Engine(_core.SegmentHandle(1), 0)
-        elif isinstance(comm, Comm):
-            raise ArgumentError("already a shmcoll.Comm")
+                self._join(_core.SegmentHandle(1), 0)
+                return
+        if isinstance(comm, Comm):
+            self._join(_dup_segment(comm), comm.rank)
+            self._mpi = comm._mpi
         elif hasattr(comm, "Split_type") and hasattr(comm, "Get_rank"):
             self._mpi = comm
-            engine = _mpi_engine(comm)
+            self._join(_mpi_segment(comm), comm.Get_rank())
         else:
             raise ArgumentError(f"expected an mpi4py communicator or None, got {type(comm).__name__}")
-        self._engine = engine
-        self._rank: int = engine.rank
-        self._size: int = engine.size
 
     # -- identity ---------------------------------------------------------------------
-    @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    def Get_rank(self) -> int:
-        return self._rank
-
-    def Get_size(self) -> int:
-        return self._size
-
     @property
     def mpi_comm(self) -> Any:
         """The mpi4py communicator this one wraps, or None (standalone)."""
         return self._mpi
 
     def __repr__(self) -> str:
-        state = "freed" if self._engine.freed else f"rank {self._rank} of {self._size}"
+        state = "freed" if self.freed else f"rank {self.rank} of {self.size}"
         return f"<shmcoll.Comm {state}>"
 
+    def Dup(self) -> Comm:
+        """A new communicator over the same ranks, with its own segment (collective)."""
+        return Comm(self)
+
     # -- collectives ------------------------------------------------------------------
-    def Alltoall(
-        self,
-        sendbuf: Any,
-        recvbuf: Any,
-        *,
-        algorithm: str | None = None,
-        order: str | None = None,
-        store: str | None = None,
-    ) -> None:
-        """Send block j of `sendbuf` to rank j, receive block i of `recvbuf` from rank i.
-
-        `sendbuf` may be ``shmcoll.IN_PLACE`` (or ``MPI.IN_PLACE``). The keywords force the
-        algorithm ("inline", "staging", "pull", "push", "cma"), the copy order ("linear",
-        "shifted", "reverse-shifted", "xor", "morton") and the store policy ("temporal",
-        "nt", "hybrid"); None lets the tuning decide.
-        """
-        engine = self._engine
-        if type(recvbuf) is _ndarray:
-            # Fast path: plain arrays, counts from their lengths.
-            if type(sendbuf) is _ndarray:
-                engine.alltoall(sendbuf, recvbuf, None, None, algorithm, order, store)
-                return
-            if is_in_place(sendbuf):
-                engine.alltoall(None, recvbuf, None, None, algorithm, order, store)
-                return
-        try:
-            r = parse_simple(recvbuf, self._size)
-            s: Simple | None = None if is_in_place(sendbuf) else parse_simple(sendbuf, self._size)
-        except Exception as e:
-            self._reject("Alltoall", e)
-            raise
-        engine.alltoall(
-            None if s is None else s.buf,
-            r.buf,
-            None if s is None else s.bytes_per_rank,
-            r.bytes_per_rank,
-            algorithm,
-            order,
-            store,
-        )
-
     def Alltoallv(
         self,
         sendbuf: Any,
@@ -216,35 +201,27 @@ class Comm:
         order: str | None = None,
         store: str | None = None,
     ) -> None:
-        """Alltoall with per-rank counts and displacements (mpi4py's vector specs)."""
+        """Alltoall with per-rank counts and displacements (mpi4py's vector specs:
+        ``[buf, counts, displs, datatype]``, ``[buf, (counts, displs), datatype]``,
+        ``[buf, counts, datatype]``); `sendbuf` may be IN_PLACE."""
         try:
-            r = parse_vector(recvbuf, self._size)
-            s = None if is_in_place(sendbuf) else parse_vector(sendbuf, self._size)
+            r = parse_vector(recvbuf, self.size)
+            s = None if is_in_place(sendbuf) else parse_vector(sendbuf, self.size)
         except Exception as e:
-            self._reject("Alltoallv", e)
+            self._reject_with("Alltoallv", e)
             raise
         if s is None:
-            self._engine.alltoallv(
-                None, r.buf, r.counts, r.displs, r.counts, r.displs, algorithm, order, store
-            )
+            self._alltoallv(None, r.buf, r.counts, r.displs, r.counts, r.displs, algorithm, order, store)
         else:
-            self._engine.alltoallv(
-                s.buf, r.buf, s.counts, s.displs, r.counts, r.displs, algorithm, order, store
-            )
+            self._alltoallv(s.buf, r.buf, s.counts, s.displs, r.counts, r.displs, algorithm, order, store)
 
-    def Barrier(self) -> None:
-        """Block until every rank has called Barrier."""
-        self._engine.barrier()
-
-    barrier = Barrier
-
-    def _reject(self, op: str, e: BaseException) -> None:
+    def _reject_with(self, op: str, e: BaseException) -> None:
         """Tell the peers this rank's call is invalid, so that they raise instead of waiting."""
         kind = "buffer" if isinstance(e, BufferError | TypeError) else "argument"
         if isinstance(e, NotImplementedError):
             kind = "unsupported"
         try:
-            self._engine.reject(op, f"{type(e).__name__}: {e}", kind)
+            self._reject(op, f"{type(e).__name__}: {e}", kind)
         except ShmcollError:
             pass
 
@@ -255,8 +232,10 @@ class Comm:
         shape_t = (int(shape),) if np.isscalar(shape) else tuple(int(n) for n in shape)
         if any(n < 0 for n in shape_t):
             raise ArgumentError(f"negative dimension in shape {shape_t}")
+        if order not in ("C", "F"):
+            raise ArgumentError(f"order must be 'C' or 'F', not {order!r}")
         count = int(np.prod(shape_t, dtype=np.int64))
-        block = self._engine.heap_alloc(count * dt.itemsize)
+        block = self._heap_alloc(count * dt.itemsize)
         flat = np.frombuffer(block, dtype=dt, count=count)
         return flat.reshape(shape_t, order=order)  # type: ignore[call-overload, no-any-return]
 
@@ -267,44 +246,37 @@ class Comm:
         return a
 
     def empty_like(self, a: np.ndarray) -> np.ndarray:
+        """An uninitialised heap array with the shape and dtype of `a`."""
         return self.empty(a.shape, a.dtype)
 
     def in_heap(self, buf: Any) -> bool:
         """Whether `buf` lives in the shared heap (and so qualifies for single-copy paths)."""
-        return bool(self._engine.in_heap(buf))
+        return bool(self._in_heap(buf))
 
     def heap_usage(self) -> tuple[int, int]:
         """(bytes in use, capacity) of this rank's share of the heap."""
-        return self._engine.heap_usage()  # type: ignore[no-any-return]
+        used, cap = self._heap_usage()
+        return int(used), int(cap)
 
     # -- introspection ----------------------------------------------------------------
     def last_choice(self) -> Choice | None:
         """What served the last successful collective of this communicator."""
-        c = self._engine.last_choice()
+        c = self._last_choice()
         return None if c is None else Choice(*c)
 
     def stats(self) -> dict[str, int]:
         """Calls so far, per algorithm, and rejected calls."""
-        return dict(self._engine.stats())
+        return dict(self._stats())
 
     def config(self) -> dict[str, Any]:
         """Segment sizes and waiting settings as resolved for this communicator."""
-        return dict(self._engine.config())
+        return dict(self._config())
 
     def rules(self) -> list[tuple[int | None, str, str, str]]:
         """The selection rules: (max bytes per rank or None for inf, algorithm, order, store)."""
-        return list(self._engine.rules())
-
-    @property
-    def cma_ok(self) -> bool:
-        """Whether process_vm_readv works between all ranks (the `cma` algorithm)."""
-        return bool(self._engine.cma_ok)
+        return list(self._rules())
 
     # -- lifetime ---------------------------------------------------------------------
-    def Free(self) -> None:
-        """Leave the communicator. Heap arrays stay valid while referenced."""
-        self._engine.free()
-
     def __enter__(self) -> Comm:
         return self
 

@@ -30,7 +30,7 @@ class Variant:
     peer: bool  # True for the reference implementation (MPI)
     setup: Callable[[int], Any]  # bytes per rank -> state
     refill: Callable[[Any, int], None]  # (state, iteration) -> rewrite send data
-    call: Callable[[Any], None]
+    bind: Callable[[Any], Callable[[], None]]  # state -> the timed call
     check: Callable[[Any, int], bool]  # (state, iteration) -> result correct?
     teardown: Callable[[Any], None] = lambda s: None
     times: list[float] = field(default_factory=list)
@@ -70,16 +70,20 @@ def measure(
     for r in range(rounds):
         for v in live:
             s = states[v.label]
+            call = v.bind(s)
+            refill = v.refill
+            clock = time.perf_counter
+            times = v.times
             n_warm = warmup if r == 0 else 0
             for k in range(n_warm + per_round):
                 it += 1
-                v.refill(s, it)
+                refill(s, it)
                 barrier()
-                t0 = time.perf_counter()
-                v.call(s)
-                t1 = time.perf_counter()
+                t0 = clock()
+                call()
+                t1 = clock()
                 if k >= n_warm:
-                    v.times.append(t1 - t0)
+                    times.append(t1 - t0)
             if validate:
                 ok = v.check(s, it)
                 v.valid = ok if v.valid is None else (v.valid and ok)

@@ -9,7 +9,7 @@ use shmcoll_kernels::hw;
 use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment, FIRST_CALL_SEQ};
 
 use crate::config::Config;
-use crate::desc::{op_name, Desc, DescCore, OP_BARRIER};
+use crate::desc::{op_name, ArriveLine, Desc, DescCore, LineHead, F_FULL, NO_OFFSET, OP_BARRIER};
 use crate::error::{Error, ErrorKind, Result};
 use crate::registry::{Algo, Choice};
 use crate::select::{builtin_rules, Rule};
@@ -40,6 +40,8 @@ pub struct Comm {
     pub(crate) last: Option<Choice>,
     pub(crate) stats: Stats,
     heap: Arc<Mutex<HeapAlloc>>,
+    /// Reused per call for the peers' descriptors (no allocation on the hot path).
+    pub(crate) scratch: Vec<DescCore>,
 }
 
 /// A block of this rank's shared heap; freed when dropped.
@@ -111,6 +113,7 @@ impl Comm {
             last: None,
             stats: Stats::default(),
             heap: Arc::new(Mutex::new(heap)),
+            scratch: Vec::with_capacity(size),
         })
     }
 
@@ -201,17 +204,34 @@ impl Comm {
         r
     }
 
-    /// Write this rank's descriptor for `seq` and publish the arrival.
+    /// Publish the arrival at `seq`: the full descriptor (when `core.flags` has F_FULL or
+    /// on error) in the descriptor slot, the head in the arrive line, then the sequence
+    /// number (release). A tiny payload must already be in the line.
     pub(crate) fn publish_arrive(&self, seq: u64, core: &DescCore, err: Option<&Error>) {
-        let d = Desc::slot(&self.seg, self.rank, (seq & 1) as usize);
         let mut c = *core;
         c.seq = seq;
         if let Some(e) = err {
             c.status = e.kind() as u32;
-            d.set_msg(&e.to_string());
+            c.flags |= F_FULL;
         }
-        d.set_core(&c);
-        self.seg.publish(self.seg.seq(self.rank, Line::Arrive), seq);
+        if c.flags & F_FULL != 0 {
+            let d = Desc::slot(&self.seg, self.rank, (seq & 1) as usize);
+            if let Some(e) = err {
+                d.set_msg(&e.to_string());
+            }
+            d.set_core(&c);
+        }
+        let small = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        ArriveLine::of(&self.seg, self.rank, seq).set_head(&LineHead {
+            op: c.op,
+            status: c.status,
+            flags: c.flags,
+            _pad: 0,
+            forced: c.forced,
+            send_bpp: small(c.send_bpp),
+            recv_bpp: small(c.recv_bpp),
+        });
+        self.seg.publish(self.seg.arrive_seq(self.rank, seq), seq);
     }
 
     /// Wait until every rank arrived at `seq`.
@@ -226,27 +246,43 @@ impl Comm {
                 &self.cfg.wait,
                 "arrival",
                 j,
-                self.seg.seq(j, Line::Arrive),
+                self.seg.arrive_seq(j, seq),
                 seq,
             )?;
         }
         Ok(())
     }
 
-    /// Read every rank's descriptor for `seq` and check what all calls must share. Returns
-    /// the descriptors (index = rank). A rank that rejected its part makes every rank fail.
-    pub(crate) fn read_descs(&self, seq: u64, my_op: u32) -> Result<Vec<DescCore>> {
+    /// Read every rank's descriptor for `seq` into `cores` (index = rank) and check what all
+    /// calls must share. A rank that rejected its part makes every rank fail.
+    pub(crate) fn read_descs(&self, seq: u64, my_op: u32, cores: &mut Vec<DescCore>) -> Result<()> {
         let parity = (seq & 1) as usize;
-        let cores: Vec<DescCore> = (0..self.size)
-            .map(|j| Desc::slot(&self.seg, j, parity).core())
-            .collect();
-        for (j, c) in cores.iter().enumerate() {
-            if c.seq != seq {
+        cores.clear();
+        for j in 0..self.size {
+            let line_seq = self.seg.arrive_seq(j, seq).load(Ordering::Acquire);
+            if line_seq != seq {
                 return Err(Error::Mismatch(format!(
-                    "rank {j} is at call {} while this rank is at call {seq}: ranks called different numbers of collectives",
-                    c.seq
+                    "rank {j} is at call {line_seq} while this rank is at call {seq}: ranks called different numbers of collectives"
                 )));
             }
+            let h = ArriveLine::of(&self.seg, j, seq).head();
+            let c = if h.flags & F_FULL != 0 {
+                Desc::slot(&self.seg, j, parity).core()
+            } else {
+                DescCore {
+                    seq,
+                    op: h.op,
+                    status: h.status,
+                    flags: h.flags,
+                    forced: h.forced,
+                    send_bpp: u64::from(h.send_bpp),
+                    recv_bpp: u64::from(h.recv_bpp),
+                    send_off: NO_OFFSET,
+                    recv_off: NO_OFFSET,
+                    ..DescCore::default()
+                }
+            };
+            cores.push(c);
         }
         if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.status != 0) {
             return Err(Error::Peer {
@@ -263,7 +299,7 @@ impl Comm {
                 op_name(my_op)
             )));
         }
-        Ok(cores)
+        Ok(())
     }
 
     /// The done round: tell peers this rank no longer touches their memory for `seq`, and
@@ -296,7 +332,10 @@ impl Comm {
         let r = self.wait_arrivals(seq);
         let r = self.poison(r);
         r?;
-        self.read_descs(seq, OP_BARRIER).map(|_| ())
+        let mut cores = std::mem::take(&mut self.scratch);
+        let r = self.read_descs(seq, OP_BARRIER, &mut cores);
+        self.scratch = cores;
+        r
     }
 
     pub(crate) fn record(&mut self, choice: Choice) {

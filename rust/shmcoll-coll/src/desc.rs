@@ -27,6 +27,10 @@ pub const F_IN_PLACE: u32 = 2;
 pub const F_SEND_HEAP: u32 = 4;
 pub const F_RECV_HEAP: u32 = 8;
 pub const F_INLINE: u32 = 16;
+/// The payload travels in the arrive line itself (tiny calls).
+pub const F_TINY: u32 = 32;
+/// The full descriptor is in the descriptor slot (else the line head is all there is).
+pub const F_FULL: u32 = 64;
 
 /// Marks "not in the heap" in offset fields.
 pub const NO_OFFSET: u64 = u64::MAX;
@@ -55,6 +59,58 @@ pub struct DescCore {
 const MSG_OFF: usize = 128;
 const MSG_LEN: usize = DESC_FIXED - MSG_OFF;
 const _: () = assert!(std::mem::size_of::<DescCore>() <= MSG_OFF);
+
+/// What the arrive line carries after its sequence number: enough to validate a call that
+/// needs nothing else, so that small calls cost one cache-line transfer per peer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LineHead {
+    pub op: u32,
+    pub status: u32,
+    pub flags: u32,
+    pub _pad: u32,
+    pub forced: u64,
+    /// Only meaningful without F_FULL (then both fit in 32 bits).
+    pub send_bpp: u32,
+    pub recv_bpp: u32,
+}
+
+/// Offset of the head in the line (after the u64 sequence number).
+pub const LINE_HEAD_OFF: usize = 8;
+/// Offset and size of the tiny payload in the line.
+pub const LINE_PAYLOAD_OFF: usize = LINE_HEAD_OFF + std::mem::size_of::<LineHead>();
+pub const LINE_PAYLOAD: usize = shmcoll_shm::LINE - LINE_PAYLOAD_OFF;
+
+/// The arrive line of `rank` for call `seq`.
+#[derive(Clone, Copy, Debug)]
+pub struct ArriveLine {
+    base: *mut u8,
+}
+
+impl ArriveLine {
+    pub fn of(seg: &Segment, rank: usize, seq: u64) -> ArriveLine {
+        ArriveLine {
+            base: seg.line_ptr(rank, shmcoll_shm::Line::arrive(seq)),
+        }
+    }
+
+    pub fn head(&self) -> LineHead {
+        // SAFETY: the line is LINE bytes of the mapping (Segment::line_ptr checks), 128-byte
+        // aligned; read after the owner's release of the line's sequence number.
+        unsafe { std::ptr::read(self.base.add(LINE_HEAD_OFF) as *const LineHead) }
+    }
+
+    pub fn set_head(&self, h: &LineHead) {
+        // SAFETY: as in `head`; only the owner writes its line, before publishing.
+        unsafe { std::ptr::write(self.base.add(LINE_HEAD_OFF) as *mut LineHead, *h) }
+    }
+
+    /// Address of the tiny payload area (LINE_PAYLOAD bytes).
+    pub fn payload(&self) -> usize {
+        // SAFETY: LINE_PAYLOAD_OFF < LINE, inside the line.
+        unsafe { self.base.add(LINE_PAYLOAD_OFF) as usize }
+    }
+}
 
 /// The four arrays of a vector call, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

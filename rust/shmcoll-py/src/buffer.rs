@@ -1,6 +1,9 @@
 //! Borrowing the memory of any buffer-protocol object (NumPy arrays, bytearray, memoryview,
 //! CuPy host mirrors...) as (address, length), without copies.
 //!
+//! Only strides are requested, not the format: computing a format string is most of what
+//! an exporter like NumPy spends on a buffer request, and shmcoll moves bytes.
+//!
 //! The view is held until the `Borrowed` is dropped, which keeps the exporter alive and
 //! prevents it from resizing (NumPy refuses to resize an array with exports), so the
 //! address stays valid while the GIL is released.
@@ -28,9 +31,8 @@ impl Borrowed {
         let mut view: Box<MaybeUninit<ffi::Py_buffer>> = Box::new(MaybeUninit::uninit());
         // SAFETY: `obj` is a live object (we hold the GIL through `Bound`); on success the
         // exporter initialised the view, which we release exactly once in Drop.
-        let rc = unsafe {
-            ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_RECORDS_RO)
-        };
+        let rc =
+            unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_STRIDES) };
         if rc != 0 {
             let err = PyErr::fetch(obj.py());
             return Err(BorrowError::Python(err));

@@ -1,17 +1,21 @@
-//! `Engine`: one rank of a node communicator, as the Python `shmcoll.Comm` drives it.
-//! Arguments arrive already resolved to buffers and byte counts; the GIL is released for
-//! the whole collective (waiting and copying).
+//! `CommBase`: one rank of a node communicator. `shmcoll.Comm` (Python) derives from it:
+//! the hot methods (`Alltoall`, `Barrier`) are implemented here so that a call goes from
+//! Python straight into Rust; bootstrap, heap arrays and the rarer collectives live in the
+//! Python subclass. The GIL is held for calls that complete within microseconds and
+//! released as soon as a call blocks or copies a lot (see gil.rs).
 
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyModule};
 
 use shmcoll_coll::{AlltoallCall, Blocks, Comm, Config, Error, Forced, RawBuf};
 use shmcoll_shm::Segment;
 
 use crate::buffer::{BorrowError, Borrowed};
 use crate::errors::{to_py, IntoPyResult};
+use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 use crate::heap::HeapBuffer;
 
 /// A segment created by this process (the launcher or rank 0); keeps it alive and, once
@@ -64,9 +68,30 @@ impl SegmentHandle {
 type RuleRow = (Option<usize>, String, String, String);
 
 #[derive(Debug)]
-#[pyclass(module = "shmcoll._core")]
-pub struct Engine {
+#[pyclass(module = "shmcoll._core", subclass)]
+pub struct CommBase {
     comm: Option<Comm>,
+}
+
+static RESOLVE_ALLTOALL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `shmcoll.buffers.resolve_alltoall`, for buffer specifications other than plain buffers.
+fn resolver(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    RESOLVE_ALLTOALL
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                PyModule::import(py, "shmcoll.buffers")?
+                    .getattr("resolve_alltoall")?
+                    .unbind(),
+            )
+        })
+        .map(|f| f.bind(py))
+}
+
+/// Whether `obj` exports a buffer (then it is a plain buffer, not a specification).
+fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `obj` is a live object; the call only inspects its type.
+    unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 }
 }
 
 fn forced(
@@ -78,7 +103,7 @@ fn forced(
     Forced::parse(algorithm, order, store).py_err(py)
 }
 
-impl Engine {
+impl CommBase {
     fn comm(&mut self, py: Python<'_>) -> PyResult<&mut Comm> {
         self.comm.as_mut().ok_or_else(|| {
             to_py(
@@ -132,10 +157,22 @@ fn uniform_bpp(len: usize, p: usize, given: Option<usize>, what: &str) -> Result
 }
 
 #[pymethods]
-impl Engine {
-    /// Join the communicator of `segment` (a SegmentHandle or a segment name) as `rank`.
+impl CommBase {
+    /// An unjoined communicator; `Comm.__init__` joins it with `_join`.
     #[new]
-    fn new(py: Python<'_>, segment: &Bound<'_, PyAny>, rank: usize) -> PyResult<Engine> {
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(
+        _args: &Bound<'_, pyo3::types::PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> CommBase {
+        CommBase { comm: None }
+    }
+
+    /// Join the communicator of `segment` (a SegmentHandle or a segment name) as `rank`.
+    fn _join(&mut self, py: Python<'_>, segment: &Bound<'_, PyAny>, rank: usize) -> PyResult<()> {
+        if self.comm.is_some() {
+            return Err(to_py(py, Error::InvalidArgument("already joined".into())));
+        }
         let seg = if let Ok(h) = segment.cast::<SegmentHandle>() {
             h.get().seg.clone()
         } else {
@@ -144,7 +181,83 @@ impl Engine {
         };
         let cfg = Config::from_env(seg.layout().sizes.nranks).py_err(py)?;
         let comm = py.detach(move || Comm::join(seg, rank, cfg)).py_err(py)?;
-        Ok(Engine { comm: Some(comm) })
+        self.comm = Some(comm);
+        Ok(())
+    }
+
+    /// Send block j of `sendbuf` to rank j and receive block i of `recvbuf` from rank i
+    /// (mpi4py's signature and buffer specifications; `sendbuf` may be IN_PLACE). The
+    /// keywords force the algorithm, copy order and store policy.
+    #[pyo3(name = "Alltoall", signature = (sendbuf, recvbuf, *, algorithm=None, order=None, store=None))]
+    fn alltoall_py(
+        &mut self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        algorithm: Option<&str>,
+        order: Option<&str>,
+        store: Option<&str>,
+    ) -> PyResult<()> {
+        if is_buffer(recvbuf) && is_buffer(sendbuf) {
+            return self.alltoall(
+                py,
+                Some(sendbuf),
+                recvbuf,
+                None,
+                None,
+                algorithm,
+                order,
+                store,
+            );
+        }
+        let p = self.comm(py)?.size();
+        let resolved = resolver(py).and_then(|f| f.call1((sendbuf, recvbuf, p)));
+        let resolved = match resolved {
+            Ok(r) => r,
+            Err(e) => {
+                // Tell the peers, so that they raise instead of waiting for us.
+                let _ = self.reject(py, "Alltoall", &e.to_string(), "argument");
+                return Err(e);
+            }
+        };
+        let (send, recv, sbpp, rbpp): (
+            Option<Bound<'_, PyAny>>,
+            Bound<'_, PyAny>,
+            Option<usize>,
+            Option<usize>,
+        ) = resolved.extract()?;
+        self.alltoall(
+            py,
+            send.as_ref(),
+            &recv,
+            sbpp,
+            rbpp,
+            algorithm,
+            order,
+            store,
+        )
+    }
+
+    /// Block until every rank has called Barrier.
+    #[pyo3(name = "Barrier")]
+    fn barrier_py(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.barrier(py)
+    }
+
+    /// Alias of Barrier (mpi4py has both).
+    #[pyo3(name = "barrier")]
+    fn barrier_lower(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.barrier(py)
+    }
+
+    #[pyo3(name = "Get_rank")]
+    fn get_rank(&mut self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.comm(py)?.rank())
+    }
+
+    #[pyo3(name = "Get_size")]
+    fn get_size(&mut self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.comm(py)?.size())
     }
 
     #[getter]
@@ -169,7 +282,7 @@ impl Engine {
 
     /// Alltoall of `send_bpp`/`recv_bpp` bytes per rank (None: the buffer length / size).
     /// `sendbuf=None` means in place.
-    #[pyo3(signature = (sendbuf, recvbuf, send_bpp=None, recv_bpp=None, algorithm=None, order=None, store=None))]
+    #[pyo3(name = "_alltoall", signature = (sendbuf, recvbuf, send_bpp=None, recv_bpp=None, algorithm=None, order=None, store=None))]
     #[allow(clippy::too_many_arguments)]
     fn alltoall(
         &mut self,
@@ -206,14 +319,19 @@ impl Engine {
                 forced,
             })
         })();
-        let r = py.detach(|| comm.alltoall(call));
+        let big = call.as_ref().is_ok_and(|c| c.recv.len >= DETACH_BYTES);
+        let r = if big {
+            py.detach(|| comm.alltoall(call))
+        } else {
+            run_releasing_on_block(py, || comm.alltoall(call))
+        };
         drop(held);
         finish(py, r.map(|_| ()), pyerr)
     }
 
     /// Alltoallv with counts and displacements in bytes. `sendbuf=None` means in place
     /// (then the send side uses the receive counts and displacements).
-    #[pyo3(signature = (sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, algorithm=None, order=None, store=None))]
+    #[pyo3(name = "_alltoallv", signature = (sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, algorithm=None, order=None, store=None))]
     #[allow(clippy::too_many_arguments)]
     fn alltoallv(
         &mut self,
@@ -259,7 +377,7 @@ impl Engine {
 
     /// Take part in a collective this rank cannot call correctly (its arguments were
     /// rejected in Python): the peers raise too, and `message` comes back as the error.
-    #[pyo3(signature = (op, message, kind="argument"))]
+    #[pyo3(name = "_reject", signature = (op, message, kind="argument"))]
     fn reject(&mut self, py: Python<'_>, op: &str, message: &str, kind: &str) -> PyResult<()> {
         let comm = self.comm(py)?;
         let err = match kind {
@@ -274,12 +392,14 @@ impl Engine {
         r.py_err(py)
     }
 
+    #[pyo3(name = "_barrier")]
     fn barrier(&mut self, py: Python<'_>) -> PyResult<()> {
         let comm = self.comm(py)?;
-        py.detach(|| comm.barrier()).py_err(py)
+        run_releasing_on_block(py, || comm.barrier()).py_err(py)
     }
 
     /// A block of `nbytes` of this rank's shared heap.
+    #[pyo3(name = "_heap_alloc")]
     fn heap_alloc(&mut self, py: Python<'_>, nbytes: usize) -> PyResult<HeapBuffer> {
         let comm = self.comm(py)?;
         let block = comm.heap_alloc(nbytes).py_err(py)?;
@@ -287,11 +407,13 @@ impl Engine {
     }
 
     /// (bytes in use, capacity) of this rank's heap.
+    #[pyo3(name = "_heap_usage")]
     fn heap_usage(&mut self, py: Python<'_>) -> PyResult<(usize, usize)> {
         Ok(self.comm(py)?.heap_usage())
     }
 
     /// Whether `buf`'s memory lies in the shared heap.
+    #[pyo3(name = "_in_heap")]
     fn in_heap(&mut self, py: Python<'_>, buf: &Bound<'_, PyAny>) -> PyResult<bool> {
         let b = Borrowed::new(buf, false, "buffer").map_err(|e| match e {
             BorrowError::Python(pe) => pe,
@@ -302,6 +424,7 @@ impl Engine {
     }
 
     /// (algorithm, order, store, forced?) of the last successful collective, or None.
+    #[pyo3(name = "_last_choice")]
     fn last_choice(&mut self, py: Python<'_>) -> PyResult<Option<(String, String, String, bool)>> {
         Ok(self.comm(py)?.last_choice().map(|c| {
             (
@@ -326,6 +449,7 @@ impl Engine {
     }
 
     /// The selection rules in force: (max bytes per peer or None for inf, algorithm, order, store).
+    #[pyo3(name = "_rules")]
     fn rules(&mut self, py: Python<'_>) -> PyResult<Vec<RuleRow>> {
         Ok(self
             .comm(py)?
@@ -362,12 +486,15 @@ impl Engine {
     }
 
     /// Pids of every rank (index = rank).
+    #[pyo3(name = "_pids")]
     fn pids(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
         let comm = self.comm(py)?;
         Ok((0..comm.size()).map(|r| comm.pid_of(r)).collect())
     }
 
     /// Leave the communicator (no collective; the segment goes once nobody maps it).
+    /// Heap arrays stay valid while referenced.
+    #[pyo3(name = "Free")]
     fn free(&mut self) {
         self.comm = None;
     }

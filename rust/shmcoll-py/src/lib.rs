@@ -4,6 +4,7 @@
 mod buffer;
 mod engine;
 mod errors;
+mod gil;
 mod heap;
 mod machine;
 
@@ -82,7 +83,7 @@ fn copy(
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add_class::<engine::Engine>()?;
+    m.add_class::<engine::CommBase>()?;
     m.add_class::<engine::SegmentHandle>()?;
     m.add_class::<heap::HeapBuffer>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;

@@ -11,14 +11,32 @@ use crate::layout::LINE;
 use crate::segment::Segment;
 
 /// The control lines of a rank.
+///
+/// Arrivals alternate between two lines by call parity: the line of call `s` carries the
+/// small descriptor of the call (and tiny payloads) next to its sequence number, so that a
+/// peer gets everything with one cache-line transfer; it is not rewritten before call
+/// `s + 2`, which its owner cannot reach before every peer is done with call `s`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line {
-    /// Sequence number of the last call this rank arrived at (its descriptor is valid).
-    Arrive = 0,
+    /// Arrival at even calls.
+    ArriveEven = 0,
+    /// Arrival at odd calls.
+    ArriveOdd = 1,
     /// Sequence number of the last call this rank finished touching peers' memory for.
-    Done = 1,
+    Done = 2,
     /// Identity and state: pid, poison, CMA probe.
-    Info = 2,
+    Info = 3,
+}
+
+impl Line {
+    /// The arrive line of call `seq`.
+    pub fn arrive(seq: u64) -> Line {
+        if seq % 2 == 0 {
+            Line::ArriveEven
+        } else {
+            Line::ArriveOdd
+        }
+    }
 }
 
 /// Offsets inside the INFO line.
@@ -31,6 +49,16 @@ impl Segment {
     /// The sequence counter at the start of `rank`'s `line`.
     pub fn seq(&self, rank: usize, line: Line) -> &AtomicU64 {
         self.atomic_u64(self.layout().ctrl_line(rank, line as usize))
+    }
+
+    /// The sequence number of the arrive line of call `seq` (monotonic per line).
+    pub fn arrive_seq(&self, rank: usize, seq: u64) -> &AtomicU64 {
+        self.seq(rank, Line::arrive(seq))
+    }
+
+    /// The whole 128-byte line (the sequence number is its first 8 bytes).
+    pub fn line_ptr(&self, rank: usize, line: Line) -> *mut u8 {
+        self.ptr(self.layout().ctrl_line(rank, line as usize), LINE)
     }
 
     pub fn pid_of(&self, rank: usize) -> &AtomicU32 {

@@ -8,7 +8,6 @@
 use std::sync::atomic::Ordering;
 
 use crate::cma;
-use crate::ctrl::Line;
 use crate::error::Result;
 use crate::segment::Segment;
 use crate::wait::{wait_counter, Peers, WaitConfig};
@@ -34,7 +33,7 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
         .store(std::process::id(), Ordering::Relaxed);
     let probe = cma::probe_word() as *const u64 as u64;
     seg.probe_addr_of(rank).store(probe, Ordering::Relaxed);
-    seg.publish(seg.seq(rank, Line::Arrive), SEQ_ATTACHED);
+    seg.publish(seg.arrive_seq(rank, SEQ_ATTACHED), SEQ_ATTACHED);
     for r in 0..p {
         wait_counter(
             seg,
@@ -42,7 +41,7 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
             cfg,
             "attach",
             r,
-            seg.seq(r, Line::Arrive),
+            seg.arrive_seq(r, SEQ_ATTACHED),
             SEQ_ATTACHED,
         )?;
     }
@@ -58,7 +57,7 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
     };
     seg.cma_ok_of(rank)
         .store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-    seg.publish(seg.seq(rank, Line::Arrive), SEQ_PROBED);
+    seg.publish(seg.arrive_seq(rank, SEQ_PROBED), SEQ_PROBED);
     let mut all_ok = true;
     for r in 0..p {
         wait_counter(
@@ -67,7 +66,7 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
             cfg,
             "attach",
             r,
-            seg.seq(r, Line::Arrive),
+            seg.arrive_seq(r, SEQ_PROBED),
             SEQ_PROBED,
         )?;
         all_ok &= seg.cma_ok_of(r).load(Ordering::Relaxed) == 1;

@@ -6,6 +6,7 @@
 //! yield it; a futex round trip costs tens of µs in a VM, so we only sleep once the wait
 //! has already been long.
 
+use std::cell::Cell;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -16,6 +17,27 @@ use rustix::thread::futex;
 use crate::ctrl::futex_word;
 use crate::error::{Result, ShmError};
 use crate::segment::Segment;
+
+thread_local! {
+    static ON_BLOCK: Cell<Option<fn()>> = const { Cell::new(None) };
+}
+
+/// A wait shorter than this never calls the block hook: small collectives complete within
+/// it, and handing the GIL back and forth would cost them more than the wait itself.
+pub const BLOCK_HOOK_AFTER: Duration = Duration::from_micros(5);
+
+/// Install `hook` to run once, the first time a wait on this thread outlasts
+/// `BLOCK_HOOK_AFTER` (the Python bindings release the GIL there). Returns the old hook.
+pub fn set_block_hook(hook: Option<fn()>) -> Option<fn()> {
+    ON_BLOCK.with(|h| h.replace(hook))
+}
+
+#[cold]
+fn on_block() {
+    if let Some(f) = ON_BLOCK.with(|h| h.take()) {
+        f();
+    }
+}
 
 /// How long each phase lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,10 +183,17 @@ pub fn wait_until(
         }
         std::hint::spin_loop();
         i = i.wrapping_add(1);
-        if i.is_multiple_of(64) && start.elapsed() >= cfg.spin {
-            break;
+        if i.is_multiple_of(64) {
+            let waited = start.elapsed();
+            if waited >= BLOCK_HOOK_AFTER {
+                on_block();
+            }
+            if waited >= cfg.spin {
+                break;
+            }
         }
     }
+    on_block();
     // Yield, then sleep; check health and deadline every `check_every`.
     let mut last_check = Instant::now();
     loop {

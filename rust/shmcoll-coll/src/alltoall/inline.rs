@@ -4,7 +4,7 @@
 
 use super::{Blocks, Exchange, RawBuf};
 use crate::comm::Comm;
-use crate::desc::{Arr, Desc, F_VECTOR};
+use crate::desc::{Arr, ArriveLine, Desc, F_TINY, F_VECTOR, LINE_PAYLOAD};
 use crate::error::Result;
 use crate::transfer::{resolve_store, Mover};
 use shmcoll_kernels::Store;
@@ -19,6 +19,20 @@ pub(super) fn write_payload(c: &Comm, parity: usize, send: RawBuf, blocks: &Bloc
         let (off, len) = blocks.block(j);
         // SAFETY: the block lies inside the send buffer (checked by check_local); the caller
         // checked that the packed total fits the inline area; only this rank writes it.
+        unsafe { m.copy(area + at, send.addr + off, len, Store::Temporal) };
+        at += len;
+    }
+}
+
+/// Pack the send blocks (uniform, tiny) into this rank's arrive line for `seq`.
+pub(super) fn write_line_payload(c: &Comm, seq: u64, send: RawBuf, blocks: &Blocks) {
+    let area = ArriveLine::of(&c.seg, c.rank, seq).payload();
+    let mut m = Mover::default();
+    let mut at = 0;
+    for j in 0..c.size {
+        let (off, len) = blocks.block(j);
+        // SAFETY: the block lies inside the send buffer (check_local); the caller checked
+        // that the packed total fits LINE_PAYLOAD; only this rank writes its line.
         unsafe { m.copy(area + at, send.addr + off, len, Store::Temporal) };
         at += len;
     }
@@ -47,16 +61,22 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
         }
         let (roff, len) = x.recv_blocks.block(j);
         let at = packed_offset(c, x, j);
-        if at + len > l.sizes.inline_bytes {
+        let (area, cap) = if x.cores[j].flags & F_TINY != 0 {
+            (ArriveLine::of(&c.seg, j, x.seq).payload(), LINE_PAYLOAD)
+        } else {
+            let a = c.seg.ptr(l.inline(j, parity), l.sizes.inline_bytes) as usize;
+            (a, l.sizes.inline_bytes)
+        };
+        if at + len > cap {
             err = Some(crate::error::Error::Mismatch(format!(
                 "rank {j}'s inline payload is larger than its area"
             )));
             return;
         }
-        let src = c.seg.ptr(l.inline(j, parity) + at, len) as usize;
-        // SAFETY: src is inside rank j's inline area (bounds checked by Segment::ptr), which
-        // j does not rewrite before call seq+2; dst is block j of the receive buffer (checked
-        // by check_local).
+        let src = area + at;
+        // SAFETY: src..src+len is inside rank j's inline area or arrive line (bounds checked
+        // just above against the area's size), which j does not rewrite before call seq+2;
+        // dst is block j of the receive buffer (checked by check_local).
         unsafe { m.copy(x.recv + roff, src, len, store) };
     });
     m.fence();

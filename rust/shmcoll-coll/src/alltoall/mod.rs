@@ -12,8 +12,8 @@ mod staging;
 
 use crate::comm::Comm;
 use crate::desc::{
-    Arr, Desc, DescCore, F_INLINE, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_VECTOR, NO_OFFSET,
-    OP_ALLTOALL, OP_ALLTOALLV,
+    Arr, Desc, DescCore, F_FULL, F_INLINE, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_TINY, F_VECTOR,
+    LINE_PAYLOAD, NO_OFFSET, OP_ALLTOALL, OP_ALLTOALLV,
 };
 use crate::error::{Error, Result};
 use crate::registry::{Algo, CallFacts, Choice, Forced};
@@ -270,9 +270,16 @@ impl Comm {
             Some(a) => a == Algo::Inline,
             None => max_send <= inline_limit(&self.rules),
         };
-        if want_inline && send_total <= self.seg.layout().sizes.inline_bytes {
-            inline::write_payload(self, parity, send, &send_blocks);
-            core.flags |= F_INLINE;
+        if want_inline && !vector && send_total <= LINE_PAYLOAD {
+            // Tiny: the payload rides in the arrive line, with the head.
+            inline::write_line_payload(self, seq, send, &send_blocks);
+            core.flags |= F_TINY;
+        } else {
+            if want_inline && send_total <= self.seg.layout().sizes.inline_bytes {
+                inline::write_payload(self, parity, send, &send_blocks);
+                core.flags |= F_INLINE;
+            }
+            core.flags |= F_FULL;
         }
         let d = Desc::slot(&self.seg, self.rank, parity);
         if vector {
@@ -293,9 +300,18 @@ impl Comm {
         self.wait_arrivals(seq)?;
 
         // Global checks: the same data on every rank, hence the same verdict.
-        let cores = self.read_descs(seq, op)?;
-        let facts = self.global_facts(seq, &cores, vector, forced)?;
-        let choice = select(&self.rules, &facts, forced)?;
+        let mut cores = std::mem::take(&mut self.scratch);
+        let checked = self
+            .read_descs(seq, op, &mut cores)
+            .and_then(|_| self.global_facts(seq, &cores, vector, forced))
+            .and_then(|facts| select(&self.rules, &facts, forced));
+        let choice = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                self.scratch = cores;
+                return Err(e);
+            }
+        };
         let x = Exchange {
             seq,
             send: send.addr,
@@ -307,13 +323,15 @@ impl Comm {
             cores,
             recv_total: (0..p).map(|j| recv_blocks.block(j).1).sum(),
         };
-        match choice.algo {
-            Algo::Inline => inline::run(self, &x)?,
-            Algo::Staging => staging::run(self, &x)?,
-            Algo::Pull => pull::run(self, &x)?,
-            Algo::Push => push::run(self, &x)?,
-            Algo::Cma => cma::run(self, &x)?,
-        }
+        let r = match choice.algo {
+            Algo::Inline => inline::run(self, &x),
+            Algo::Staging => staging::run(self, &x),
+            Algo::Pull => pull::run(self, &x),
+            Algo::Push => push::run(self, &x),
+            Algo::Cma => cma::run(self, &x),
+        };
+        self.scratch = x.cores;
+        r?;
         self.record(choice);
         Ok(choice)
     }
@@ -369,7 +387,7 @@ impl Comm {
         Ok(CallFacts {
             nranks: p,
             max_block,
-            all_inline_written: first(F_INLINE).is_none(),
+            all_inline_written: cores.iter().all(|c| c.flags & (F_INLINE | F_TINY) != 0),
             inline_capacity: self.seg.layout().sizes.inline_bytes,
             all_send_in_heap: first(F_SEND_HEAP).is_none(),
             all_recv_in_heap: first(F_RECV_HEAP).is_none(),
