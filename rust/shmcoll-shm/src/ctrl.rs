@@ -31,7 +31,7 @@ pub enum Line {
 impl Line {
     /// The arrive line of call `seq`.
     pub fn arrive(seq: u64) -> Line {
-        if seq % 2 == 0 {
+        if seq.is_multiple_of(2) {
             Line::ArriveEven
         } else {
             Line::ArriveOdd
