@@ -9,7 +9,9 @@ use shmcoll_kernels::hw;
 use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment, FIRST_CALL_SEQ};
 
 use crate::config::Config;
-use crate::desc::{op_name, ArriveLine, Desc, DescCore, LineHead, F_FULL, NO_OFFSET, OP_BARRIER};
+use crate::desc::{
+    op_name, ArriveLine, Desc, DescCore, LineHead, F_FULL, F_VECTOR, NO_OFFSET, OP_BARRIER,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::registry::{Algo, Choice};
 use crate::select::{builtin_rules, Rule};
@@ -266,7 +268,14 @@ impl Comm {
                 )));
             }
             let h = ArriveLine::of(&self.seg, j, seq).head();
-            let c = if h.flags & F_FULL != 0 {
+            // The head suffices unless the call needs the vector arrays, an error message
+            // or a block size beyond 32 bits; the algorithms that need buffer offsets read
+            // them from the slot themselves (Exchange::full).
+            let needs_slot = h.status != 0
+                || h.flags & F_VECTOR != 0
+                || h.send_bpp == u32::MAX
+                || h.recv_bpp == u32::MAX;
+            let c = if needs_slot {
                 Desc::slot(&self.seg, j, parity).core()
             } else {
                 DescCore {

@@ -23,15 +23,18 @@ pub enum Algo {
     Push = 4,
     /// Each rank reads its blocks out of its peers' private memory with process_vm_readv.
     Cma = 5,
+    /// Each rank writes its blocks into its peers' private memory with process_vm_writev.
+    CmaPush = 6,
 }
 
 impl Algo {
-    pub const ALL: [Algo; 5] = [
+    pub const ALL: [Algo; 6] = [
         Algo::Inline,
         Algo::Staging,
         Algo::Pull,
         Algo::Push,
         Algo::Cma,
+        Algo::CmaPush,
     ];
 
     pub fn name(self) -> &'static str {
@@ -41,6 +44,7 @@ impl Algo {
             Algo::Pull => "pull",
             Algo::Push => "push",
             Algo::Cma => "cma",
+            Algo::CmaPush => "cma-push",
         }
     }
 
@@ -61,6 +65,7 @@ impl Algo {
             Algo::Pull => "single copy from peers' send buffers in the shared heap",
             Algo::Push => "single copy into peers' receive buffers in the shared heap",
             Algo::Cma => "single copy from peers' private memory with process_vm_readv",
+            Algo::CmaPush => "single copy into peers' private memory with process_vm_writev",
         }
     }
 
@@ -81,8 +86,12 @@ impl Algo {
                 "every rank's receive buffer must be in the shared heap (Comm.empty); rank {}'s is not",
                 f.first_recv_outside_heap.unwrap_or(0)
             )),
-            Algo::Cma if f.in_place => Some("in-place calls need a copy of the send data; use staging or inline".into()),
-            Algo::Cma if !f.cma_ok => Some("process_vm_readv is not permitted between these processes".into()),
+            Algo::Cma | Algo::CmaPush if f.in_place => {
+                Some("in-place calls need a copy of the send data; use staging or inline".into())
+            }
+            Algo::Cma | Algo::CmaPush if !f.cma_ok => {
+                Some("process_vm_readv/writev is not permitted between these processes".into())
+            }
             _ => None,
         }
     }

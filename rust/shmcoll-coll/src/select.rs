@@ -22,25 +22,29 @@ pub struct Rule {
 
 /// The built-in rules for `p` ranks.
 ///
-/// Model: below a few KiB per peer, synchronisation dominates, so the one-round inline path
-/// wins while the payload is small enough for two copies to be cheaper than a second
-/// round. Above it, single-copy paths (heap pull, heap push) move each byte once; between
-/// private buffers the staging rings keep both copies in cache, chunk by chunk. The
-/// store policy is hybrid: streaming stores once a call writes more than the cache share
-/// (`SHMCOLL_NT_THRESHOLD`, derived from the cache sizes).
+/// Model: while a rank's whole payload is a few cache lines, synchronisation dominates and
+/// the one-round inline path wins everywhere. Beyond that, single copies win: `push` into
+/// heap receive buffers (each rank reads its own, cache-hot send data and writes each block
+/// once), `pull` from heap send buffers, and between private buffers `cma-push` (the kernel
+/// copies straight into the receiver, still from the sender's cache) once the inline
+/// payload outgrows a few KiB. Staging serves whatever remains (in-place calls, no CMA).
+/// The store policy is hybrid: streaming stores once a call writes more than the cache
+/// model's threshold (`SHMCOLL_NT_THRESHOLD`).
 pub fn builtin_rules(_m: &Machine, p: usize) -> Vec<Rule> {
-    let inline_max = (16 << 10) / p.max(1);
-    let r = |max_block, algo, order| Rule {
+    let p = p.max(1);
+    let r = |max_block, algo| Rule {
         max_block,
         algo,
-        order,
+        order: Order::Shifted,
         store: Store::Hybrid,
     };
     vec![
-        r(inline_max, Algo::Inline, Order::Shifted),
-        r(usize::MAX, Algo::Pull, Order::Shifted),
-        r(usize::MAX, Algo::Push, Order::Shifted),
-        r(usize::MAX, Algo::Staging, Order::Shifted),
+        r((1 << 10) / p, Algo::Inline),
+        r(usize::MAX, Algo::Push),
+        r(usize::MAX, Algo::Pull),
+        r((8 << 10) / p, Algo::Inline),
+        r(usize::MAX, Algo::CmaPush),
+        r(usize::MAX, Algo::Staging),
     ]
 }
 

@@ -9,11 +9,42 @@ use std::io;
 /// Largest piece handed to one system call; the kernel caps a call at MAX_RW_COUNT anyway.
 const MAX_PIECE: usize = 1 << 30;
 
+/// Which way a CMA transfer goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// process_vm_readv: remote -> local.
+    Read,
+    /// process_vm_writev: local -> remote.
+    Write,
+}
+
 /// Copy `len` bytes from address `remote` in process `pid` to `local`.
 ///
 /// # Safety
 /// `local` must be valid for `len` bytes of writes.
 pub unsafe fn read_from(pid: u32, remote: usize, local: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: forwarded.
+    unsafe { transfer(Direction::Read, pid, remote, local, len) }
+}
+
+/// Copy `len` bytes from `local` to address `remote` in process `pid`.
+///
+/// # Safety
+/// `local` must be valid for `len` bytes of reads.
+pub unsafe fn write_to(pid: u32, remote: usize, local: *const u8, len: usize) -> io::Result<()> {
+    // SAFETY: forwarded; a write only reads from `local`.
+    unsafe { transfer(Direction::Write, pid, remote, local as *mut u8, len) }
+}
+
+/// # Safety
+/// `local` must be valid for `len` bytes of writes (Read) or reads (Write).
+unsafe fn transfer(
+    dir: Direction,
+    pid: u32,
+    remote: usize,
+    local: *mut u8,
+    len: usize,
+) -> io::Result<()> {
     let mut done = 0usize;
     while done < len {
         let piece = (len - done).min(MAX_PIECE);
@@ -26,9 +57,18 @@ pub unsafe fn read_from(pid: u32, remote: usize, local: *mut u8, len: usize) -> 
             iov_base: (remote + done) as *mut libc::c_void,
             iov_len: piece,
         };
-        // SAFETY: the local iovec describes memory the caller lent us for writing; the
-        // remote one is checked by the kernel against the peer's address space.
-        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &liov, 1, &riov, 1, 0) };
+        // SAFETY: the local iovec describes memory the caller lent us; the remote one is
+        // checked by the kernel against the peer's address space.
+        let n = unsafe {
+            match dir {
+                Direction::Read => {
+                    libc::process_vm_readv(pid as libc::pid_t, &liov, 1, &riov, 1, 0)
+                }
+                Direction::Write => {
+                    libc::process_vm_writev(pid as libc::pid_t, &liov, 1, &riov, 1, 0)
+                }
+            }
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -39,7 +79,7 @@ pub unsafe fn read_from(pid: u32, remote: usize, local: *mut u8, len: usize) -> 
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "process_vm_readv moved no bytes",
+                "process_vm_readv/writev moved no bytes",
             ));
         }
         done += n as usize;

@@ -1,44 +1,93 @@
-//! CMA: every rank reads its blocks out of its peers' private send buffers with
-//! process_vm_readv (one copy, done by the kernel), then a done round.
+//! CMA: single copies between private buffers, done by the kernel. `cma` reads each block
+//! out of the sender (process_vm_readv); `cma-push` writes each block into the receiver
+//! (process_vm_writev), which copies from data still hot in the sender's cache. A done
+//! round follows either way, so that no buffer is reused while a peer still copies.
+
+use shmcoll_shm::cma::{read_from, write_to};
 
 use super::Exchange;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::transfer::{resolve_store, Mover};
 
-pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
+fn os_error(what: &str, j: usize, e: std::io::Error) -> Error {
+    Error::Shm(shmcoll_shm::ShmError::Os {
+        context: format!("{what} with rank {j}"),
+        source: e,
+    })
+}
+
+/// Copy our own block locally (the kernel is not needed for it).
+fn own_block(c: &Comm, x: &Exchange, m: &mut Mover) {
+    let me = c.rank;
+    let (so, len) = x.send_blocks.block(me);
+    let (ro, _) = x.recv_blocks.block(me);
     let store = resolve_store(x.choice.store, x.recv_total, c.cfg.nt_threshold);
+    // SAFETY: both blocks are ours and were bounds-checked (and found disjoint) by check_local.
+    unsafe { m.copy(x.recv + ro, x.send + so, len, store) };
+}
+
+pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let mut m = Mover::default();
     let mut failure = None;
-    for (j, off, len) in x
+    let pieces = x
         .choice
         .order
         .pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| {
             x.recv_blocks.block(j).1
-        })
-    {
-        let (roff, _) = x.recv_blocks.block(j);
-        let dst = x.recv + roff + off;
+        });
+    for (j, off, len) in pieces {
         if j == c.rank {
-            // SAFETY: both blocks are ours and were bounds-checked by check_local.
-            unsafe { m.copy(dst, x.send + x.send_blocks.block(j).0 + off, len, store) };
+            if off == 0 {
+                own_block(c, x, &mut m);
+            }
             continue;
         }
+        let (roff, _) = x.recv_blocks.block(j);
         let (soff, _) = x.peer_send_block(c, j);
-        let remote = x.cores[j].send_addr as usize + soff + off;
+        let remote = x.full(c, j).send_addr as usize + soff + off;
         let pid = c.pid_of(j);
-        // SAFETY: dst..dst+len is our receive block (check_local); the kernel checks the
-        // remote range against rank j's address space.
-        let r = unsafe { shmcoll_shm::cma::read_from(pid, remote, dst as *mut u8, len) };
+        // SAFETY: the local range is inside our receive block (check_local); the kernel
+        // checks the remote range against rank j's address space.
+        let r = unsafe { read_from(pid, remote, (x.recv + roff + off) as *mut u8, len) };
         if let Err(e) = r {
-            failure.get_or_insert(Error::Shm(shmcoll_shm::ShmError::Os {
-                context: format!("process_vm_readv from rank {j}"),
-                source: e,
-            }));
+            failure.get_or_insert(os_error("process_vm_readv", j, e));
         }
     }
     m.fence();
     // Always finish the round, so that peers are not left waiting for us.
+    c.done_round(x.seq)?;
+    failure.map_or(Ok(()), Err)
+}
+
+pub(super) fn run_push(c: &mut Comm, x: &Exchange) -> Result<()> {
+    let mut m = Mover::default();
+    let mut failure = None;
+    let pieces = x
+        .choice
+        .order
+        .pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| {
+            x.send_blocks.block(j).1
+        });
+    for (j, off, len) in pieces {
+        if j == c.rank {
+            if off == 0 {
+                own_block(c, x, &mut m);
+            }
+            continue;
+        }
+        let (soff, _) = x.send_blocks.block(j);
+        let (roff, _) = x.peer_recv_block(c, j);
+        let remote = x.full(c, j).recv_addr as usize + roff + off;
+        let pid = c.pid_of(j);
+        // SAFETY: the local range is inside our send block (check_local); the kernel checks
+        // the remote range (j's receive block for us) against rank j's address space.
+        let r = unsafe { write_to(pid, remote, (x.send + soff + off) as *const u8, len) };
+        if let Err(e) = r {
+            failure.get_or_insert(os_error("process_vm_writev", j, e));
+        }
+    }
+    m.fence();
     c.done_round(x.seq)?;
     failure.map_or(Ok(()), Err)
 }

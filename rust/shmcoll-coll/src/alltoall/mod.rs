@@ -89,6 +89,11 @@ pub(crate) struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
+    /// Rank j's full descriptor (buffer offsets and addresses), from its slot.
+    pub fn full(&self, comm: &Comm, j: usize) -> DescCore {
+        Desc::slot(&comm.seg, j, (self.seq & 1) as usize).core()
+    }
+
     /// Where, in rank j's send buffer, the block for this rank starts (offset, length).
     pub fn peer_send_block(&self, comm: &Comm, j: usize) -> (usize, usize) {
         let c = &self.cores[j];
@@ -329,6 +334,7 @@ impl Comm {
             Algo::Pull => pull::run(self, &x),
             Algo::Push => push::run(self, &x),
             Algo::Cma => cma::run(self, &x),
+            Algo::CmaPush => cma::run_push(self, &x),
         };
         self.scratch = x.cores;
         r?;
