@@ -92,8 +92,11 @@ def _itemsize(buf: Any) -> int:
 def _nbytes(buf: Any) -> int:
     if isinstance(buf, np.ndarray):
         return int(buf.nbytes)
-    with memoryview(buf) as m:
-        return int(m.nbytes)
+    try:
+        with memoryview(buf) as m:
+            return int(m.nbytes)
+    except TypeError as e:
+        raise BadBufferError(f"{type(buf).__name__} does not support the buffer protocol") from e
 
 
 def _is_int(x: Any) -> bool:

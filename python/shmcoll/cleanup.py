@@ -37,14 +37,14 @@ def _pid_alive(pid: int) -> bool:
 
 def find(shm_dir: Path = SHM_DIR) -> list[Leftover]:
     """Every shmcoll segment in `shm_dir`, with whether its creator still runs."""
-    out = []
+    out: list[Leftover] = []
     prefix = _core.SEGMENT_PREFIX
     if not shm_dir.is_dir():
         return out
     for path in sorted(shm_dir.iterdir()):
         if not path.name.startswith(prefix):
             continue
-        parts = path.name[len(prefix):].split("-")
+        parts = path.name[len(prefix) :].split("-")
         try:
             uid, pid = int(parts[0]), int(parts[1])
         except (IndexError, ValueError):

@@ -31,7 +31,9 @@ def _mpiexec_command(n: int, mpiexec: str = "mpiexec") -> tuple[list[str], dict[
     env = dict(os.environ)
     cmd = [mpiexec]
     try:
-        version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
+        version = subprocess.run(
+            [mpiexec, "--version"], check=False, capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         version = ""
     if "Open MPI" in version or "OpenRTE" in version or "PRRTE" in version:
@@ -51,15 +53,18 @@ def main() -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-n", "nprocs", type=click.IntRange(1, 4096), required=True, help="number of ranks")
+@click.option("-m", "--module", "module", default=None, help="run a module (as python -m MODULE)")
 @click.option("--timeout", type=float, default=None, help="kill the ranks after this many seconds")
-@click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(nprocs: int, timeout: float | None, script: str, args: tuple[str, ...]) -> None:
-    """Run SCRIPT on N processes that share a communicator (shmcoll.Comm()), without MPI."""
+def run(nprocs: int, module: str | None, timeout: float | None, args: tuple[str, ...]) -> None:
+    """Run SCRIPT [ARGS] (or -m MODULE [ARGS]) on N processes that share a communicator
+    (shmcoll.Comm() in each), without MPI. Exits with the worst rank's exit code."""
     from .launch import run as launch_run
 
-    argv = ["-m", script[3:]] if script.startswith("-m:") else [script]
-    sys.exit(launch_run(nprocs, [*argv, *args], timeout=timeout))
+    if module is None and not args:
+        raise click.UsageError("give a SCRIPT or -m MODULE")
+    argv = ["-m", module, *args] if module is not None else list(args)
+    sys.exit(launch_run(nprocs, argv, timeout=timeout))
 
 
 @main.group()
@@ -69,24 +74,63 @@ def bench() -> None:
 
 @bench.command("alltoall")
 @click.option("-n", "nprocs", type=click.IntRange(1, 4096), default=2, show_default=True, help="ranks")
-@click.option("-m", "sizes", default="8:16M", show_default=True, help="bytes per rank: MIN:MAX (powers of 2) or one size")
-@click.option("-i", "iters", type=click.IntRange(1), default=1000, show_default=True, help="iterations (a tenth above 64 KiB)")
-@click.option("-x", "warmup", type=click.IntRange(0), default=100, show_default=True, help="warm-up iterations")
+@click.option(
+    "-m",
+    "sizes",
+    default="8:16M",
+    show_default=True,
+    help="bytes per rank: MIN:MAX (powers of 2) or one size",
+)
+@click.option(
+    "-i",
+    "iters",
+    type=click.IntRange(1),
+    default=1000,
+    show_default=True,
+    help="iterations (a tenth above 64 KiB)",
+)
+@click.option(
+    "-x", "warmup", type=click.IntRange(0), default=100, show_default=True, help="warm-up iterations"
+)
 @click.option("-c", "validate", is_flag=True, help="check every result")
 @click.option("-z", "percentiles", is_flag=True, help="also show P90/P99")
-@click.option("--rounds", type=click.IntRange(1), default=5, show_default=True, help="interleaved rounds per size")
+@click.option(
+    "--rounds", type=click.IntRange(1), default=5, show_default=True, help="interleaved rounds per size"
+)
 @click.option("--variants", default="", help="forced variants ALGO/ORDER/STORE, comma-separated, or 'all'")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON")
-@click.option("--launcher", type=click.Choice(["auto", "mpiexec", "standalone"]), default="auto", show_default=True)
-@click.option("--mpiexec", "mpiexec", default=None, help="the MPI launcher (default: the one beside this Python, else PATH)")
+@click.option(
+    "--launcher", type=click.Choice(["auto", "mpiexec", "standalone"]), default="auto", show_default=True
+)
+@click.option(
+    "--mpiexec",
+    "mpiexec",
+    default=None,
+    help="the MPI launcher (default: the one beside this Python, else PATH)",
+)
 @click.option("--no-mpi", is_flag=True, help="do not run MPI's Alltoall")
 @click.option("--no-heap", is_flag=True, help="skip shared-heap buffers")
 @click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers")
 @click.option("--no-ceiling", is_flag=True, help="skip measuring the NT copy ceiling")
-def bench_alltoall(nprocs: int, sizes: str, iters: int, warmup: int, validate: bool, percentiles: bool,
-                   rounds: int, variants: str, csv_path: str | None, json_path: str | None, launcher: str,
-                   mpiexec: str | None, no_mpi: bool, no_heap: bool, no_ordinary: bool, no_ceiling: bool) -> None:
+def bench_alltoall(
+    nprocs: int,
+    sizes: str,
+    iters: int,
+    warmup: int,
+    validate: bool,
+    percentiles: bool,
+    rounds: int,
+    variants: str,
+    csv_path: str | None,
+    json_path: str | None,
+    launcher: str,
+    mpiexec: str | None,
+    no_mpi: bool,
+    no_heap: bool,
+    no_ordinary: bool,
+    no_ceiling: bool,
+) -> None:
     """Alltoall latency: shmcoll (automatic and forced choices) against MPI's Alltoall."""
     from .bench.alltoall import Options, options_json
     from .comm import under_mpi_launcher
@@ -102,9 +146,19 @@ def bench_alltoall(nprocs: int, sizes: str, iters: int, warmup: int, validate: b
         algos, orders, stores = _core.algorithms()
         forced = [f"{a}/{o}/{s}" for a, _ in algos for o in orders for s in stores]
     opts = Options(
-        sizes=size_list, iters=iters, warmup=warmup, rounds=rounds, validate=validate, mpi=not no_mpi,
-        ordinary=not no_ordinary, heap=not no_heap, variants=forced, percentiles=percentiles,
-        csv=csv_path, json_out=json_path, ceiling=not no_ceiling,
+        sizes=size_list,
+        iters=iters,
+        warmup=warmup,
+        rounds=rounds,
+        validate=validate,
+        mpi=not no_mpi,
+        ordinary=not no_ordinary,
+        heap=not no_heap,
+        variants=forced,
+        percentiles=percentiles,
+        csv=csv_path,
+        json_out=json_path,
+        ceiling=not no_ceiling,
     )
     payload = options_json(opts)
     worker = [sys.executable, "-m", "shmcoll.bench.alltoall", payload]
@@ -119,8 +173,10 @@ def bench_alltoall(nprocs: int, sizes: str, iters: int, warmup: int, validate: b
     if use_mpi:
         cmd, env = _mpiexec_command(nprocs, mpiexec)
         sys.exit(subprocess.call([*cmd, *worker], env=env))
-    if not no_mpi:
+    if not no_mpi and launcher == "auto":
         click.echo("note: MPI not found (pip install mpich mpi4py); measuring shmcoll alone", err=True)
+    elif not no_mpi:
+        click.echo("note: the standalone launcher runs shmcoll alone (no MPI column)", err=True)
     from .launch import run as launch_run
 
     sys.exit(launch_run(nprocs, worker[1:]))
@@ -166,7 +222,9 @@ def cleanup(dry_run: bool) -> None:
 
     removed = remove_stale(dry_run=dry_run)
     for s in removed:
-        click.echo(f"{'would remove' if dry_run else 'removed'} {s.path} ({s.nbytes} bytes, pid {s.pid} gone)")
+        click.echo(
+            f"{'would remove' if dry_run else 'removed'} {s.path} ({s.nbytes} bytes, pid {s.pid} gone)"
+        )
     live = [s for s in find() if s.alive]
     for s in live:
         click.echo(f"kept {s.path} (pid {s.pid} is running)")

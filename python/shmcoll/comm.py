@@ -11,6 +11,7 @@ call goes from Python straight into Rust; this module adds the bootstrap and the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
@@ -220,24 +221,22 @@ class Comm(_core.CommBase):
         kind = "buffer" if isinstance(e, BufferError | TypeError) else "argument"
         if isinstance(e, NotImplementedError):
             kind = "unsupported"
-        try:
+        with contextlib.suppress(ShmcollError):
             self._reject(op, f"{type(e).__name__}: {e}", kind)
-        except ShmcollError:
-            pass
 
     # -- shared heap ------------------------------------------------------------------
     def empty(self, shape: Any, dtype: Any = float, order: str = "C") -> np.ndarray:
         """An uninitialised array in the shared heap (peers access it directly)."""
         dt = np.dtype(dtype)
-        shape_t = (int(shape),) if np.isscalar(shape) else tuple(int(n) for n in shape)
+        shape_t = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
         if any(n < 0 for n in shape_t):
             raise ArgumentError(f"negative dimension in shape {shape_t}")
         if order not in ("C", "F"):
             raise ArgumentError(f"order must be 'C' or 'F', not {order!r}")
         count = int(np.prod(shape_t, dtype=np.int64))
         block = self._heap_alloc(count * dt.itemsize)
-        flat = np.frombuffer(block, dtype=dt, count=count)
-        return flat.reshape(shape_t, order=order)  # type: ignore[call-overload, no-any-return]
+        flat = np.frombuffer(block, dtype=dt, count=count)  # type: ignore[call-overload]
+        return flat.reshape(shape_t, order=order)
 
     def zeros(self, shape: Any, dtype: Any = float, order: str = "C") -> np.ndarray:
         """A zero-filled array in the shared heap."""

@@ -29,8 +29,15 @@ def rank_env(name: str, rank: int, size: int) -> dict[str, str]:
     return {ENV_SEGMENT: name, ENV_RANK: str(rank), ENV_SIZE: str(size)}
 
 
-def _child(rank: int, size: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
-           kwargs: dict[str, Any], conn: Connection) -> None:
+def _child(
+    rank: int,
+    size: int,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    conn: Connection,
+) -> None:
     os.environ.update(rank_env(name, rank, size))
     try:
         result = fn(*args, **kwargs)
@@ -59,10 +66,11 @@ def spawn(
     if n < 1:
         raise ArgumentError("spawn needs at least one rank")
     method = start_method or os.environ.get("SHMCOLL_START_METHOD", "spawn")
-    ctx = mp.get_context(method)
+    ctx: Any = mp.get_context(method)  # a context of any method has .Process and .Pipe
     seg = _core.SegmentHandle(n)
     procs: list[Any] = []
     conns: list[Connection] = []
+    timed_out = False
     try:
         for r in range(n):
             parent, child = ctx.Pipe(duplex=False)
@@ -79,6 +87,7 @@ def spawn(
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready = wait(list(pending.values()), timeout=left)
             if not ready:
+                timed_out = True
                 for r in pending:
                     failures[r] = f"rank {r}: still running after {timeout} s; killed"
                 break
@@ -86,7 +95,7 @@ def spawn(
                 r = next(k for k, v in pending.items() if v is c)
                 del pending[r]
                 try:
-                    msg = c.recv()
+                    msg = conns[r].recv()  # == c, typed as a Connection
                 except EOFError:
                     procs[r].join(5)
                     failures[r] = f"rank {r}: process exited with code {procs[r].exitcode} before reporting"
@@ -99,8 +108,12 @@ def spawn(
             raise SpawnError("\n".join(failures[r] for r in sorted(failures)))
         return results
     finally:
+        # Ranks that reported have returned from `fn`: give them a moment to exit. Ranks
+        # still running past the timeout (or after a failure elsewhere) are killed now.
+        grace = time.monotonic() + 5
         for p in procs:
-            p.join(timeout=5)
+            p.join(timeout=max(0.0, grace - time.monotonic()) if not timed_out else 0)
+        for p in procs:
             if p.is_alive():
                 p.kill()
                 p.join()

@@ -51,8 +51,15 @@ def _pattern(rank: int, peer: int, it: int) -> int:
     return (rank * 31 + peer * 7 + it) & 0xFF
 
 
-def _make_variant(label: str, comm: shmcoll.Comm, peer_comm: Any, heap_send: bool, heap_recv: bool,
-                  forced: dict[str, str] | None, peer: bool = False) -> Variant:
+def _make_variant(
+    label: str,
+    comm: shmcoll.Comm,
+    peer_comm: Any,
+    heap_send: bool,
+    heap_recv: bool,
+    forced: dict[str, str] | None,
+    peer: bool = False,
+) -> Variant:
     p, me = comm.size, comm.rank
 
     def setup(size: int) -> Any:
@@ -98,7 +105,7 @@ def nt_ceiling(comm: shmcoll.Comm, nbytes: int = 64 << 20, reps: int = 5) -> flo
     shmcoll.copy(dst, src, "nt")
     times = []
     for _ in range(reps):
-        src[:: 4096] += 1  # touch every page so nothing is lazily skipped
+        src[::4096] += 1  # touch every page so nothing is lazily skipped
         comm.Barrier()
         t0 = time.perf_counter()
         shmcoll.copy(dst, src, "nt")
@@ -149,7 +156,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
     if opts.heap:
         variants.append(_make_variant("shmcoll heap", comm, None, True, True, None))
     for spec in opts.variants:
-        algo, order, store = (spec.split("/") + ["", ""])[:3]
+        algo, order, store = ([*spec.split("/"), "", ""])[:3]
         forced = {k: v for k, v in (("algorithm", algo), ("order", order), ("store", store)) if v}
         variants.append(_make_variant(f"heap {spec}", comm, None, True, True, forced))
 
@@ -199,14 +206,19 @@ def print_progress(size: int, rows: list[dict[str, Any]]) -> None:
     print(f"  {fmt_size(size):>5}: " + "  ".join(parts), file=sys.stderr, flush=True)
 
 
-def report(rows: list[dict[str, Any]], p: int, peer: str | None, ceiling: float | None, opts: Options) -> None:
+def report(
+    rows: list[dict[str, Any]], p: int, peer: str | None, ceiling: float | None, opts: Options
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     labels = list(dict.fromkeys(r["variant"] for r in rows))
     peer_label = next((r["variant"] for r in rows if r.get("peer")), None)
-    t = Table(title=f"Alltoall, {p} ranks, median latency in µs (ratio = {peer_label or 'peer'} / shmcoll, >1 is faster)")
+    t = Table(
+        title=f"Alltoall, {p} ranks, median latency in µs "
+        f"(ratio = {peer_label or 'peer'} / shmcoll, >1 is faster)"
+    )
     t.add_column("bytes/rank", justify="right")
     for lab in labels:
         t.add_column(lab, justify="right")
@@ -242,7 +254,9 @@ def report(rows: list[dict[str, Any]], p: int, peer: str | None, ceiling: float 
         console.print(f"NT copy ceiling ({p} ranks streaming 64 MiB each at once): {ceiling:.1f} GB/s")
     choices = {r["bytes"]: r.get("choice") for r in rows if r["variant"] == "shmcoll heap"}
     if any(choices.values()):
-        console.print("automatic choice (heap): " + ", ".join(f"{fmt_size(k)}={v}" for k, v in choices.items()))
+        console.print(
+            "automatic choice (heap): " + ", ".join(f"{fmt_size(k)}={v}" for k, v in choices.items())
+        )
     invalid = [r for r in rows if r.get("valid") is False]
     if invalid:
         console.print(f"[red]VALIDATION FAILED for {len(invalid)} rows[/red]")
@@ -256,7 +270,19 @@ def report(rows: list[dict[str, Any]], p: int, peer: str | None, ceiling: float 
 def write_csv(path: str, rows: list[dict[str, Any]], p: int) -> None:
     import csv
 
-    keys = ["nranks", "bytes", "variant", "median_us", "p50_us", "p90_us", "p99_us", "iterations", "valid", "choice", "error"]
+    keys = [
+        "nranks",
+        "bytes",
+        "variant",
+        "median_us",
+        "p50_us",
+        "p90_us",
+        "p99_us",
+        "iterations",
+        "valid",
+        "choice",
+        "error",
+    ]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()

@@ -17,7 +17,6 @@ import numpy as np
 
 from .stats import Summary
 
-
 MAX_INTERLEAVED = 6
 
 

@@ -55,6 +55,11 @@ impl Borrowed {
         Ok(b)
     }
 
+    /// Bytes per element as the exporter reports it (1 for plain bytes).
+    pub fn itemsize(&self) -> usize {
+        self.view.itemsize as usize
+    }
+
     pub fn raw(&self) -> RawBuf {
         RawBuf {
             addr: self.view.buf as usize,

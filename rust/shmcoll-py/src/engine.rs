@@ -146,12 +146,17 @@ fn hold(
     }
 }
 
-fn uniform_bpp(len: usize, p: usize, given: Option<usize>, what: &str) -> Result<usize, Error> {
+/// Bytes per rank of a uniform block: given, or (as mpi4py) the buffer's whole elements
+/// divided evenly among the ranks.
+fn uniform_bpp(buf: &Borrowed, p: usize, given: Option<usize>, what: &str) -> Result<usize, Error> {
+    let len = buf.raw().len;
+    let item = buf.itemsize().max(1);
     match given {
         Some(b) => Ok(b),
-        None if len.is_multiple_of(p) => Ok(len / p),
+        None if len.is_multiple_of(item) && (len / item).is_multiple_of(p) => Ok(len / p),
         None => Err(Error::InvalidArgument(format!(
-            "cannot split the {len}-byte {what} buffer into {p} equal blocks; pass an explicit count"
+            "cannot split the {what} buffer ({} elements of {item} bytes) into {p} equal blocks; pass an explicit count",
+            len / item
         ))),
     }
 }
@@ -306,9 +311,9 @@ impl CommBase {
                 Some(s) => Some(hold(&mut held, &mut pyerr, s, false, "send buffer")?),
                 None => None,
             };
-            let rb = uniform_bpp(recv.len, p, recv_bpp, "receive")?;
+            let rb = uniform_bpp(&held[0], p, recv_bpp, "receive")?;
             let sb = match send {
-                Some(s) => uniform_bpp(s.len, p, send_bpp, "send")?,
+                Some(_) => uniform_bpp(&held[1], p, send_bpp, "send")?,
                 None => rb,
             };
             Ok(AlltoallCall {
@@ -415,10 +420,12 @@ impl CommBase {
     /// Whether `buf`'s memory lies in the shared heap.
     #[pyo3(name = "_in_heap")]
     fn in_heap(&mut self, py: Python<'_>, buf: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let b = Borrowed::new(buf, false, "buffer").map_err(|e| match e {
-            BorrowError::Python(pe) => pe,
-            BorrowError::Shm(e) => to_py(py, e),
-        })?;
+        let b = match Borrowed::new(buf, false, "buffer") {
+            Ok(b) => b,
+            // A non-contiguous view cannot serve a single-copy path anyway.
+            Err(BorrowError::Shm(_)) => return Ok(false),
+            Err(BorrowError::Python(pe)) => return Err(pe),
+        };
         let r = b.raw();
         Ok(self.comm(py)?.heap_offset(r.addr, r.len.max(1)).is_some())
     }
@@ -437,6 +444,7 @@ impl CommBase {
     }
 
     /// Counters: calls, calls per algorithm, rejected calls.
+    #[pyo3(name = "_stats")]
     fn stats<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let comm = self.comm(py)?;
         let d = PyDict::new(py);
@@ -467,6 +475,7 @@ impl CommBase {
     }
 
     /// Settings as this communicator resolved them.
+    #[pyo3(name = "_config")]
     fn config<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let comm = self.comm(py)?;
         let c = comm.config();

@@ -5,6 +5,7 @@
 //! mode, Yama, seccomp in containers) is only known by trying, so the handshake probes it.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Largest piece handed to one system call; the kernel caps a call at MAX_RW_COUNT anyway.
 const MAX_PIECE: usize = 1 << 30;
@@ -93,11 +94,13 @@ pub fn allow_peers_to_read() {
     let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
 }
 
-/// The word peers read to probe CMA: its value is this process's pid mixed with a constant.
-pub fn probe_word() -> &'static u64 {
-    use std::sync::OnceLock;
-    static WORD: OnceLock<u64> = OnceLock::new();
-    WORD.get_or_init(|| probe_value(std::process::id()))
+/// The word peers read to probe CMA: its value is this process's pid mixed with a
+/// constant. Rewritten at every handshake, because a forked child inherits its parent's
+/// copy (and would otherwise publish the parent's value).
+pub fn probe_word() -> &'static AtomicU64 {
+    static WORD: AtomicU64 = AtomicU64::new(0);
+    WORD.store(probe_value(std::process::id()), Ordering::Relaxed);
+    &WORD
 }
 
 pub fn probe_value(pid: u32) -> u64 {

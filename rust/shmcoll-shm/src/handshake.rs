@@ -5,7 +5,7 @@
 //! Round 2: probe Cross Memory Attach (read the next rank's probe word) and agree on
 //! whether every rank can use it.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cma;
 use crate::error::Result;
@@ -31,7 +31,7 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
     cma::allow_peers_to_read();
     seg.pid_of(rank)
         .store(std::process::id(), Ordering::Relaxed);
-    let probe = cma::probe_word() as *const u64 as u64;
+    let probe = cma::probe_word() as *const AtomicU64 as u64;
     seg.probe_addr_of(rank).store(probe, Ordering::Relaxed);
     seg.publish(seg.arrive_seq(rank, SEQ_ATTACHED), SEQ_ATTACHED);
     for r in 0..p {

@@ -10,7 +10,15 @@ use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::transfer::{resolve_store, Mover};
 
-fn os_error(what: &str, j: usize, e: std::io::Error) -> Error {
+fn os_error(c: &Comm, what: &str, j: usize, e: std::io::Error) -> Error {
+    // The peer is gone: the same failure as a death noticed while waiting.
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        return Error::Shm(shmcoll_shm::ShmError::PeerDied {
+            what: "a CMA transfer",
+            peer: j,
+            pid: c.pid_of(j),
+        });
+    }
     Error::Shm(shmcoll_shm::ShmError::Os {
         context: format!("{what} with rank {j}"),
         source: e,
@@ -51,7 +59,7 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
         // checks the remote range against rank j's address space.
         let r = unsafe { read_from(pid, remote, (x.recv + roff + off) as *mut u8, len) };
         if let Err(e) = r {
-            failure.get_or_insert(os_error("process_vm_readv", j, e));
+            failure.get_or_insert(os_error(c, "process_vm_readv", j, e));
         }
     }
     m.fence();
@@ -84,7 +92,7 @@ pub(super) fn run_push(c: &mut Comm, x: &Exchange) -> Result<()> {
         // the remote range (j's receive block for us) against rank j's address space.
         let r = unsafe { write_to(pid, remote, (x.send + soff + off) as *const u8, len) };
         if let Err(e) = r {
-            failure.get_or_insert(os_error("process_vm_writev", j, e));
+            failure.get_or_insert(os_error(c, "process_vm_writev", j, e));
         }
     }
     m.fence();

@@ -1,0 +1,147 @@
+"""Type stub of the native module ``shmcoll._core`` (rust/shmcoll-py). Private: the public
+API is the ``shmcoll`` package, which wraps what is here."""
+
+import sys
+from typing import Any, Final, Self, final
+
+from typing_extensions import disjoint_base
+
+__all__ = [
+    "SEGMENT_PREFIX",
+    "CommBase",
+    "HeapBuffer",
+    "SegmentHandle",
+    "__version__",
+    "algorithms",
+    "copy",
+    "machine",
+    "settings",
+]
+
+__version__: Final[str]
+#: Prefix of segment names in /dev/shm ("shmcoll-").
+SEGMENT_PREFIX: Final[str]
+
+@final
+class SegmentHandle:
+    """A segment created by this process (the launcher or rank 0); keeps it alive and, once
+    dropped, unlinks it if the handshake has not already."""
+
+    def __new__(cls, nranks: int) -> Self: ...
+    @staticmethod
+    def open(name: str) -> SegmentHandle:
+        """Map a segment another process created (by name)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def nbytes(self) -> int: ...
+    def unlink(self) -> None:
+        """Remove the name from /dev/shm now (idempotent)."""
+
+@final
+class HeapBuffer:
+    """A block of the shared heap, exported through the buffer protocol (writable bytes)."""
+
+    def __len__(self) -> int: ...
+    @property
+    def address(self) -> int:
+        """Address of the first byte (for tests and diagnostics)."""
+    # The buffer protocol (bf_getbuffer); Python shows it as methods from 3.12 on.
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int, /) -> memoryview: ...
+        def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+
+@disjoint_base
+class CommBase:
+    """One rank of a node communicator; ``shmcoll.Comm`` derives from it."""
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self:
+        """An unjoined communicator; ``Comm.__init__`` joins it with ``_join``."""
+
+    def _join(self, segment: SegmentHandle | str, rank: int) -> None:
+        """Join the communicator of `segment` (a SegmentHandle or a segment name) as `rank`."""
+
+    # -- mpi4py's names ---------------------------------------------------------------
+    def Alltoall(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        *,
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> None: ...
+    def Barrier(self) -> None: ...
+    def barrier(self) -> None: ...
+    def Get_rank(self) -> int: ...
+    def Get_size(self) -> int: ...
+    def Free(self) -> None: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def cma_ok(self) -> bool:
+        """Whether process_vm_readv/writev works between all ranks."""
+
+    @property
+    def freed(self) -> bool: ...
+
+    # -- the engine, for the Python subclass ------------------------------------------
+    def _alltoall(
+        self,
+        sendbuf: Any | None,
+        recvbuf: Any,
+        send_bpp: int | None = None,
+        recv_bpp: int | None = None,
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> None:
+        """Alltoall of `send_bpp`/`recv_bpp` bytes per rank (None: the buffer length /
+        size); `sendbuf=None` means in place."""
+
+    def _alltoallv(
+        self,
+        sendbuf: Any | None,
+        recvbuf: Any,
+        sendcounts: list[int],
+        sdispls: list[int],
+        recvcounts: list[int],
+        rdispls: list[int],
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> None:
+        """Alltoallv with counts and displacements in bytes; `sendbuf=None` means in place."""
+
+    def _reject(self, op: str, message: str, kind: str = "argument") -> None:
+        """Take part in a collective whose arguments this rank rejected (the peers raise
+        too); `kind` is "argument", "buffer" or "unsupported"."""
+
+    def _barrier(self) -> None: ...
+    def _heap_alloc(self, nbytes: int) -> HeapBuffer: ...
+    def _heap_usage(self) -> tuple[int, int]: ...
+    def _in_heap(self, buf: Any) -> bool: ...
+    def _last_choice(self) -> tuple[str, str, str, bool] | None: ...
+    def _rules(self) -> list[tuple[int | None, str, str, str]]: ...
+    def _pids(self) -> list[int]: ...
+    def _stats(self) -> dict[str, int]:
+        """Counters: "calls", "rejected", and calls per algorithm name."""
+
+    def _config(self) -> dict[str, Any]:
+        """Settings as this communicator resolved them."""
+
+def copy(dst: Any, src: Any, store: str = "auto") -> None:
+    """Copy `src` into `dst` (contiguous buffers of equal size) with the chosen store
+    policy: "temporal", "nt", "hybrid" or "auto"."""
+
+def machine() -> dict[str, Any]:
+    """Hardware as shmcoll sees it."""
+
+def settings() -> list[tuple[str, str]]:
+    """(environment variable, meaning) of every setting."""
+
+def algorithms() -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """The registry: algorithms (name, description), copy orders, store policies."""

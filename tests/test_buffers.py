@@ -1,0 +1,302 @@
+"""Unit tests of shmcoll.buffers: mpi4py buffer specifications resolved to bytes."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import shmcoll
+from shmcoll.buffers import (
+    IN_PLACE,
+    Simple,
+    Vector,
+    datatype_size,
+    is_in_place,
+    parse_simple,
+    parse_vector,
+)
+
+
+@pytest.fixture(scope="module")
+def MPI():
+    return pytest.importorskip("mpi4py.MPI")
+
+
+def _nbytes(buf: object) -> int:
+    with memoryview(buf) as m:  # type: ignore[arg-type]
+        return m.nbytes
+
+
+def _addr(buf: object) -> int:
+    return np.frombuffer(buf, np.uint8).__array_interface__["data"][0]  # type: ignore[call-overload]
+
+
+# -- IN_PLACE -------------------------------------------------------------------------
+def test_in_place_is_a_singleton_that_pickles_to_itself() -> None:
+    assert shmcoll.IN_PLACE is IN_PLACE
+    assert type(IN_PLACE)() is IN_PLACE
+    assert pickle.loads(pickle.dumps(IN_PLACE)) is IN_PLACE
+    assert repr(IN_PLACE) == "shmcoll.IN_PLACE"
+
+
+def test_is_in_place() -> None:
+    assert is_in_place(IN_PLACE)
+    for other in (None, 0, np.zeros(3), "IN_PLACE", [IN_PLACE]):
+        assert not is_in_place(other)
+
+
+def test_is_in_place_accepts_mpi4py_marker(MPI) -> None:
+    assert is_in_place(MPI.IN_PLACE)
+    assert not is_in_place(MPI.BOTTOM)
+
+
+# -- datatypes ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("dt", "size"),
+    [("d", 8), ("f", 4), ("i", 4), ("b", 1), ("B", 1), (np.complex128, 16), (np.int16, 2), ("float32", 4)],
+)
+def test_datatype_size_numpy(dt: object, size: int) -> None:
+    assert datatype_size(dt) == size
+
+
+def test_datatype_size_mpi4py(MPI) -> None:
+    assert datatype_size(MPI.DOUBLE) == 8
+    assert datatype_size(MPI.INT) == 4
+    assert datatype_size(MPI.FLOAT) == 4
+    assert datatype_size(MPI.BYTE) == 1
+    assert datatype_size(MPI.CHAR) == 1
+    assert datatype_size(MPI.C_DOUBLE_COMPLEX) == 16
+    assert datatype_size(MPI.INT64_T) == 8
+    contig = MPI.DOUBLE.Create_contiguous(3).Commit()
+    try:
+        assert datatype_size(contig) == 24
+    finally:
+        contig.Free()
+
+
+def test_datatype_with_gaps_is_unsupported(MPI) -> None:
+    vec = MPI.DOUBLE.Create_vector(2, 1, 2).Commit()
+    try:
+        with pytest.raises(shmcoll.UnsupportedError, match="gaps"):
+            datatype_size(vec)
+        with pytest.raises(NotImplementedError):  # the matching built-in
+            parse_simple([np.zeros(8), vec], 2)
+    finally:
+        vec.Free()
+
+
+def test_datatype_null_is_rejected(MPI) -> None:
+    with pytest.raises(shmcoll.ArgumentError, match="DATATYPE_NULL"):
+        datatype_size(MPI.DATATYPE_NULL)
+
+
+@pytest.mark.parametrize("bad", ["xx", 1.5, object(), "not-a-type"])
+def test_datatype_size_rejects_non_types(bad: object) -> None:
+    with pytest.raises(shmcoll.ArgumentError):
+        datatype_size(bad)
+    with pytest.raises(ValueError):  # ArgumentError is a ValueError
+        datatype_size(bad)
+
+
+# -- Alltoall specifications ------------------------------------------------------------
+def test_simple_plain_array() -> None:
+    b = np.zeros(12)
+    s = parse_simple(b, 3)
+    assert isinstance(s, Simple)
+    assert s.buf is b
+    assert s.bytes_per_rank == 32
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 6])
+def test_simple_counts_in_bytes(size: int) -> None:
+    b = np.zeros(12, np.int16)
+    assert parse_simple(b, size).bytes_per_rank == 24 // size
+
+
+def test_simple_buffer_protocol_objects() -> None:
+    assert parse_simple(bytearray(12), 3).bytes_per_rank == 4
+    assert parse_simple(memoryview(bytearray(12)).cast("i"), 3).bytes_per_rank == 4
+    assert parse_simple(bytes(6), 2).bytes_per_rank == 3  # read-only is fine for sending
+    assert parse_simple(np.zeros((3, 4), np.float32), 3).bytes_per_rank == 16
+
+
+def test_simple_buf_datatype() -> None:
+    b = np.zeros(12)
+    assert parse_simple([b, "d"], 3).bytes_per_rank == 32
+    # as float32: 24 elements, 8 per rank
+    assert parse_simple([b, "f"], 3).bytes_per_rank == 32
+    assert parse_simple([b, np.int16], 3).bytes_per_rank == 32
+    assert parse_simple((b, "d"), 3).bytes_per_rank == 32
+
+
+def test_simple_buf_count() -> None:
+    b = np.zeros(12)
+    s = parse_simple([b, 2], 3)
+    assert s.bytes_per_rank == 16
+    assert s.buf is b
+    assert parse_simple([b, np.int64(3)], 3).bytes_per_rank == 24
+    assert parse_simple([b, 0], 3).bytes_per_rank == 0
+
+
+def test_simple_buf_count_datatype() -> None:
+    b = np.zeros(12)
+    assert parse_simple([b, 2, "d"], 3).bytes_per_rank == 16
+    assert parse_simple([b, 3, "f"], 3).bytes_per_rank == 12
+    # order of count and datatype does not matter
+    assert parse_simple([b, "f", 3], 3).bytes_per_rank == 12
+
+
+def test_simple_count_and_displacement() -> None:
+    b = np.arange(12, dtype=np.float64)
+    s = parse_simple([b, (2, 3), "d"], 3)
+    assert s.bytes_per_rank == 16
+    assert _nbytes(s.buf) == 96 - 24
+    assert _addr(s.buf) == b.__array_interface__["data"][0] + 24
+    # the view shares memory with the original
+    np.frombuffer(s.buf, np.float64)[0] = -1.0  # type: ignore[call-overload]
+    assert b[3] == -1.0
+
+
+def test_simple_displacement_leaves_the_tail() -> None:
+    b = np.zeros(14)
+    s = parse_simple([b, (4, 2), "d"], 3)
+    assert s.bytes_per_rank == 32
+    assert _nbytes(s.buf) == 12 * 8
+
+
+def test_simple_mpi4py_datatypes(MPI) -> None:
+    b = np.zeros(12)
+    assert parse_simple([b, MPI.DOUBLE], 3).bytes_per_rank == 32
+    assert parse_simple([b, 2, MPI.DOUBLE], 3).bytes_per_rank == 16
+    assert parse_simple([b, (2, 1), MPI.DOUBLE], 3).bytes_per_rank == 16
+    assert parse_simple([b, MPI.INT], 3).bytes_per_rank == 32
+    assert parse_simple([b, 5, MPI.INT], 3).bytes_per_rank == 20
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(lambda b: [], id="empty-list"),
+        pytest.param(lambda b: [b, 1, 2, 3, 4], id="five-items"),
+        pytest.param(lambda b: [b, -1, "d"], id="negative-count"),
+        pytest.param(lambda b: [b, (1, -1), "d"], id="negative-displacement"),
+        pytest.param(lambda b: [b, "d", "d"], id="two-datatypes"),
+        pytest.param(lambda b: [b, 1, 2], id="two-counts"),
+        pytest.param(lambda b: [b, "xx"], id="unknown-datatype"),
+        pytest.param(lambda b: [b, True], id="bool-count"),
+        pytest.param(lambda b: np.zeros(5), id="not-divisible"),
+        pytest.param(lambda b: [np.zeros(5), "f"], id="not-divisible-as-float32"),
+        pytest.param(lambda b: [np.zeros(3, np.uint8), "d"], id="partial-element"),
+    ],
+)
+def test_simple_bad_specs(spec) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(shmcoll.ArgumentError):
+        parse_simple(spec(np.zeros(12)), 4)
+
+
+def test_simple_not_a_buffer() -> None:
+    with pytest.raises(shmcoll.BadBufferError, match="buffer protocol"):
+        parse_simple(object(), 2)
+    with pytest.raises(shmcoll.BadBufferError, match="buffer protocol"):
+        parse_simple([[1.0, 2.0]], 2)
+
+
+def test_simple_not_a_buffer_with_datatype() -> None:
+    with pytest.raises(shmcoll.BadBufferError, match="buffer protocol"):
+        parse_simple([[1.0, 2.0], "d"], 2)
+
+
+def test_simple_offset_into_non_contiguous_buffer() -> None:
+    b = np.zeros(24)[::2]
+    with pytest.raises(shmcoll.BadBufferError, match="non-contiguous"):
+        parse_simple([b, (2, 1), "d"], 2)
+
+
+# -- Alltoallv specifications -----------------------------------------------------------
+def test_vector_plain_array() -> None:
+    b = np.zeros(12)
+    v = parse_vector(b, 3)
+    assert isinstance(v, Vector)
+    assert v.buf is b
+    assert v.counts == [32, 32, 32]
+    assert v.displs == [0, 32, 64]
+
+
+def test_vector_counts_prefix_sums() -> None:
+    b = np.zeros(12)
+    v = parse_vector([b, [1, 2, 3], "d"], 3)
+    assert v.counts == [8, 16, 24]
+    assert v.displs == [0, 8, 24]
+    v = parse_vector([b, np.array([3, 0, 1]), "f"], 3)
+    assert v.counts == [12, 0, 4]
+    assert v.displs == [0, 12, 12]
+
+
+def test_vector_counts_and_displs_tuple() -> None:
+    b = np.zeros(12)
+    v = parse_vector([b, ([1, 2, 3], [9, 0, 4]), "d"], 3)
+    assert v.counts == [8, 16, 24]
+    assert v.displs == [72, 0, 32]
+    # displacements None: prefix sums
+    v = parse_vector([b, ([1, 2, 3], None), "d"], 3)
+    assert v.displs == [0, 8, 24]
+
+
+def test_vector_counts_displs_separate() -> None:
+    b = np.zeros(12)
+    v = parse_vector([b, [1, 2, 3], [0, 4, 8], "d"], 3)
+    assert v.counts == [8, 16, 24]
+    assert v.displs == [0, 32, 64]
+    # without a datatype, the buffer's own item size
+    v = parse_vector([np.zeros(12, np.int16), [1, 2, 3], [0, 4, 8]], 3)
+    assert v.counts == [2, 4, 6]
+    assert v.displs == [0, 8, 16]
+
+
+def test_vector_uniform_count() -> None:
+    b = np.zeros(12)
+    v = parse_vector([b, 2], 3)
+    assert v.counts == [16, 16, 16]
+    assert v.displs == [0, 16, 32]
+    v = parse_vector([b, "f"], 3)
+    assert v.counts == [32, 32, 32]
+
+
+def test_vector_mpi4py_datatypes(MPI) -> None:
+    b = np.zeros(12)
+    v = parse_vector([b, ([1, 2, 3], [0, 4, 8]), MPI.DOUBLE], 3)
+    assert v.counts == [8, 16, 24]
+    assert v.displs == [0, 32, 64]
+    v = parse_vector([b, [1, 2, 3], [0, 4, 8], MPI.INT], 3)
+    assert v.counts == [4, 8, 12]
+    assert v.displs == [0, 16, 32]
+    v = parse_vector([b, MPI.DOUBLE], 3)
+    assert v.counts == [32, 32, 32]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(lambda b: [b, [1, 2], "d"], id="too-few-counts"),
+        pytest.param(lambda b: [b, [1, 2, 3, 4], "d"], id="too-many-counts"),
+        pytest.param(lambda b: [b, ([1, 2, 3], [0, 1]), "d"], id="too-few-displs"),
+        pytest.param(lambda b: [b, [1, -2, 3], "d"], id="negative-count"),
+        pytest.param(lambda b: [b, [1, 2, 3], [0, -1, 4], "d"], id="negative-displ"),
+        pytest.param(lambda b: np.zeros(13), id="not-divisible"),
+        pytest.param(lambda b: [b, [1, 2, 3], "xx"], id="unknown-datatype"),
+        pytest.param(lambda b: [b, 1, 2, 3], id="unreadable"),
+        pytest.param(lambda b: [b, [1, 2, 3], [0, 1, 2], [3, 4, 5]], id="three-arrays"),
+    ],
+)
+def test_vector_bad_specs(spec) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(shmcoll.ArgumentError):
+        parse_vector(spec(np.zeros(12)), 3)
+
+
+def test_vector_not_a_buffer() -> None:
+    with pytest.raises(shmcoll.BadBufferError, match="buffer protocol"):
+        parse_vector(object(), 2)
+    with pytest.raises(shmcoll.BadBufferError, match="buffer protocol"):
+        parse_vector([[1.0, 2.0], [1, 1]], 2)
