@@ -28,7 +28,7 @@ class Variant:
     label: str
     peer: bool  # True for the reference implementation (MPI)
     setup: Callable[[int], Any]  # bytes per rank -> state
-    refill: Callable[[Any, int], None]  # (state, iteration) -> rewrite send data
+    refill: Callable[[Any, int, bool], None]  # (state, iteration, validated?) -> rewrite send data
     bind: Callable[[Any], Callable[[], None]]  # state -> the timed call
     check: Callable[[Any, int], bool]  # (state, iteration) -> result correct?
     teardown: Callable[[Any], None] = lambda s: None
@@ -74,9 +74,10 @@ def measure(
             clock = time.perf_counter
             times = v.times
             n_warm = warmup if r == 0 else 0
-            for k in range(n_warm + per_round):
+            last = n_warm + per_round - 1
+            for k in range(last + 1):
                 it += 1
-                refill(s, it)
+                refill(s, it, k == last)
                 barrier()
                 t0 = clock()
                 call()

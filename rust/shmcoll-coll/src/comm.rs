@@ -98,6 +98,7 @@ impl Comm {
             )));
         }
         let att = handshake(&seg, rank, &cfg.wait)?;
+        shmcoll_shm::placement::bind_rank(cfg.bind, rank, size);
         let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
         let rules = builtin_rules(hw::machine(), size);
         Ok(Comm {

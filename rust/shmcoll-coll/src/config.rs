@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use shmcoll_kernels::hw;
+use shmcoll_shm::placement::BindPolicy;
 use shmcoll_shm::{shm_free_bytes, Sizes, WaitConfig};
 
 use crate::error::{Error, Result};
@@ -22,6 +23,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma"),
     ("SHMCOLL_ALLTOALL_ORDER", "force the copy order: linear, shifted, reverse-shifted, xor, morton"),
     ("SHMCOLL_ALLTOALL_STORE", "force the store policy: temporal, nt, hybrid"),
+    ("SHMCOLL_BIND", "bind each rank to one CPU: auto (when ranks outnumber CPUs and none is bound yet), core, none"),
     ("SHMCOLL_ISA", "lower the SIMD level of the copy kernels: scalar, sse2, avx2, avx512"),
 ];
 
@@ -34,6 +36,7 @@ pub struct Config {
     pub nt_threshold: usize,
     pub wait: WaitConfig,
     pub alltoall_forced: Forced,
+    pub bind: BindPolicy,
 }
 
 fn env_bytes(name: &str) -> Result<Option<usize>> {
@@ -97,6 +100,14 @@ impl Config {
             nt_threshold: hw::nt_threshold(),
             wait,
             alltoall_forced: Forced::from_env("SHMCOLL_ALLTOALL")?,
+            bind: match std::env::var("SHMCOLL_BIND") {
+                Ok(v) => BindPolicy::parse(&v).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "SHMCOLL_BIND={v:?}: expected auto, core or none"
+                    ))
+                })?,
+                Err(_) => BindPolicy::Auto,
+            },
         })
     }
 

@@ -8,6 +8,7 @@ pub mod error;
 pub mod handshake;
 pub mod heap;
 pub mod layout;
+pub mod placement;
 pub mod segment;
 pub mod wait;
 
