@@ -13,8 +13,11 @@ __all__ = [
     "SegmentHandle",
     "__version__",
     "algorithms",
+    "check_table",
     "copy",
     "machine",
+    "model_table",
+    "resolve",
     "settings",
 ]
 
@@ -125,13 +128,38 @@ class CommBase:
     def _heap_usage(self) -> tuple[int, int]: ...
     def _in_heap(self, buf: Any) -> bool: ...
     def _last_choice(self) -> tuple[str, str, str, bool] | None: ...
-    def _rules(self) -> list[tuple[int | None, str, str, str]]: ...
+    def _table(self) -> tuple[str, list[_RangeRow]]:
+        """The table in force: (source, ranges)."""
+
+    def _set_table(self, rows: list[_RangeRow], source: str) -> None:
+        """Bind a table (every rank must bind the same one)."""
+
     def _pids(self) -> list[int]: ...
     def _stats(self) -> dict[str, int]:
         """Counters: "calls", "rejected", and calls per algorithm name."""
 
     def _config(self) -> dict[str, Any]:
         """Settings as this communicator resolved them."""
+
+_CandidateRow = tuple[str, str, str, int | None, int | None]
+_RangeRow = tuple[int, int | None, list[_CandidateRow]]
+
+def model_table(nranks: int) -> list[_RangeRow]:
+    """The model table for `nranks` ranks on this machine (the embedded default)."""
+
+def check_table(rows: list[_RangeRow]) -> None:
+    """Check a table (names, overlaps) without binding it; raises ArgumentError."""
+
+def resolve(
+    rows: list[_RangeRow],
+    nranks: int,
+    max_block: int,
+    heap_send: bool,
+    heap_recv: bool,
+    in_place: bool,
+    cma_ok: bool = True,
+) -> tuple[str, str, str, int, int]:
+    """What `rows` selects for such a call: (algorithm, order, store, nt_threshold, chunk_bytes)."""
 
 def copy(dst: Any, src: Any, store: str = "auto") -> None:
     """Copy `src` into `dst` (contiguous buffers of equal size) with the chosen store

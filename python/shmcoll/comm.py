@@ -22,6 +22,7 @@ import numpy as np
 from . import _core
 from .buffers import is_in_place, parse_vector
 from .errors import ArgumentError, ShmcollError, UnsupportedError
+from .tuning.lookup import INTERNAL
 
 #: Environment variables the standalone launcher (`shmcoll run`, `shmcoll.spawn`) sets.
 ENV_SEGMENT = "SHMCOLL_SEGMENT"
@@ -112,7 +113,7 @@ def _dup_segment(parent: Comm) -> Any:
             msg = b"E" + str(e).encode()[: _NAME_BYTES - 2]
         send[:, : len(msg)] = np.frombuffer(msg, np.uint8)
     recv = np.zeros_like(send)
-    parent.Alltoall(send, recv)
+    parent.Alltoall(send, recv, **INTERNAL)
     msg = bytes(recv[0]).rstrip(b"\0")
     if msg[:1] == b"E":
         raise ShmcollError(f"rank 0 could not create a segment: {msg[1:].decode(errors='replace')}")
@@ -124,7 +125,7 @@ def _dup_segment(parent: Comm) -> Any:
         err = e
     ok = np.full(p, 0 if err is None else 1, np.uint8)
     everyone = np.empty_like(ok)
-    parent.Alltoall(ok, everyone)
+    parent.Alltoall(ok, everyone, **INTERNAL)
     if everyone.any():
         if err is not None:
             raise err
@@ -150,8 +151,18 @@ class Comm(_core.CommBase):
     _mpi: Any
 
     def __init__(self, comm: Any = None) -> None:
-        global _world
         self._mpi = None
+        self._join_for(comm)
+        from .tuning import bind
+
+        try:
+            self._tuning = bind(self)
+        except BaseException:
+            self.Free()
+            raise
+
+    def _join_for(self, comm: Any) -> None:
+        global _world
         if comm is None:
             if ENV_SEGMENT in os.environ:
                 with _world_lock:
@@ -271,9 +282,12 @@ class Comm(_core.CommBase):
         """Segment sizes and waiting settings as resolved for this communicator."""
         return dict(self._config())
 
-    def rules(self) -> list[tuple[int | None, str, str, str]]:
-        """The selection rules: (max bytes per rank or None for inf, algorithm, order, store)."""
-        return list(self._rules())
+    def selection(self) -> tuple[str, list[Any]]:
+        """The bound table: (source: a file path or "model", ranges), each range
+        ``(min_bytes, max_bytes or None, [(algorithm, order, store, nt_threshold, chunk_bytes), ...])``;
+        the first candidate that can serve a call wins."""
+        source, rows = self._table()
+        return str(source), list(rows)
 
     # -- lifetime ---------------------------------------------------------------------
     def __enter__(self) -> Comm:

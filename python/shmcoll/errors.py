@@ -61,6 +61,16 @@ class SegmentError(ShmcollError, OSError):
     """Creating, opening or mapping the shared-memory segment failed."""
 
 
+class TuningTableError(ShmcollError, ValueError):
+    """A tuning table that cannot be used: unreadable, not valid against the schema, or
+    naming unknown algorithms or overlapping ranges. The message names the file and the
+    offending entry."""
+
+
+class ForeignTableWarning(UserWarning):
+    """A tuning table measured on other hardware (its fingerprint differs) is in use."""
+
+
 class SpawnError(ShmcollError, RuntimeError):
     """One or more ranks of :func:`shmcoll.spawn` failed; the message holds their tracebacks."""
 
@@ -70,6 +80,7 @@ __all__ = [
     "ArgumentError",
     "BadBufferError",
     "CommBrokenError",
+    "ForeignTableWarning",
     "HeapExhaustedError",
     "MismatchError",
     "PeerFailedError",
@@ -78,5 +89,6 @@ __all__ = [
     "ShmcollError",
     "ShmcollTimeoutError",
     "SpawnError",
+    "TuningTableError",
     "UnsupportedError",
 ]

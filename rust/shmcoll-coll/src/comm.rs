@@ -14,7 +14,7 @@ use crate::desc::{
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::registry::{Algo, Choice};
-use crate::select::{builtin_rules, Rule};
+use crate::select::Selection;
 
 /// Calls per algorithm, for `explain` and tests.
 #[derive(Clone, Debug, Default)]
@@ -37,7 +37,7 @@ pub struct Comm {
     /// Bytes this rank has consumed from each peer's ring.
     pub(crate) recvd: Vec<u64>,
     pub(crate) cfg: Config,
-    pub(crate) rules: Vec<Rule>,
+    pub(crate) sel: Selection,
     broken: Option<String>,
     pub(crate) last: Option<Choice>,
     pub(crate) stats: Stats,
@@ -100,7 +100,7 @@ impl Comm {
         let att = handshake(&seg, rank, &cfg.wait)?;
         shmcoll_shm::placement::bind_rank(cfg.bind, rank, size);
         let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
-        let rules = builtin_rules(hw::machine(), size);
+        let sel = Selection::model(hw::machine(), size);
         Ok(Comm {
             seg,
             rank,
@@ -111,7 +111,7 @@ impl Comm {
             sent: vec![0; size],
             recvd: vec![0; size],
             cfg,
-            rules,
+            sel,
             broken: None,
             last: None,
             stats: Stats::default(),
@@ -135,11 +135,15 @@ impl Comm {
     pub fn cma_ok(&self) -> bool {
         self.cma_ok
     }
-    pub fn rules(&self) -> &[Rule] {
-        &self.rules
+    /// The selection tables in force.
+    pub fn selection(&self) -> &Selection {
+        &self.sel
     }
-    pub fn set_rules(&mut self, rules: Vec<Rule>) {
-        self.rules = rules;
+    /// Bind a (tuned) table; the model stays as the fallback for its gaps. Every rank must
+    /// bind the same table (the bindings load the same file on every rank).
+    pub fn set_table(&mut self, table: crate::select::Table, source: String) {
+        self.sel.table = table;
+        self.sel.source = source;
     }
     pub fn last_choice(&self) -> Option<Choice> {
         self.last

@@ -18,5 +18,5 @@ pub use config::{Config, SETTINGS};
 pub use error::{Error, ErrorKind, Result};
 pub use order::Order;
 pub use registry::{Algo, CallFacts, Choice, Forced, Store};
-pub use select::{builtin_rules, Rule};
+pub use select::{model_table, Candidate, Range, Selection, Table};
 pub use shmcoll_shm::ShmError;

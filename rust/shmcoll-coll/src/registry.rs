@@ -221,6 +221,10 @@ pub struct Choice {
     pub algo: Algo,
     pub order: Order,
     pub store: Store,
+    /// Bytes written per call from which `hybrid` streams.
+    pub nt_threshold: usize,
+    /// Pipelining chunk (staging) and tile size (morton).
+    pub chunk_bytes: usize,
     /// Whether each part was forced (keyword or environment) rather than selected.
     pub forced: Forced,
 }

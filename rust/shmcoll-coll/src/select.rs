@@ -1,9 +1,12 @@
-//! Selection as data: an ordered list of rules, first match wins.
+//! Selection as data: a table of block-size ranges, each with an ordered list of
+//! candidates; the first candidate whose restrictions allow the call wins.
 //!
-//! The built-in list is derived from a small model of the machine (below); the tuning-table
-//! work replaces it with measured tables. A rule names an algorithm; it matches when the
-//! call's largest block is at most `max_block` and the algorithm's restrictions allow the
-//! call. Forced choices (keyword or environment) bypass the rules but not the restrictions.
+//! The table a communicator uses comes from a tuning file (measured by `shmcoll tune`) or
+//! from the model below, bound when the communicator is created (its process count).
+//! Ranges never overlap; a block size in a gap of a measured table falls back to the model.
+//! Candidate lists express buffer kinds without conditions in code: `push` first serves
+//! calls whose receive buffers are in the heap, the next candidate the others. Forced
+//! choices (keyword or environment) bypass the table but not the restrictions.
 
 use shmcoll_kernels::hw::Machine;
 
@@ -11,57 +14,172 @@ use crate::error::{Error, Result};
 use crate::order::Order;
 use crate::registry::{Algo, CallFacts, Choice, Forced, Store};
 
+/// One candidate: an algorithm with its parameters (None: the communicator's setting).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule {
-    /// Largest block (bytes per peer) this rule covers; `usize::MAX` for "inf".
-    pub max_block: usize,
+pub struct Candidate {
     pub algo: Algo,
     pub order: Order,
     pub store: Store,
+    pub nt_threshold: Option<usize>,
+    pub chunk_bytes: Option<usize>,
 }
 
-/// The built-in rules for `p` ranks.
+impl Candidate {
+    pub fn new(algo: Algo, order: Order, store: Store) -> Candidate {
+        Candidate {
+            algo,
+            order,
+            store,
+            nt_threshold: None,
+            chunk_bytes: None,
+        }
+    }
+}
+
+/// Blocks of `min_block..=max_block` bytes per peer (`usize::MAX` = "inf").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Range {
+    pub min_block: usize,
+    pub max_block: usize,
+    pub candidates: Vec<Candidate>,
+}
+
+/// Ranges sorted by size, without overlaps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table {
+    ranges: Vec<Range>,
+}
+
+impl Table {
+    /// Check and sort: ranges must be non-empty, must not overlap and must name candidates.
+    pub fn new(mut ranges: Vec<Range>) -> Result<Table> {
+        for r in &ranges {
+            if r.min_block > r.max_block {
+                return Err(Error::InvalidArgument(format!(
+                    "range {}..{} is empty",
+                    r.min_block, r.max_block
+                )));
+            }
+            if r.candidates.is_empty() {
+                return Err(Error::InvalidArgument(format!(
+                    "range {}..{} has no candidate",
+                    r.min_block, r.max_block
+                )));
+            }
+        }
+        ranges.sort_by_key(|r| r.min_block);
+        for w in ranges.windows(2) {
+            if w[1].min_block <= w[0].max_block {
+                return Err(Error::InvalidArgument(format!(
+                    "ranges {}..{} and {}..{} overlap",
+                    w[0].min_block, w[0].max_block, w[1].min_block, w[1].max_block
+                )));
+            }
+        }
+        Ok(Table { ranges })
+    }
+
+    pub fn ranges(&self) -> &[Range] {
+        &self.ranges
+    }
+
+    /// The range holding `block`, if any.
+    pub fn find(&self, block: usize) -> Option<&Range> {
+        let i = self.ranges.partition_point(|r| r.max_block < block);
+        self.ranges.get(i).filter(|r| r.min_block <= block)
+    }
+}
+
+/// The tables a communicator selects from: the bound one (tuned or model) and the model
+/// for the gaps of a tuned one.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    pub table: Table,
+    pub fallback: Table,
+    /// Where `table` came from ("model", or a file path), for `explain`.
+    pub source: String,
+}
+
+impl Selection {
+    pub fn model(m: &Machine, p: usize) -> Selection {
+        let t = model_table(m, p);
+        Selection {
+            table: t.clone(),
+            fallback: t,
+            source: "model".into(),
+        }
+    }
+
+    fn range(&self, block: usize) -> Option<&Range> {
+        self.table.find(block).or_else(|| self.fallback.find(block))
+    }
+
+    /// Whether a rank whose largest block is `block` should write its inline payload before
+    /// arriving: the range it falls in lists `inline` (decided from local sizes only, so
+    /// that every rank can decide before the arrive round).
+    pub fn wants_inline(&self, block: usize) -> bool {
+        self.range(block)
+            .is_some_and(|r| r.candidates.iter().any(|c| c.algo == Algo::Inline))
+    }
+}
+
+/// The model table for `p` ranks, derived from the machine's caches.
 ///
-/// Model: while a rank's whole payload is a few cache lines, synchronisation dominates and
-/// the one-round inline path wins everywhere. Beyond that, single copies win: `push` into
-/// heap receive buffers (each rank reads its own, cache-hot send data and writes each block
-/// once), `pull` from heap send buffers, and between private buffers `cma-push` (the kernel
-/// copies straight into the receiver, still from the sender's cache) once the inline
-/// payload outgrows a few KiB. Staging serves whatever remains (in-place calls, no CMA).
-/// The store policy is hybrid: streaming stores once a call writes more than the cache
-/// model's threshold (`SHMCOLL_NT_THRESHOLD`).
-pub fn builtin_rules(_m: &Machine, p: usize) -> Vec<Rule> {
+/// * Tiny: while a rank's whole payload fits in a few lines (1 KiB, 16 cache lines), the
+///   one synchronisation round of `inline` costs less than anything else.
+/// * Small: up to a sixth of the L1 data cache per rank (8 KiB for 48 KiB), `inline`'s two
+///   copies still run from L1 and cost less than the second round of the single-copy
+///   algorithms, except into heap buffers, where `push` writes straight into the
+///   receiver's buffer from the sender's hot cache.
+/// * Beyond: single copies. `push` (heap receive buffers), `pull` (heap send buffers),
+///   `cma-push` between private buffers (the kernel copies from the sender's cache), and
+///   `staging` for what remains (in-place calls, no CMA).
+///
+/// Orders: `shifted`, so that at every step the ranks hit distinct peers. Stores: `hybrid`,
+/// streaming once a call writes more than the cache model's threshold (hw::nt_threshold).
+/// Staging chunks: a 32nd of the L2, so that double-buffered rings stay cache resident.
+pub fn model_table(m: &Machine, p: usize) -> Table {
     let p = p.max(1);
-    let r = |max_block, algo| Rule {
-        max_block,
-        algo,
-        order: Order::Shifted,
-        store: Store::Hybrid,
+    let c = |algo| Candidate::new(algo, Order::Shifted, Store::Hybrid);
+    let tiny = (1usize << 10) / p;
+    let small = (m.l1d_bytes.max(6 << 10) / 6 / p).max(tiny + 1);
+    let chunk = (m.l2_bytes / 32).clamp(16 << 10, 1 << 20);
+    let staging = Candidate {
+        chunk_bytes: Some(chunk),
+        ..c(Algo::Staging)
     };
-    vec![
-        r((1 << 10) / p, Algo::Inline),
-        r(usize::MAX, Algo::Push),
-        r(usize::MAX, Algo::Pull),
-        r((8 << 10) / p, Algo::Inline),
-        r(usize::MAX, Algo::CmaPush),
-        r(usize::MAX, Algo::Staging),
-    ]
-}
-
-/// Largest block for which the rules would choose the inline path (decided before the
-/// arrive round, so it must depend on nothing but the block size).
-pub fn inline_limit(rules: &[Rule]) -> usize {
-    rules
-        .iter()
-        .filter(|r| r.algo == Algo::Inline)
-        .map(|r| r.max_block)
-        .max()
-        .unwrap_or(0)
+    let ranges = vec![
+        Range {
+            min_block: 0,
+            max_block: tiny,
+            candidates: vec![c(Algo::Inline), staging],
+        },
+        Range {
+            min_block: tiny + 1,
+            max_block: small,
+            candidates: vec![c(Algo::Push), c(Algo::Pull), c(Algo::Inline), staging],
+        },
+        Range {
+            min_block: small + 1,
+            max_block: usize::MAX,
+            candidates: vec![c(Algo::Push), c(Algo::Pull), c(Algo::CmaPush), staging],
+        },
+    ];
+    Table::new(ranges).expect("the model's ranges are disjoint")
 }
 
 /// The choice for a call, identical on every rank because `facts` and `forced` are.
-pub fn select(rules: &[Rule], facts: &CallFacts, forced: Forced) -> Result<Choice> {
-    let (algo, order, store) = match forced.algo {
+/// `nt_threshold` and `chunk_bytes` are the communicator's settings, used where the
+/// candidate does not set its own.
+pub fn select(
+    sel: &Selection,
+    facts: &CallFacts,
+    forced: Forced,
+    nt_threshold: usize,
+    chunk_bytes: usize,
+) -> Result<Choice> {
+    let range = sel.range(facts.max_block);
+    let cand = match forced.algo {
         Some(a) => {
             if let Some(why) = a.restriction(facts) {
                 return Err(Error::CannotServe {
@@ -69,35 +187,95 @@ pub fn select(rules: &[Rule], facts: &CallFacts, forced: Forced) -> Result<Choic
                     why,
                 });
             }
-            // Order and store of the first rule for this algorithm and size, if any.
-            let r = rules
-                .iter()
-                .find(|r| r.algo == a && facts.max_block <= r.max_block)
-                .copied();
-            (
-                a,
-                r.map_or(Order::Shifted, |r| r.order),
-                r.map_or(Store::Hybrid, |r| r.store),
-            )
-        }
-        None => {
-            let r = rules
-                .iter()
-                .find(|r| facts.max_block <= r.max_block && r.algo.restriction(facts).is_none())
+            // Parameters of this algorithm's entry for this size, if the table has one.
+            range
+                .and_then(|r| r.candidates.iter().find(|c| c.algo == a))
                 .copied()
-                .unwrap_or(Rule {
-                    max_block: usize::MAX,
-                    algo: Algo::Staging,
-                    order: Order::Shifted,
-                    store: Store::Hybrid,
-                });
-            (r.algo, r.order, r.store)
+                .unwrap_or_else(|| Candidate::new(a, Order::Shifted, Store::Hybrid))
         }
+        None => range
+            .and_then(|r| {
+                r.candidates
+                    .iter()
+                    .find(|c| c.algo.restriction(facts).is_none())
+            })
+            .copied()
+            .unwrap_or_else(|| Candidate::new(Algo::Staging, Order::Shifted, Store::Hybrid)),
     };
     Ok(Choice {
-        algo,
-        order: forced.order.unwrap_or(order),
-        store: forced.store.unwrap_or(store),
+        algo: cand.algo,
+        order: forced.order.unwrap_or(cand.order),
+        store: forced.store.unwrap_or(cand.store),
+        nt_threshold: cand.nt_threshold.unwrap_or(nt_threshold),
+        chunk_bytes: cand.chunk_bytes.unwrap_or(chunk_bytes).max(64),
         forced,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn range(lo: usize, hi: usize, a: Algo) -> Range {
+        Range {
+            min_block: lo,
+            max_block: hi,
+            candidates: vec![Candidate::new(a, Order::Shifted, Store::Hybrid)],
+        }
+    }
+
+    #[test]
+    fn overlaps_and_empty_ranges_are_rejected() {
+        assert!(Table::new(vec![range(0, 10, Algo::Inline), range(10, 20, Algo::Push)]).is_err());
+        assert!(Table::new(vec![range(5, 4, Algo::Inline)]).is_err());
+        let empty = Range {
+            min_block: 0,
+            max_block: 1,
+            candidates: vec![],
+        };
+        assert!(Table::new(vec![empty]).is_err());
+    }
+
+    #[test]
+    fn boundaries_gaps_and_inf() {
+        let t = Table::new(vec![
+            range(100, usize::MAX, Algo::Push),
+            range(0, 10, Algo::Inline),
+        ])
+        .unwrap();
+        assert_eq!(t.find(0).unwrap().candidates[0].algo, Algo::Inline);
+        assert_eq!(t.find(10).unwrap().candidates[0].algo, Algo::Inline);
+        assert!(t.find(11).is_none() && t.find(99).is_none());
+        assert_eq!(t.find(100).unwrap().candidates[0].algo, Algo::Push);
+        assert_eq!(t.find(usize::MAX).unwrap().candidates[0].algo, Algo::Push);
+    }
+
+    proptest! {
+        #[test]
+        fn find_agrees_with_a_linear_scan(bounds in proptest::collection::btree_set(0usize..10_000, 1..20), probe in 0usize..12_000) {
+            // Disjoint ranges from sorted bounds: [b0, b1-1], [b2, b3-1], ... (gaps between).
+            let b: Vec<usize> = bounds.into_iter().collect();
+            let ranges: Vec<Range> = b.chunks(2).filter(|w| w.len() == 2 && w[1] > w[0])
+                .map(|w| range(w[0], w[1] - 1, Algo::Staging)).collect();
+            let t = Table::new(ranges.clone()).unwrap();
+            let expect = ranges.iter().find(|r| r.min_block <= probe && probe <= r.max_block);
+            prop_assert_eq!(t.find(probe), expect);
+        }
+    }
+
+    #[test]
+    fn model_covers_every_size() {
+        let m = shmcoll_kernels::hw::machine();
+        for p in 1..20 {
+            let t = model_table(m, p);
+            let mut next = 0usize;
+            for r in t.ranges() {
+                assert_eq!(r.min_block, next);
+                next = r.max_block.wrapping_add(1);
+                assert_eq!(r.candidates.last().unwrap().algo, Algo::Staging);
+            }
+            assert_eq!(next, 0, "the last range reaches inf");
+        }
+    }
 }

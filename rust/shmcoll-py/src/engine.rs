@@ -17,6 +17,7 @@ use crate::buffer::{BorrowError, Borrowed};
 use crate::errors::{to_py, IntoPyResult};
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 use crate::heap::HeapBuffer;
+use crate::table::{from_rows, to_rows, RangeRow};
 
 /// A segment created by this process (the launcher or rank 0); keeps it alive and, once
 /// dropped, unlinks it if the handshake has not already.
@@ -63,9 +64,6 @@ impl SegmentHandle {
         self.seg.unlink().map_err(Error::from).py_err(py)
     }
 }
-
-/// (max bytes per rank or None for inf, algorithm, order, store)
-type RuleRow = (Option<usize>, String, String, String);
 
 #[derive(Debug)]
 #[pyclass(module = "shmcoll._core", subclass)]
@@ -456,22 +454,19 @@ impl CommBase {
         Ok(d)
     }
 
-    /// The selection rules in force: (max bytes per peer or None for inf, algorithm, order, store).
-    #[pyo3(name = "_rules")]
-    fn rules(&mut self, py: Python<'_>) -> PyResult<Vec<RuleRow>> {
-        Ok(self
-            .comm(py)?
-            .rules()
-            .iter()
-            .map(|r| {
-                (
-                    (r.max_block != usize::MAX).then_some(r.max_block),
-                    r.algo.name().to_string(),
-                    r.order.name().to_string(),
-                    r.store.name().to_string(),
-                )
-            })
-            .collect())
+    /// The table in force: (source, ranges), see table.rs for the row format.
+    #[pyo3(name = "_table")]
+    fn table(&mut self, py: Python<'_>) -> PyResult<(String, Vec<RangeRow>)> {
+        let sel = self.comm(py)?.selection();
+        Ok((sel.source.clone(), to_rows(&sel.table)))
+    }
+
+    /// Bind a table (every rank must bind the same one); `source` names it for explain.
+    #[pyo3(name = "_set_table")]
+    fn set_table(&mut self, py: Python<'_>, rows: Vec<RangeRow>, source: String) -> PyResult<()> {
+        let t = from_rows(rows).py_err(py)?;
+        self.comm(py)?.set_table(t, source);
+        Ok(())
     }
 
     /// Settings as this communicator resolved them.

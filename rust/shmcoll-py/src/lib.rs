@@ -7,6 +7,7 @@ mod errors;
 mod gil;
 mod heap;
 mod machine;
+mod table;
 
 use pyo3::prelude::*;
 
@@ -90,6 +91,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(machine::machine, m)?)?;
     m.add_function(wrap_pyfunction!(machine::settings, m)?)?;
     m.add_function(wrap_pyfunction!(machine::algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(table::model_table, m)?)?;
+    m.add_function(wrap_pyfunction!(table::check_table, m)?)?;
+    m.add_function(wrap_pyfunction!(table::resolve, m)?)?;
     m.add("SEGMENT_PREFIX", shmcoll_shm::NAME_PREFIX)?;
     Ok(())
 }

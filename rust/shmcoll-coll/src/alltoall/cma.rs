@@ -30,7 +30,7 @@ fn own_block(c: &Comm, x: &Exchange, m: &mut Mover) {
     let me = c.rank;
     let (so, len) = x.send_blocks.block(me);
     let (ro, _) = x.recv_blocks.block(me);
-    let store = resolve_store(x.choice.store, x.recv_total, c.cfg.nt_threshold);
+    let store = resolve_store(x.choice.store, x.recv_total, x.choice.nt_threshold);
     // SAFETY: both blocks are ours and were bounds-checked (and found disjoint) by check_local.
     unsafe { m.copy(x.recv + ro, x.send + so, len, store) };
 }
@@ -41,7 +41,7 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let pieces = x
         .choice
         .order
-        .pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| {
+        .pieces(c.rank, c.size, x.choice.chunk_bytes, |j| {
             x.recv_blocks.block(j).1
         });
     for (j, off, len) in pieces {
@@ -74,7 +74,7 @@ pub(super) fn run_push(c: &mut Comm, x: &Exchange) -> Result<()> {
     let pieces = x
         .choice
         .order
-        .pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| {
+        .pieces(c.rank, c.size, x.choice.chunk_bytes, |j| {
             x.send_blocks.block(j).1
         });
     for (j, off, len) in pieces {

@@ -52,7 +52,7 @@ fn packed_offset(c: &Comm, x: &Exchange, j: usize) -> usize {
 pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let l = *c.seg.layout();
     let parity = (x.seq & 1) as usize;
-    let store = resolve_store(x.choice.store, x.recv_total, c.cfg.nt_threshold);
+    let store = resolve_store(x.choice.store, x.recv_total, x.choice.nt_threshold);
     let mut m = Mover::default();
     let mut err = None;
     x.choice.order.for_each_peer(c.rank, c.size, |j| {

@@ -17,7 +17,7 @@ use crate::desc::{
 };
 use crate::error::{Error, Result};
 use crate::registry::{Algo, CallFacts, Choice, Forced};
-use crate::select::{inline_limit, select};
+use crate::select::select;
 
 /// A buffer as (address, length in bytes), resolved by the bindings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,7 +273,7 @@ impl Comm {
         let max_send = (0..p).map(|j| send_blocks.block(j).1).max().unwrap_or(0);
         let want_inline = match forced.algo {
             Some(a) => a == Algo::Inline,
-            None => max_send <= inline_limit(&self.rules),
+            None => self.sel.wants_inline(max_send),
         };
         if want_inline && !vector && send_total <= LINE_PAYLOAD {
             // Tiny: the payload rides in the arrive line, with the head.
@@ -309,7 +309,15 @@ impl Comm {
         let checked = self
             .read_descs(seq, op, &mut cores)
             .and_then(|_| self.global_facts(seq, &cores, vector, forced))
-            .and_then(|facts| select(&self.rules, &facts, forced));
+            .and_then(|facts| {
+                select(
+                    &self.sel,
+                    &facts,
+                    forced,
+                    self.cfg.nt_threshold,
+                    self.cfg.chunk_bytes,
+                )
+            });
         let choice = match checked {
             Ok(c) => c,
             Err(e) => {

@@ -9,12 +9,12 @@ use crate::transfer::{resolve_store, Mover};
 
 pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let send_total: usize = (0..c.size).map(|j| x.send_blocks.block(j).1).sum();
-    let store = resolve_store(x.choice.store, send_total, c.cfg.nt_threshold);
+    let store = resolve_store(x.choice.store, send_total, x.choice.nt_threshold);
     let mut m = Mover::default();
     let pieces = x
         .choice
         .order
-        .pieces(c.rank, c.size, c.cfg.chunk_bytes, |j| {
+        .pieces(c.rank, c.size, x.choice.chunk_bytes, |j| {
             x.send_blocks.block(j).1
         });
     for (j, off, len) in pieces {

@@ -58,8 +58,8 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let cap = ring_capacity(seg.layout());
     // Half a ring per chunk, so that the producer fills one half while the consumer drains
     // the other.
-    let chunk = (c.cfg.chunk_bytes.min(cap / 2) / 64 * 64).max(64);
-    let store = resolve_store(x.choice.store, x.recv_total, c.cfg.nt_threshold);
+    let chunk = (x.choice.chunk_bytes.min(cap / 2) / 64 * 64).max(64);
+    let store = resolve_store(x.choice.store, x.recv_total, x.choice.nt_threshold);
     let mut m = Mover::default();
     if !x.in_place {
         let (so, len) = x.send_blocks.block(me);

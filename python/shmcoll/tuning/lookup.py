@@ -1,0 +1,126 @@
+"""Which tuning table a communicator uses.
+
+Lookup order (first file found wins, as with FFTW's wisdom files):
+``SHMCOLL_TUNING_FILE`` (``none`` skips files), the user file
+(``<user config dir>/shmcoll/tuning.json``), the system files
+(``<site config dir>/shmcoll/tuning.json``, ``/etc/shmcoll/tuning.json``), then the model
+embedded in shmcoll. Process counts the chosen file does not cover use the model. A
+table from other hardware is used with a ForeignTableWarning; a broken one raises
+TuningTableError naming the file and entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import platformdirs
+
+from .. import _core
+from ..errors import ForeignTableWarning, MismatchError, TuningTableError
+from . import table
+
+ENV_FILE = "SHMCOLL_TUNING_FILE"
+
+#: Internal exchanges pin their choice, so that a forced algorithm in the environment
+#: (which may not serve private buffers) cannot break communicator creation.
+INTERNAL = {"algorithm": "staging", "order": "shifted", "store": "temporal"}
+
+
+def user_file() -> Path:
+    return platformdirs.user_config_path("shmcoll") / "tuning.json"
+
+
+def system_files() -> list[Path]:
+    return [platformdirs.site_config_path("shmcoll") / "tuning.json", Path("/etc/shmcoll/tuning.json")]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The table for one (operation, process count)."""
+
+    rows: list[table.RangeRow]
+    source: str  # a file path, or "model"
+    origin: str  # "environment", "user", "system", "model"
+    covered: bool  # False: the file exists but does not cover this process count
+
+
+_cache: dict[tuple[str, float], dict[str, Any]] = {}
+
+
+def _load_cached(path: Path) -> dict[str, Any]:
+    key = (str(path), path.stat().st_mtime)
+    doc = _cache.get(key)
+    if doc is None:
+        doc = table.load(path)
+        diffs = table.fingerprint_differences(doc["fingerprint"])
+        if diffs:
+            warnings.warn(
+                f"{path}: tuning table measured on other hardware ({'; '.join(diffs)}); "
+                "using it anyway (run `shmcoll tune` to measure this machine)",
+                ForeignTableWarning,
+                stacklevel=4,
+            )
+        _cache[key] = doc
+    return doc
+
+
+def find_file() -> tuple[Path | None, str]:
+    """The table file to use and where it was found ("environment", "user", "system"),
+    or (None, "model")."""
+    env = os.environ.get(ENV_FILE)
+    if env is not None and env.strip():
+        if env.strip().lower() == "none":
+            return None, "model"
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise TuningTableError(f"{p}: {ENV_FILE} names a file that does not exist")
+        return p, "environment"
+    u = user_file()
+    if u.is_file():
+        return u, "user"
+    for s in system_files():
+        if s.is_file():
+            return s, "system"
+    return None, "model"
+
+
+def resolve(op: str, nprocs: int) -> Resolved:
+    path, origin = find_file()
+    if path is not None:
+        doc = _load_cached(path)
+        rows = table.rows_for(doc, op, nprocs)
+        if rows is not None:
+            return Resolved(rows, str(path), origin, True)
+        return Resolved(_core.model_table(nprocs), "model", origin, False)
+    return Resolved(_core.model_table(nprocs), "model", "model", True)
+
+
+def digest(rows: list[table.RangeRow]) -> np.ndarray:
+    h = hashlib.sha256(json.dumps(rows).encode()).digest()[:8]
+    return np.frombuffer(h, np.uint8)
+
+
+def bind(comm: Any) -> Resolved:
+    """Bind the table for `comm`'s size and check that every rank bound the same one (a
+    rank selecting differently from its peers would break the protocol)."""
+    r = resolve("alltoall", comm.size)
+    comm._set_table(r.rows, r.source)
+    mine = digest(r.rows)
+    send = np.tile(mine, comm.size)
+    recv = np.empty_like(send)
+    comm.Alltoall(send, recv, **INTERNAL)
+    others = recv.reshape(comm.size, 8)
+    differ = [i for i in range(comm.size) if not np.array_equal(others[i], mine)]
+    if differ:
+        raise MismatchError(
+            f"ranks {differ} bound a different tuning table than rank {comm.rank} ({r.source}); "
+            f"check {ENV_FILE} and the table files on every rank"
+        )
+    return r

@@ -1,0 +1,130 @@
+//! Selection tables across the boundary: Python holds them as plain tuples
+//! `(min_bytes, max_bytes or None for inf, [(algorithm, order, store, nt_threshold or None,
+//! chunk_bytes or None), ...])`; the tuning-file format, its schema and its lookup order
+//! live in Python (shmcoll.tuning), the ranges and candidates in Rust.
+
+use pyo3::prelude::*;
+
+use shmcoll_coll::{Algo, Candidate, Error, Order, Range, Store, Table};
+
+/// (algorithm, order, store, nt_threshold, chunk_bytes)
+pub type CandidateRow = (String, String, String, Option<usize>, Option<usize>);
+/// (min bytes, max bytes or None for inf, candidates)
+pub type RangeRow = (usize, Option<usize>, Vec<CandidateRow>);
+
+pub fn to_rows(t: &Table) -> Vec<RangeRow> {
+    t.ranges()
+        .iter()
+        .map(|r| {
+            let cands = r
+                .candidates
+                .iter()
+                .map(|c| {
+                    (
+                        c.algo.name().to_string(),
+                        c.order.name().to_string(),
+                        c.store.name().to_string(),
+                        c.nt_threshold,
+                        c.chunk_bytes,
+                    )
+                })
+                .collect();
+            (
+                r.min_block,
+                (r.max_block != usize::MAX).then_some(r.max_block),
+                cands,
+            )
+        })
+        .collect()
+}
+
+pub fn from_rows(rows: Vec<RangeRow>) -> Result<Table, Error> {
+    let mut ranges = Vec::with_capacity(rows.len());
+    for (min_block, max_block, cands) in rows {
+        let mut candidates = Vec::with_capacity(cands.len());
+        for (a, o, s, nt, chunk) in cands {
+            let bad = |what: &str, v: &str| Error::InvalidArgument(format!("unknown {what} {v:?}"));
+            candidates.push(Candidate {
+                algo: Algo::parse(&a).ok_or_else(|| bad("algorithm", &a))?,
+                order: Order::parse(&o).ok_or_else(|| bad("copy order", &o))?,
+                store: Store::parse(&s).ok_or_else(|| bad("store policy", &s))?,
+                nt_threshold: nt,
+                chunk_bytes: chunk,
+            });
+        }
+        ranges.push(Range {
+            min_block,
+            max_block: max_block.unwrap_or(usize::MAX),
+            candidates,
+        });
+    }
+    Table::new(ranges)
+}
+
+/// The model table for `nranks` ranks on this machine (the embedded default).
+#[pyfunction]
+pub fn model_table(nranks: usize) -> Vec<RangeRow> {
+    to_rows(&shmcoll_coll::model_table(
+        shmcoll_kernels::hw::machine(),
+        nranks,
+    ))
+}
+
+/// Check a table (names, overlaps) without binding it; raises ArgumentError.
+#[pyfunction]
+pub fn check_table(py: Python<'_>, rows: Vec<RangeRow>) -> PyResult<()> {
+    from_rows(rows)
+        .map(|_| ())
+        .map_err(|e| crate::errors::to_py(py, e))
+}
+
+/// What `rows` selects for a call of `max_block` bytes per peer on `nranks` ranks with the
+/// given buffers: (algorithm, order, store, nt_threshold, chunk_bytes). For `explain`.
+#[pyfunction]
+#[pyo3(signature = (rows, nranks, max_block, heap_send, heap_recv, in_place, cma_ok=true))]
+#[allow(clippy::too_many_arguments)]
+pub fn resolve(
+    py: Python<'_>,
+    rows: Vec<RangeRow>,
+    nranks: usize,
+    max_block: usize,
+    heap_send: bool,
+    heap_recv: bool,
+    in_place: bool,
+    cma_ok: bool,
+) -> PyResult<(String, String, String, usize, usize)> {
+    let m = shmcoll_kernels::hw::machine();
+    let table = from_rows(rows).map_err(|e| crate::errors::to_py(py, e))?;
+    let mut sel = shmcoll_coll::Selection::model(m, nranks);
+    sel.table = table;
+    let cfg = shmcoll_coll::Config::from_env(nranks).map_err(|e| crate::errors::to_py(py, e))?;
+    let inline_capacity = cfg.inline_bytes;
+    let facts = shmcoll_coll::CallFacts {
+        nranks,
+        max_block,
+        all_inline_written: sel.wants_inline(max_block)
+            && max_block.saturating_mul(nranks) <= inline_capacity,
+        inline_capacity,
+        all_send_in_heap: heap_send && !in_place,
+        all_recv_in_heap: heap_recv,
+        first_send_outside_heap: (!heap_send).then_some(0),
+        first_recv_outside_heap: (!heap_recv).then_some(0),
+        in_place,
+        cma_ok,
+    };
+    let c = shmcoll_coll::select::select(
+        &sel,
+        &facts,
+        shmcoll_coll::Forced::default(),
+        cfg.nt_threshold,
+        cfg.chunk_bytes,
+    )
+    .map_err(|e| crate::errors::to_py(py, e))?;
+    Ok((
+        c.algo.name().into(),
+        c.order.name().into(),
+        c.store.name().into(),
+        c.nt_threshold,
+        c.chunk_bytes,
+    ))
+}
