@@ -113,6 +113,12 @@ def bench() -> None:
 @click.option("--no-heap", is_flag=True, help="skip shared-heap buffers")
 @click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers")
 @click.option("--no-ceiling", is_flag=True, help="skip measuring the NT copy ceiling")
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False), help="draw latency and bandwidth as PNG"
+)
+@click.option(
+    "--profile", default=None, help="take the sizes from a workload profile (see `shmcoll profiles`)"
+)
 def bench_alltoall(
     nprocs: int,
     sizes: str,
@@ -130,15 +136,26 @@ def bench_alltoall(
     no_heap: bool,
     no_ordinary: bool,
     no_ceiling: bool,
+    plot_path: str | None,
+    profile: str | None,
 ) -> None:
     """Alltoall latency: shmcoll (automatic and forced choices) against MPI's Alltoall."""
     from .bench.alltoall import Options, options_json
     from .comm import under_mpi_launcher
 
-    try:
-        size_list = parse_range(sizes)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="-m") from e
+    if profile is not None:
+        from .errors import ShmcollError
+        from .profiles import sizes_for
+
+        try:
+            size_list = sizes_for(profile, nprocs, "alltoall")
+        except ShmcollError as e:
+            raise click.BadParameter(str(e), param_hint="--profile") from e
+    else:
+        try:
+            size_list = parse_range(sizes)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="-m") from e
     forced = [v.strip() for v in variants.split(",") if v.strip()]
     if forced == ["all"]:
         from . import _core
@@ -159,6 +176,7 @@ def bench_alltoall(
         csv=csv_path,
         json_out=json_path,
         ceiling=not no_ceiling,
+        plot=plot_path,
     )
     payload = options_json(opts)
     worker = [sys.executable, "-m", "shmcoll.bench.alltoall", payload]
@@ -212,6 +230,246 @@ def info() -> None:
     console.print(a)
     console.print(f"copy orders: {', '.join(orders)}; store policies: {', '.join(stores)}")
     console.print(f"shmcoll {_core.__version__}; MPI available: {_mpi_available()}")
+
+
+@bench.command("copy")
+@click.option("-m", "sizes", default="4K:256M", show_default=True, help="bytes: MIN:MAX (powers of 2)")
+@click.option(
+    "-i", "reps", type=click.IntRange(1), default=11, show_default=True, help="repetitions per size"
+)
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
+def bench_copy(sizes: str, reps: int, csv_path: str | None) -> None:
+    """Copy kernels (temporal, nt, hybrid) against numpy.copyto, as a share of the ceiling."""
+    from .bench.copy import report
+    from .bench.copy import run as run_copy
+
+    try:
+        size_list = [s for s in parse_range(sizes) if s > 0]
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="-m") from e
+    rows, ceiling = run_copy(size_list, reps)
+    report(rows, ceiling, csv_path)
+
+
+@main.command()
+def profiles() -> None:
+    """Named workload profiles for `bench --profile` and `tune --profile`."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .bench.sizes import fmt_size
+    from .profiles import PROFILES
+
+    t = Table(title="workload profiles")
+    for col in ("name", "operation", "what", "sizes at 2 / 4 ranks", "source"):
+        t.add_column(col)
+    for p in PROFILES.values():
+        sizes = " ".join(fmt_size(x) for x in p.sizes(2)) + " / " + " ".join(fmt_size(x) for x in p.sizes(4))
+        what = p.summary + (f" [{p.note}]" if p.note else "")
+        t.add_row(p.name, p.op + ("" if p.available else " (not built yet)"), what, sizes, p.source)
+    Console(highlight=False).print(t)
+
+
+def _parse_nprocs(text: str) -> list[int]:
+    try:
+        out = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError as e:
+        raise click.BadParameter(f"{text!r}: expected process counts like 2,3,4", param_hint="-n") from e
+    if not out or out[0] < 1:
+        raise click.BadParameter(f"{text!r}: process counts must be >= 1", param_hint="-n")
+    return out
+
+
+def _parse_duration(text: str | None) -> float:
+    if not text:
+        return 0.0
+    t = text.strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:])
+    try:
+        return float(t[:-1]) * mult if mult else float(t)
+    except ValueError as e:
+        raise click.BadParameter(
+            f"{text!r}: expected a duration like 90s, 10m, 1h", param_hint="--time-limit"
+        ) from e
+
+
+@main.command()
+@click.option("-n", "nprocs", required=True, help="process counts, comma-separated (e.g. 2,3,4)")
+@click.option("--ops", default="alltoall", show_default=True, help="operations to tune (comma-separated)")
+@click.option(
+    "--effort", type=click.Choice(["quick", "measure", "exhaustive"]), default="measure", show_default=True
+)
+@click.option(
+    "--time-limit", default=None, help="stop measuring after this long (e.g. 10m); the model fills in"
+)
+@click.option("--out", type=click.Path(dir_okay=False), help="table to write (default: the user table file)")
+@click.option("--resume", is_flag=True, help="continue an interrupted run from its checkpoint")
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False), help="plot every candidate and the winners"
+)
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the measurements as CSV")
+@click.option("--sizes", default=None, help="bytes per rank to measure (MIN:MAX or a comma list)")
+@click.option("--profile", default=None, help="measure the sizes of a workload profile")
+@click.option("-i", "iters", type=click.IntRange(10), default=None, help="iterations per small cell")
+@click.option(
+    "--launcher", type=click.Choice(["standalone", "mpiexec"]), default="standalone", show_default=True
+)
+def tune(
+    nprocs: str,
+    ops: str,
+    effort: str,
+    time_limit: str | None,
+    out: str | None,
+    resume: bool,
+    plot_path: str | None,
+    csv_path: str | None,
+    sizes: str | None,
+    profile: str | None,
+    iters: int | None,
+    launcher: str,
+) -> None:
+    """Measure this machine and write the tuning table (like FFTW's wisdom)."""
+    from .errors import ShmcollError
+    from .tuning.tuner import TuneOptions
+    from .tuning.tuner import run as run_tune
+
+    counts = _parse_nprocs(nprocs)
+    unknown = [o for o in ops.split(",") if o.strip() and o.strip() != "alltoall"]
+    if unknown:
+        raise click.BadParameter(f"cannot tune {unknown}: only alltoall exists yet", param_hint="--ops")
+    size_list: list[int] | None = None
+    if sizes and profile:
+        raise click.UsageError("give --sizes or --profile, not both")
+    if sizes:
+        try:
+            size_list = sorted({s for part in sizes.split(",") for s in parse_range(part)})
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--sizes") from e
+    if profile:
+        from .profiles import sizes_for
+
+        try:
+            size_list = sorted({s for p in counts for s in sizes_for(profile, p)})
+        except ShmcollError as e:
+            raise click.BadParameter(str(e), param_hint="--profile") from e
+    opts = TuneOptions(
+        nprocs=counts,
+        effort=effort,
+        sizes=size_list,
+        out=out,
+        resume=resume,
+        time_limit=_parse_duration(time_limit),
+        plot=plot_path,
+        launcher=launcher,
+        iters=iters,
+    )
+    try:
+        doc = run_tune(opts)
+    except (ShmcollError, RuntimeError) as e:
+        raise click.ClickException(str(e)) from e
+    if csv_path:
+        import csv
+
+        keys = [
+            "nprocs",
+            "bytes",
+            "buffers",
+            "algorithm",
+            "order",
+            "store",
+            "median_us",
+            "p90_us",
+            "p99_us",
+            "iterations",
+            "outliers",
+            "valid",
+            "error",
+        ]
+        with open(csv_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(doc.get("measurements", []))
+    click.echo(f"wrote {doc['_path']} ({len(doc.get('measurements', []))} cells measured)")
+    if doc.get("comment"):
+        click.echo(doc["comment"])
+
+
+@main.command()
+@click.option(
+    "-n", "nprocs", type=click.IntRange(1, 4096), default=None, help="process count (default: CPUs)"
+)
+def explain(nprocs: int | None) -> None:
+    """The resolved selection for each operation and size range, and where it came from."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from . import _core
+    from .bench.sizes import fmt_size
+    from .errors import ShmcollError
+    from .tuning.lookup import ENV_FILE, resolve
+
+    p = nprocs or _core.machine()["logical_cpus"]
+    try:
+        r = resolve("alltoall", p)
+    except ShmcollError as e:
+        raise click.ClickException(str(e)) from e
+    console = Console(highlight=False)
+    if r.source == "model" and not r.covered:
+        where = f"model (the {r.origin} table has no entry for {p} ranks)"
+    elif r.source == "model":
+        where = "model embedded in shmcoll (no table file found)"
+    else:
+        where = f"{r.source} ({r.origin} table)"
+    forced = {
+        k: os.environ[k]
+        for k in ("SHMCOLL_ALLTOALL_ALGORITHM", "SHMCOLL_ALLTOALL_ORDER", "SHMCOLL_ALLTOALL_STORE")
+        if os.environ.get(k)
+    }
+    t = Table(title=f"Alltoall(v), {p} ranks: {where}")
+    for col in (
+        "bytes per rank",
+        "candidates (first that can serve wins)",
+        "heap buffers",
+        "private buffers",
+        "in place",
+    ):
+        t.add_column(col)
+    for lo, hi, cands in r.rows:
+        probe = lo if hi is None else hi
+
+        def pick(hs: bool, hr: bool, ip: bool, probe: int = probe) -> str:
+            a, o, s, _, _ = _core.resolve(r.rows, p, probe, hs, hr, ip)
+            return f"{a}/{o}/{s}"
+
+        span = f"{fmt_size(lo)}..{'inf' if hi is None else fmt_size(hi)}"
+        names = ", ".join(f"{a}/{o}/{s}" for a, o, s, _, _ in cands)
+        t.add_row(span, names, pick(True, True, False), pick(False, False, False), pick(False, False, True))
+    console.print(t)
+    if forced:
+        console.print(
+            "[bold]forced by the environment (wins over the table):[/bold] "
+            + ", ".join(f"{k}={v}" for k, v in forced.items())
+        )
+    console.print(
+        f"lookup order: {ENV_FILE}, user file, system file, model; per-call keywords and the "
+        "environment win over the table"
+    )
+
+
+@main.command()
+@click.argument("csv_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--out", type=click.Path(dir_okay=False), help="PNG to write (default: beside the CSV)")
+def plot(csv_file: str, out: str | None) -> None:
+    """Redraw a bench or tune CSV as PNG."""
+    from .errors import ShmcollError
+    from .plotting import plot_csv
+
+    dst = out or os.path.splitext(csv_file)[0] + ".png"
+    try:
+        plot_csv(csv_file, dst)
+    except ShmcollError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"wrote {dst}")
 
 
 @main.command()

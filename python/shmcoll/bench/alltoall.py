@@ -38,6 +38,7 @@ class Options:
     csv: str | None = None
     json_out: str | None = None
     ceiling: bool = True
+    plot: str | None = None
 
 
 def iterations(opts: Options, size: int, p: int) -> tuple[int, int]:
@@ -267,6 +268,11 @@ def report(
         console.print(f"[red]VALIDATION FAILED for {len(invalid)} rows[/red]")
     if opts.csv:
         write_csv(opts.csv, rows, p)
+    if opts.plot:
+        from ..plotting import plot_bench
+
+        plot_bench(rows, p, opts.plot)
+        console.print(f"wrote {opts.plot}")
     if opts.json_out:
         with open(opts.json_out, "w") as f:
             json.dump({"nranks": p, "peer": peer, "nt_ceiling_gbs": ceiling, "rows": rows}, f, indent=1)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ShmcollError
 from .stats import Summary
 
 MAX_INTERLEAVED = 6
@@ -45,13 +46,16 @@ def measure(
     warmup: int,
     rounds: int,
     validate: bool,
+    interleave: bool | None = None,
 ) -> None:
     """Fill each variant's `times` (this rank's seconds per iteration).
 
     Up to `MAX_INTERLEAVED` variants run in interleaved rounds; beyond that (e.g. every
     forced variant) they run one after the other, so that only one holds buffers at a time.
     """
-    if len(variants) > MAX_INTERLEAVED:
+    if interleave is None:
+        interleave = len(variants) <= MAX_INTERLEAVED
+    if not interleave and len(variants) > 1:
         for v in variants:
             measure(barrier, [v], size, iters, warmup, 1, validate)
         return
@@ -67,7 +71,7 @@ def measure(
     per_round = max(1, -(-iters // rounds))
     it = 0
     for r in range(rounds):
-        for v in live:
+        for v in list(live):
             s = states[v.label]
             call = v.bind(s)
             refill = v.refill
@@ -75,15 +79,22 @@ def measure(
             times = v.times
             n_warm = warmup if r == 0 else 0
             last = n_warm + per_round - 1
-            for k in range(last + 1):
-                it += 1
-                refill(s, it, k == last)
-                barrier()
-                t0 = clock()
-                call()
-                t1 = clock()
-                if k >= n_warm:
-                    times.append(t1 - t0)
+            try:
+                for k in range(last + 1):
+                    it += 1
+                    refill(s, it, k == last)
+                    barrier()
+                    t0 = clock()
+                    call()
+                    t1 = clock()
+                    if k >= n_warm:
+                        times.append(t1 - t0)
+            except ShmcollError as e:
+                # A forced choice that cannot serve this size is rejected on every rank
+                # alike, so every rank drops the variant here.
+                v.error = f"{type(e).__name__}: {e}"
+                live.remove(v)
+                continue
             if validate:
                 ok = v.check(s, it)
                 v.valid = ok if v.valid is None else (v.valid and ok)

@@ -99,6 +99,11 @@ impl Comm {
         }
         let att = handshake(&seg, rank, &cfg.wait)?;
         shmcoll_shm::placement::bind_rank(cfg.bind, rank, size);
+        // Each rank backs the areas it writes (after binding, so that the pages are first
+        // touched from the CPU the rank runs on).
+        let l = *seg.layout();
+        seg.prefault(l.staging(rank), l.sizes.staging_bytes);
+        seg.prefault(l.inline(rank, 0), 2 * l.sizes.inline_bytes);
         let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
         let sel = Selection::model(hw::machine(), size);
         Ok(Comm {

@@ -243,6 +243,26 @@ impl Segment {
         }
     }
 
+    /// Back `[off, off+len)` with pages now, so that the first collectives do not pay a
+    /// page fault per 4 KiB of staging ring (measured: a 64 KiB chunk into fresh pages
+    /// costs ~35 µs instead of ~8).
+    pub fn prefault(&self, off: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let p = self.ptr(off, len);
+        // SAFETY: the range is inside the mapping (checked by `ptr`); MADV_POPULATE_WRITE
+        // only allocates pages, it does not change their contents.
+        let r =
+            unsafe { rustix::mm::madvise(p.cast(), len, rustix::mm::Advice::LinuxPopulateWrite) };
+        if r.is_err() {
+            // Kernels before 5.14: touch one byte per page, atomically, without changing it.
+            for page in (off..off + len).step_by(4096) {
+                self.atomic_u32(page).fetch_add(0, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn advise_heap(&self) {
         let r = self.layout.heap_range();
         if r.end > r.start {

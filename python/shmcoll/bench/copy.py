@@ -1,0 +1,75 @@
+"""``shmcoll bench copy``: shmcoll's copy kernels (temporal, nt, hybrid) against
+numpy.copyto, with the fraction of the machine's copy ceiling.
+
+The ceiling is the best single-core rate of a copy far larger than the caches (64 MiB),
+streaming or not, which is what memory allows one core; every method at every size is
+reported against it. The source is rewritten before each timed copy (untimed), so that
+each copy reads data just produced, as a collective does.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+import shmcoll
+
+METHODS = ("numpy.copyto", "temporal", "nt", "hybrid")
+
+
+def _time(method: str, dst: np.ndarray, src: np.ndarray, reps: int) -> float:
+    ts = []
+    for i in range(reps):
+        src[:: 4096 if src.size > 4096 else 1] = i & 0xFF
+        t0 = time.perf_counter()
+        if method == "numpy.copyto":
+            np.copyto(dst, src)
+        else:
+            shmcoll.copy(dst, src, method)
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def run(sizes: list[int], reps: int = 11) -> tuple[list[dict[str, Any]], float]:
+    rows = []
+    for n in sizes:
+        src = np.ones(n, np.uint8)
+        dst = np.zeros(n, np.uint8)
+        r = reps if n >= 1 << 20 else reps * 20
+        for m in METHODS:
+            t = _time(m, dst, src, r)
+            rows.append({"bytes": n, "method": m, "median_us": t * 1e6, "gbs": n / t / 1e9})
+        assert np.array_equal(dst, src)
+    big = 64 << 20
+    src = np.ones(big, np.uint8)
+    dst = np.zeros(big, np.uint8)
+    ceiling = max(big / _time(m, dst, src, 5) / 1e9 for m in ("temporal", "nt", "numpy.copyto"))
+    return rows, ceiling
+
+
+def report(rows: list[dict[str, Any]], ceiling: float, csv_path: str | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .sizes import fmt_size
+
+    t = Table(title=f"copy bandwidth, GB/s (% of the {ceiling:.1f} GB/s single-core ceiling)")
+    t.add_column("bytes", justify="right")
+    for m in METHODS:
+        t.add_column(m, justify="right")
+    t.add_column("best/numpy", justify="right")
+    for n in sorted({r["bytes"] for r in rows}):
+        by = {r["method"]: r for r in rows if r["bytes"] == n}
+        cells = [f"{by[m]['gbs']:.1f} ({100 * by[m]['gbs'] / ceiling:.0f}%)" for m in METHODS]
+        best = max(by[m]["gbs"] for m in METHODS[1:])
+        t.add_row(fmt_size(n), *cells, f"{best / by['numpy.copyto']['gbs']:.2f}x")
+    Console(highlight=False).print(t)
+    if csv_path:
+        import csv
+
+        with open(csv_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["bytes", "method", "median_us", "gbs"])
+            w.writeheader()
+            w.writerows(rows)
