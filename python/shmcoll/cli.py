@@ -201,35 +201,54 @@ def bench_alltoall(
 
 
 @main.command()
-def info() -> None:
-    """Hardware as shmcoll sees it, versions, and every setting."""
+@click.option("--no-probe", is_flag=True, help="skip the CMA probe (which starts two processes)")
+def info(no_probe: bool) -> None:
+    """Hardware as shmcoll sees it, kernel settings, CMA, versions, MPI, every setting."""
     from rich.console import Console
     from rich.table import Table
 
-    from . import _core, machine
+    from . import _core
+    from .info import gather
 
-    console = Console()
-    m = machine()
+    from rich.markup import escape
+
+    console = Console(highlight=False)
+    facts = gather(probe_cma=not no_probe)
     t = Table(title="machine", show_header=False)
-    for k, v in m.items():
-        t.add_row(k, str(v))
+    for k, v in facts["machine"].items():
+        t.add_row(k, ", ".join(v) if isinstance(v, list) else str(v))
+    for k, v in facts["kernel"].items():
+        t.add_row(k, escape(v))
+    t.add_row("CMA (process_vm_readv) between ranks", facts["cma"])
+    for k, v in facts["versions"].items():
+        t.add_row(k, v)
+    t.add_row("tuning table", facts["tuning"])
     console.print(t)
     s = Table(title="settings")
     s.add_column("variable")
     s.add_column("value")
     s.add_column("meaning")
-    for name, desc in _core.settings():
-        s.add_row(name, os.environ.get(name, "(default)"), desc)
+    for name, value, desc in facts["settings"]:
+        s.add_row(name, value, desc)
+    s.add_row(
+        "SHMCOLL_TUNING_FILE",
+        os.environ.get("SHMCOLL_TUNING_FILE", "(default)"),
+        "tuning table to use ('none': the model); else the user, then the system file",
+    )
+    s.add_row(
+        "SHMCOLL_START_METHOD",
+        os.environ.get("SHMCOLL_START_METHOD", "(default)"),
+        "multiprocessing start method of shmcoll.spawn (spawn, fork, forkserver)",
+    )
     console.print(s)
     algos, orders, stores = _core.algorithms()
-    a = Table(title="Alltoall algorithms")
+    a = Table(title="Alltoall(v) algorithms")
     a.add_column("name")
     a.add_column("what it does")
     for name, desc in algos:
         a.add_row(name, desc)
     console.print(a)
     console.print(f"copy orders: {', '.join(orders)}; store policies: {', '.join(stores)}")
-    console.print(f"shmcoll {_core.__version__}; MPI available: {_mpi_available()}")
 
 
 @bench.command("copy")
