@@ -205,12 +205,11 @@ def bench_alltoall(
 def info(no_probe: bool) -> None:
     """Hardware as shmcoll sees it, kernel settings, CMA, versions, MPI, every setting."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from . import _core
     from .info import gather
-
-    from rich.markup import escape
 
     console = Console(highlight=False)
     facts = gather(probe_cma=not no_probe)
