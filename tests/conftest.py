@@ -56,6 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for v in _LAUNCH_VARS:
         os.environ.pop(v, None)
     os.environ.setdefault("SHMCOLL_TIMEOUT", DEFAULT_TEST_TIMEOUT_S)
+    # The model, not a table this machine's `shmcoll tune` wrote into the user or system
+    # file (tests of the lookup order and of tables set or remove it themselves).
+    os.environ.setdefault("SHMCOLL_TUNING_FILE", "none")
     config.addinivalue_line(
         "markers",
         "parent_comm: creates a shmcoll.Comm in the pytest process itself (run after all others)",

@@ -20,6 +20,7 @@ from .errors import (
     ArgumentError,
     BadBufferError,
     CommBrokenError,
+    ForeignTableWarning,
     HeapExhaustedError,
     MismatchError,
     PeerFailedError,
@@ -28,6 +29,7 @@ from .errors import (
     ShmcollError,
     ShmcollTimeoutError,
     SpawnError,
+    TuningTableError,
     UnsupportedError,
 )
 from .launch import spawn
@@ -59,6 +61,7 @@ __all__ = [
     "Choice",
     "Comm",
     "CommBrokenError",
+    "ForeignTableWarning",
     "HeapExhaustedError",
     "MismatchError",
     "PeerFailedError",
@@ -67,6 +70,7 @@ __all__ = [
     "ShmcollError",
     "ShmcollTimeoutError",
     "SpawnError",
+    "TuningTableError",
     "UnsupportedError",
     "__version__",
     "copy",

@@ -304,7 +304,10 @@ def _parse_duration(text: str | None) -> float:
     t = text.strip().lower()
     mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:])
     try:
-        return float(t[:-1]) * mult if mult else float(t)
+        v = float(t[:-1]) * mult if mult else float(t)
+        if not v > 0:
+            raise ValueError(text)
+        return v
     except ValueError as e:
         raise click.BadParameter(
             f"{text!r}: expected a duration like 90s, 10m, 1h", param_hint="--time-limit"
@@ -485,8 +488,9 @@ def plot(csv_file: str, out: str | None) -> None:
     dst = out or os.path.splitext(csv_file)[0] + ".png"
     try:
         plot_csv(csv_file, dst)
-    except ShmcollError as e:
-        raise click.ClickException(str(e)) from e
+    except (ShmcollError, ValueError, KeyError, UnicodeDecodeError) as e:
+        what = f"missing column {e}" if isinstance(e, KeyError) else str(e)
+        raise click.ClickException(f"{csv_file}: cannot plot it: {what}") from e
     click.echo(f"wrote {dst}")
 
 

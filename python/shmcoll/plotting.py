@@ -99,10 +99,36 @@ def plot_csv(src: str | Path, dst: str | Path) -> None:
     if "algorithm" in rows[0]:
         plot_tuning({"measurements": rows}, dst)
         return
+    if "method" in rows[0] and "gbs" in rows[0]:
+        plot_copy(rows, dst)
+        return
     if "variant" not in rows[0]:
-        raise ArgumentError(f"{src}: neither a bench nor a tune CSV (no 'variant' or 'algorithm' column)")
+        raise ArgumentError(
+            f"{src}: neither a bench nor a tune CSV (no 'variant', 'method' or 'algorithm' column)"
+        )
     nranks = int(rows[0].get("nranks") or 2)
     plot_bench(rows, nranks, dst)
+
+
+def plot_copy(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """A `bench copy` CSV: bandwidth against size, one line per method."""
+    plt = _pyplot()
+    series: dict[str, dict[int, float]] = defaultdict(dict)
+    for r in rows:
+        series[r["method"]][int(r["bytes"])] = float(r["gbs"])
+    sizes = sorted({s for v in series.values() for s in v})
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, pts in sorted(series.items()):
+        xs = [s for s in sizes if s in pts]
+        ax.plot(xs, [pts[s] for s in xs], marker="o", ms=3, label=label)
+    _size_axis(ax, sizes)
+    ax.set_xlabel("bytes")
+    ax.set_ylabel("GB/s")
+    ax.legend()
+    fig.suptitle("copy bandwidth")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot_tuning(doc: dict[str, Any], path: str | Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import shmcoll
+from shmcoll.errors import ShmcollError
 
 from .harness import Variant, measure, summarize
 from .sizes import fmt_size
@@ -189,11 +190,17 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
                 }
             rows.append(row)
             v.error = None
-        # record what the automatic selection picked for this size (ordinary and heap)
+        # record what the automatic selection picked for this size (ordinary and heap);
+        # every rank sizes its buffers alike, so a failure here happens on every rank
+        failed = {r["variant"] for r in rows if r["bytes"] == size and "error" in r}
         for v in variants:
-            if v.label in ("shmcoll", "shmcoll heap"):
-                st = v.setup(size)
-                v.bind(st)()
+            if v.label in ("shmcoll", "shmcoll heap") and v.label not in failed:
+                try:
+                    st = v.setup(size)
+                    v.bind(st)()
+                    del st
+                except ShmcollError:
+                    continue
                 c = comm.last_choice()
                 for row in rows:
                     if row["bytes"] == size and row["variant"] == v.label and c is not None:
@@ -208,7 +215,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
 
 
 def print_progress(size: int, rows: list[dict[str, Any]]) -> None:
-    parts = [f"{r['variant']}={r.get('median_us', float('nan')):.2f}us" for r in rows]
+    parts = [f"{r['variant']}=" + ("error" if "error" in r else f"{r['median_us']:.2f}us") for r in rows]
     print(f"  {fmt_size(size):>5}: " + "  ".join(parts), file=sys.stderr, flush=True)
 
 

@@ -186,7 +186,7 @@ def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         text = path.read_text()
-    except OSError as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise TuningTableError(f"{path}: cannot read the tuning table: {e}") from None
     try:
         doc = json.loads(text)

@@ -249,6 +249,9 @@ def run(opts: TuneOptions) -> dict[str, Any]:
     sizes = opts.sizes or default_sizes(opts.effort)
     cands = candidates(opts.effort)
     done = read_checkpoint(checkpoint) if opts.resume else []
+    if opts.resume and checkpoint.exists():  # drop a line cut by the interruption (the next
+        # record would otherwise be appended to it and lost)
+        checkpoint.write_text("".join(json.dumps(r) + "\n" for r in done))
     done_keys = [list(cell_key(r)) for r in done]
     deadline = time.time() + opts.time_limit if opts.time_limit else 0.0
     total = sum(len(Plan(p, sizes, cands, "", 0).cells()) for p in opts.nprocs)

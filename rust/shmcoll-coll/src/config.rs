@@ -17,10 +17,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_YIELD_US", "microseconds of waiting (in total) before sleeping on a futex (default 5000)"),
     ("SHMCOLL_INLINE_BYTES", "bytes per rank for payloads carried inline in the segment (default 64K)"),
     ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M)"),
-    ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 1G or less if /dev/shm is small)"),
+    ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 4G, or less if /dev/shm is small; sparse until used)"),
     ("SHMCOLL_CHUNK_BYTES", "pipelining chunk of the staging algorithm (default 64K)"),
     ("SHMCOLL_NT_THRESHOLD", "bytes written per call from which the hybrid store policy streams (default from caches)"),
-    ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma"),
+    ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma, cma-push"),
     ("SHMCOLL_ALLTOALL_ORDER", "force the copy order: linear, shifted, reverse-shifted, xor, morton"),
     ("SHMCOLL_ALLTOALL_STORE", "force the store policy: temporal, nt, hybrid"),
     ("SHMCOLL_BIND", "bind each rank to one CPU: auto (when ranks outnumber CPUs and none is bound yet), core, none"),
@@ -86,7 +86,7 @@ impl Config {
         let heap_default = {
             // Leave half of /dev/shm to others; sparse pages cost nothing until touched.
             let cap = shm_free_bytes().map_or(1 << 30, |f| (f / 2 / nranks.max(1) as u64) as usize);
-            (1usize << 30).min(cap) / 4096 * 4096
+            (4usize << 30).min(cap) / 4096 * 4096
         };
         Ok(Config {
             inline_bytes: env_bytes("SHMCOLL_INLINE_BYTES")?.unwrap_or(64 << 10),
