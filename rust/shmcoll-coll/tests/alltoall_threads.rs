@@ -341,3 +341,42 @@ proptest! {
         }
     }
 }
+
+/// A table may list a single-copy algorithm before `inline` for tiny sizes: ranks then
+/// write their payload into the arrive line and selection still picks `push`, which needs
+/// the peers' buffer offsets from the full descriptor.
+#[test]
+fn tiny_calls_served_by_single_copy_algorithms() {
+    use shmcoll_coll::{Candidate, Range, Table};
+    for p in [2usize, 3, 4] {
+        run_ranks(p, config(p), |comm| {
+            let c = |a| Candidate::new(a, Order::Shifted, Store::Hybrid);
+            let t = Table::new(vec![Range {
+                min_block: 0,
+                max_block: usize::MAX,
+                candidates: vec![
+                    c(Algo::Push),
+                    c(Algo::Pull),
+                    c(Algo::Inline),
+                    c(Algo::Staging),
+                ],
+            }])
+            .unwrap();
+            comm.set_table(t, "test".into());
+            for bpp in [1usize, 8, 20] {
+                assert_eq!(
+                    uniform(comm, bpp, Forced::default(), true, true, false).unwrap(),
+                    Algo::Push
+                );
+                assert_eq!(
+                    uniform(comm, bpp, Forced::default(), true, false, false).unwrap(),
+                    Algo::Pull
+                );
+                assert_eq!(
+                    uniform(comm, bpp, Forced::default(), false, false, false).unwrap(),
+                    Algo::Inline
+                );
+            }
+        });
+    }
+}

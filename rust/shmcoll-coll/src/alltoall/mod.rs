@@ -279,13 +279,14 @@ impl Comm {
             // Tiny: the payload rides in the arrive line, with the head.
             inline::write_line_payload(self, seq, send, &send_blocks);
             core.flags |= F_TINY;
-        } else {
-            if want_inline && send_total <= self.seg.layout().sizes.inline_bytes {
-                inline::write_payload(self, parity, send, &send_blocks);
-                core.flags |= F_INLINE;
-            }
-            core.flags |= F_FULL;
+        } else if want_inline && send_total <= self.seg.layout().sizes.inline_bytes {
+            inline::write_payload(self, parity, send, &send_blocks);
+            core.flags |= F_INLINE;
         }
+        // The full descriptor is always written (into this rank's own, cache-hot slot):
+        // whatever the payload path, selection may still pick an algorithm that reads
+        // buffer offsets from it. Peers only fetch it when they need it.
+        core.flags |= F_FULL;
         let d = Desc::slot(&self.seg, self.rank, parity);
         if vector {
             let (sc, sd): (Vec<usize>, Vec<usize>) = (0..p)
