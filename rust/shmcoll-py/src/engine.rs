@@ -144,6 +144,68 @@ fn hold(
     }
 }
 
+/// The buffers and keywords of one call, borrowed for its duration. A rejected argument
+/// becomes an engine error (announced to the peers by the call) and, when Python raised it,
+/// the Python exception that is re-raised afterwards.
+struct Args {
+    held: Vec<Borrowed>,
+    pyerr: Option<PyErr>,
+    bufs: Option<Result<CallBufs, Error>>,
+}
+
+/// The raw buffers and forced choices of one call, once every argument was accepted.
+struct CallBufs {
+    send: Option<RawBuf>,
+    recv: RawBuf,
+    forced: Forced,
+}
+
+impl Args {
+    fn acquire(
+        py: Python<'_>,
+        sendbuf: Option<&Bound<'_, PyAny>>,
+        recvbuf: &Bound<'_, PyAny>,
+        algorithm: Option<&str>,
+        order: Option<&str>,
+        store: Option<&str>,
+    ) -> Args {
+        let mut held = Vec::with_capacity(2);
+        let mut pyerr = None;
+        let bufs = (|| {
+            let forced = forced(py, algorithm, order, store).map_err(|e| stash(&mut pyerr, e))?;
+            let recv = hold(&mut held, &mut pyerr, recvbuf, true, "receive buffer")?;
+            let send = match sendbuf {
+                Some(s) => Some(hold(&mut held, &mut pyerr, s, false, "send buffer")?),
+                None => None,
+            };
+            Ok(CallBufs { send, recv, forced })
+        })();
+        Args {
+            held,
+            pyerr,
+            bufs: Some(bufs),
+        }
+    }
+
+    /// Run the call (GIL released up front for large ones, else once it blocks), then
+    /// release the buffers and raise what there is to raise.
+    fn execute(
+        self,
+        py: Python<'_>,
+        comm: &mut Comm,
+        call: Result<AlltoallCall<'_>, Error>,
+    ) -> PyResult<()> {
+        let big = call.as_ref().is_ok_and(|c| c.recv.len >= DETACH_BYTES);
+        let r = if big {
+            py.detach(|| comm.alltoall(call))
+        } else {
+            run_releasing_on_block(py, || comm.alltoall(call))
+        };
+        drop(self.held);
+        finish(py, r.map(|_| ()), self.pyerr)
+    }
+}
+
 /// Bytes per rank of a uniform block: given, or (as mpi4py) the buffer's whole elements
 /// divided evenly among the ranks.
 fn uniform_bpp(buf: &Borrowed, p: usize, given: Option<usize>, what: &str) -> Result<usize, Error> {
@@ -300,18 +362,15 @@ impl CommBase {
     ) -> PyResult<()> {
         let comm = self.comm(py)?;
         let p = comm.size();
-        let mut held = Vec::with_capacity(2);
-        let mut pyerr = None;
-        let call = (|| {
-            let forced = forced(py, algorithm, order, store).map_err(|e| stash(&mut pyerr, e))?;
-            let recv = hold(&mut held, &mut pyerr, recvbuf, true, "receive buffer")?;
-            let send = match sendbuf {
-                Some(s) => Some(hold(&mut held, &mut pyerr, s, false, "send buffer")?),
-                None => None,
-            };
-            let rb = uniform_bpp(&held[0], p, recv_bpp, "receive")?;
+        let mut a = Args::acquire(py, sendbuf, recvbuf, algorithm, order, store);
+        let call = a
+            .bufs
+            .take()
+            .unwrap_or_else(|| Err(Error::InvalidArgument(String::new())));
+        let call = call.and_then(|CallBufs { send, recv, forced }| {
+            let rb = uniform_bpp(&a.held[0], p, recv_bpp, "receive")?;
             let sb = match send {
-                Some(_) => uniform_bpp(&held[1], p, send_bpp, "send")?,
+                Some(_) => uniform_bpp(&a.held[1], p, send_bpp, "send")?,
                 None => rb,
             };
             Ok(AlltoallCall {
@@ -321,15 +380,8 @@ impl CommBase {
                 recv_blocks: Blocks::Uniform(rb),
                 forced,
             })
-        })();
-        let big = call.as_ref().is_ok_and(|c| c.recv.len >= DETACH_BYTES);
-        let r = if big {
-            py.detach(|| comm.alltoall(call))
-        } else {
-            run_releasing_on_block(py, || comm.alltoall(call))
-        };
-        drop(held);
-        finish(py, r.map(|_| ()), pyerr)
+        });
+        a.execute(py, comm, call)
     }
 
     /// Alltoallv with counts and displacements in bytes. `sendbuf=None` means in place
@@ -350,32 +402,25 @@ impl CommBase {
         store: Option<&str>,
     ) -> PyResult<()> {
         let comm = self.comm(py)?;
-        let mut held = Vec::with_capacity(2);
-        let mut pyerr = None;
-        let call = (|| {
-            let forced = forced(py, algorithm, order, store).map_err(|e| stash(&mut pyerr, e))?;
-            let recv = hold(&mut held, &mut pyerr, recvbuf, true, "receive buffer")?;
-            let send = match sendbuf {
-                Some(s) => Some(hold(&mut held, &mut pyerr, s, false, "send buffer")?),
-                None => None,
-            };
-            Ok(AlltoallCall {
-                send,
-                recv,
-                send_blocks: Blocks::Vector {
-                    counts: &sendcounts,
-                    displs: &sdispls,
-                },
-                recv_blocks: Blocks::Vector {
-                    counts: &recvcounts,
-                    displs: &rdispls,
-                },
-                forced,
-            })
-        })();
-        let r = py.detach(|| comm.alltoall(call));
-        drop(held);
-        finish(py, r.map(|_| ()), pyerr)
+        let mut a = Args::acquire(py, sendbuf, recvbuf, algorithm, order, store);
+        let call = a
+            .bufs
+            .take()
+            .unwrap_or_else(|| Err(Error::InvalidArgument(String::new())));
+        let call = call.map(|CallBufs { send, recv, forced }| AlltoallCall {
+            send,
+            recv,
+            send_blocks: Blocks::Vector {
+                counts: &sendcounts,
+                displs: &sdispls,
+            },
+            recv_blocks: Blocks::Vector {
+                counts: &recvcounts,
+                displs: &rdispls,
+            },
+            forced,
+        });
+        a.execute(py, comm, call)
     }
 
     /// Take part in a collective this rank cannot call correctly (its arguments were

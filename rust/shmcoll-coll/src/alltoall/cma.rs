@@ -3,7 +3,7 @@
 //! (process_vm_writev), which copies from data still hot in the sender's cache. A done
 //! round follows either way, so that no buffer is reused while a peer still copies.
 
-use shmcoll_shm::cma::{read_from, write_to};
+use shmcoll_shm::cma::{read_from, write_to, Direction};
 
 use super::Exchange;
 use crate::comm::Comm;
@@ -36,14 +36,26 @@ fn own_block(c: &Comm, x: &Exchange, m: &mut Mover) {
 }
 
 pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
+    transfer(c, x, Direction::Read)
+}
+
+pub(super) fn run_push(c: &mut Comm, x: &Exchange) -> Result<()> {
+    transfer(c, x, Direction::Write)
+}
+
+fn transfer(c: &mut Comm, x: &Exchange, dir: Direction) -> Result<()> {
     let mut m = Mover::default();
     let mut failure = None;
+    // Reading, a rank walks its receive blocks; writing, its send blocks.
+    let local = if dir == Direction::Read {
+        &x.recv_blocks
+    } else {
+        &x.send_blocks
+    };
     let pieces = x
         .choice
         .order
-        .pieces(c.rank, c.size, x.choice.chunk_bytes, |j| {
-            x.recv_blocks.block(j).1
-        });
+        .pieces(c.rank, c.size, x.choice.chunk_bytes, |j| local.block(j).1);
     for (j, off, len) in pieces {
         if j == c.rank {
             if off == 0 {
@@ -51,51 +63,37 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
             }
             continue;
         }
-        let (roff, _) = x.recv_blocks.block(j);
-        let (soff, _) = x.peer_send_block(c, j);
-        let remote = x.full(c, j).send_addr as usize + soff + off;
         let pid = c.pid_of(j);
-        // SAFETY: the local range is inside our receive block (check_local); the kernel
-        // checks the remote range against rank j's address space.
-        let r = unsafe { read_from(pid, remote, (x.recv + roff + off) as *mut u8, len) };
+        let peer = x.full(c, j);
+        let r = match dir {
+            Direction::Read => {
+                let (roff, _) = x.recv_blocks.block(j);
+                let (soff, _) = x.peer_send_block(c, j);
+                let remote = peer.send_addr as usize + soff + off;
+                // SAFETY: the local range is inside our receive block (check_local); the
+                // kernel checks the remote range against rank j's address space.
+                unsafe { read_from(pid, remote, (x.recv + roff + off) as *mut u8, len) }
+            }
+            Direction::Write => {
+                let (soff, _) = x.send_blocks.block(j);
+                let (roff, _) = x.peer_recv_block(c, j);
+                let remote = peer.recv_addr as usize + roff + off;
+                // SAFETY: the local range is inside our send block (check_local); the kernel
+                // checks the remote range (j's receive block for us) against j's address space.
+                unsafe { write_to(pid, remote, (x.send + soff + off) as *const u8, len) }
+            }
+        };
         if let Err(e) = r {
-            failure.get_or_insert(os_error(c, "process_vm_readv", j, e));
+            let call = if dir == Direction::Read {
+                "process_vm_readv"
+            } else {
+                "process_vm_writev"
+            };
+            failure.get_or_insert(os_error(c, call, j, e));
         }
     }
     m.fence();
     // Always finish the round, so that peers are not left waiting for us.
-    c.done_round(x.seq)?;
-    failure.map_or(Ok(()), Err)
-}
-
-pub(super) fn run_push(c: &mut Comm, x: &Exchange) -> Result<()> {
-    let mut m = Mover::default();
-    let mut failure = None;
-    let pieces = x
-        .choice
-        .order
-        .pieces(c.rank, c.size, x.choice.chunk_bytes, |j| {
-            x.send_blocks.block(j).1
-        });
-    for (j, off, len) in pieces {
-        if j == c.rank {
-            if off == 0 {
-                own_block(c, x, &mut m);
-            }
-            continue;
-        }
-        let (soff, _) = x.send_blocks.block(j);
-        let (roff, _) = x.peer_recv_block(c, j);
-        let remote = x.full(c, j).recv_addr as usize + roff + off;
-        let pid = c.pid_of(j);
-        // SAFETY: the local range is inside our send block (check_local); the kernel checks
-        // the remote range (j's receive block for us) against rank j's address space.
-        let r = unsafe { write_to(pid, remote, (x.send + soff + off) as *const u8, len) };
-        if let Err(e) = r {
-            failure.get_or_insert(os_error(c, "process_vm_writev", j, e));
-        }
-    }
-    m.fence();
     c.done_round(x.seq)?;
     failure.map_or(Ok(()), Err)
 }

@@ -13,26 +13,28 @@ use shmcoll_kernels::Store;
 pub(super) fn write_payload(c: &Comm, parity: usize, send: RawBuf, blocks: &Blocks) {
     let l = c.seg.layout();
     let area = c.seg.ptr(l.inline(c.rank, parity), l.sizes.inline_bytes) as usize;
-    let mut m = Mover::default();
-    let mut at = 0;
-    for j in 0..c.size {
-        let (off, len) = blocks.block(j);
-        // SAFETY: the block lies inside the send buffer (checked by check_local); the caller
-        // checked that the packed total fits the inline area; only this rank writes it.
-        unsafe { m.copy(area + at, send.addr + off, len, Store::Temporal) };
-        at += len;
-    }
+    pack(c, area, send, blocks);
 }
 
 /// Pack the send blocks (uniform, tiny) into this rank's arrive line for `seq`.
 pub(super) fn write_line_payload(c: &Comm, seq: u64, send: RawBuf, blocks: &Blocks) {
-    let area = ArriveLine::of(&c.seg, c.rank, seq).payload();
+    pack(
+        c,
+        ArriveLine::of(&c.seg, c.rank, seq).payload(),
+        send,
+        blocks,
+    );
+}
+
+/// Copy the send blocks back to back, in rank order, to `area`: this rank's own inline
+/// area or arrive line, whose capacity the caller checked against the packed total.
+fn pack(c: &Comm, area: usize, send: RawBuf, blocks: &Blocks) {
     let mut m = Mover::default();
     let mut at = 0;
     for j in 0..c.size {
         let (off, len) = blocks.block(j);
-        // SAFETY: the block lies inside the send buffer (check_local); the caller checked
-        // that the packed total fits LINE_PAYLOAD; only this rank writes its line.
+        // SAFETY: the block lies inside the send buffer (check_local); the packed total fits
+        // `area` (checked by the caller); only this rank writes its own areas.
         unsafe { m.copy(area + at, send.addr + off, len, Store::Temporal) };
         at += len;
     }
