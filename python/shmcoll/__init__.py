@@ -33,6 +33,7 @@ from .errors import (
     UnsupportedError,
 )
 from .launch import spawn
+from .ops import BAND, BOR, BXOR, LAND, LOR, MAX, MIN, PROD, SUM, Op
 
 __version__: str = _core.__version__
 
@@ -54,7 +55,17 @@ def machine() -> dict[str, Any]:
 
 
 __all__ = [
+    "BAND",
+    "BOR",
+    "BXOR",
     "IN_PLACE",
+    "LAND",
+    "LOR",
+    "MAX",
+    "MIN",
+    "PROD",
+    "SUM",
+    "Op",
     "AlgorithmError",
     "ArgumentError",
     "BadBufferError",

@@ -180,6 +180,8 @@ def parse_vector(spec: Any, size: int) -> Vector:
     dtype: Any = None
     counts: Any = None
     displs: Any = None
+    if rest and rest[-1] is None:  # [buf, counts, None]: the buffer's own element type
+        rest.pop()
     if rest and not _is_seq(rest[-1]) and not _is_int(rest[-1]) and rest[-1] is not None:
         dtype = rest.pop()
     if len(rest) == 2:
@@ -224,3 +226,78 @@ def resolve_alltoall(sendbuf: Any, recvbuf: Any, size: int) -> tuple[Any, Any, i
         return None, r.buf, None, r.bytes_per_rank
     s = parse_simple(sendbuf, size)
     return s.buf, r.buf, s.bytes_per_rank, r.bytes_per_rank
+
+
+@dataclass
+class Whole:
+    """A buffer as one contiguous run: the exact bytes (`buf`), their count, and the
+    element type when it is known (for reductions)."""
+
+    buf: Any
+    nbytes: int
+    dtype: np.dtype | None
+
+
+def _numpy_dtype(dt: Any) -> np.dtype | None:
+    if _is_mpi_datatype(dt):
+        try:
+            from mpi4py.util.dtlib import to_numpy_dtype
+
+            return np.dtype(to_numpy_dtype(dt))
+        except Exception:
+            return None
+    return np.dtype(dt)
+
+
+def _buffer_dtype(buf: Any) -> np.dtype | None:
+    if isinstance(buf, np.ndarray):
+        return buf.dtype
+    try:
+        with memoryview(buf) as m:
+            return np.dtype(m.format)
+    except (TypeError, ValueError):
+        return None
+
+
+def _exact(buf: Any, off: int, nbytes: int) -> Any:
+    """`nbytes` bytes of `buf` from byte `off` (the object itself when that is all of it)."""
+    if off == 0 and nbytes == _nbytes(buf):
+        return buf
+    try:
+        return memoryview(buf).cast("B")[off : off + nbytes]
+    except TypeError as e:
+        raise BadBufferError(f"cannot take part of a non-contiguous buffer: {e}") from e
+
+
+def parse_whole(spec: Any, blocks: int = 1) -> Whole:
+    """Resolve ``buf``, ``[buf, datatype]``, ``[buf, count(, datatype)]`` or
+    ``[buf, (count, displ), datatype]``. With `blocks` > 1 a count is per block (as mpi4py
+    reads Gather's and Scatter's specifications), so the run is `blocks` times longer."""
+    if isinstance(spec, np.ndarray):
+        if not spec.flags.c_contiguous:
+            raise BadBufferError("the buffer is not C-contiguous")
+        return Whole(spec, int(spec.nbytes), spec.dtype)
+    buf, rest = _split(spec)
+    dtype: Any = None
+    count: int | None = None
+    displ = 0
+    for item in rest:
+        if _is_int(item) and count is None:
+            count = int(item)
+        elif isinstance(item, tuple | list) and len(item) == 2 and count is None:
+            count, displ = int(item[0]), int(item[1])
+        elif item is not None and dtype is None:
+            dtype = item
+        else:
+            raise ArgumentError(f"cannot interpret {item!r} in a buffer specification")
+    isz = datatype_size(dtype) if dtype is not None else _itemsize(buf)
+    if (count is not None and count < 0) or displ < 0:
+        raise ArgumentError("counts and displacements must not be negative")
+    total = _nbytes(buf)
+    nbytes = total - displ * isz if count is None else count * isz * blocks
+    if displ * isz + nbytes > total:
+        raise BadBufferError(
+            f"the specification asks for {nbytes} bytes from byte {displ * isz} of a {total}-byte buffer"
+        )
+    np_dt = _numpy_dtype(dtype) if dtype is not None else _buffer_dtype(buf)
+    return Whole(_exact(buf, displ * isz, nbytes), nbytes, np_dt)

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _core
 from .buffers import is_in_place, parse_vector
+from .collectives import Collectives
 from .errors import ArgumentError, ShmcollError, UnsupportedError
 from .tuning.lookup import INTERNAL
 
@@ -134,7 +135,7 @@ def _dup_segment(parent: Comm) -> Any:
     return seg
 
 
-class Comm(_core.CommBase):
+class Comm(Collectives, _core.CommBase):  # type: ignore[misc]
     """A communicator over the processes of one node.
 
     ``Comm(mpi_comm)`` wraps an mpi4py intra-communicator whose ranks share a node (rank

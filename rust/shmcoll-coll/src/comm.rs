@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use shmcoll_kernels::hw;
 use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment, FIRST_CALL_SEQ};
 
+use crate::collectives::{CollAlgo, CollChoice, CollOp, CollTable, CollTables};
 use crate::config::Config;
 use crate::desc::{
     op_name, ArriveLine, Desc, DescCore, LineHead, F_FULL, F_VECTOR, NO_OFFSET, OP_BARRIER,
@@ -21,6 +22,8 @@ use crate::select::Selection;
 pub struct Stats {
     pub calls: u64,
     pub per_algo: [u64; 8],
+    /// Calls of the other collectives per algorithm (CollAlgo order).
+    pub per_coll_algo: [u64; 3],
     pub rejected: u64,
 }
 
@@ -40,10 +43,15 @@ pub struct Comm {
     pub(crate) sel: Selection,
     broken: Option<String>,
     pub(crate) last: Option<Choice>,
+    /// What served the last call of the other collectives (None after an Alltoall).
+    pub(crate) last_coll: Option<CollChoice>,
+    pub(crate) coll_tables: CollTables,
     pub(crate) stats: Stats,
     heap: Arc<Mutex<HeapAlloc>>,
     /// Reused per call for the peers' descriptors (no allocation on the hot path).
     pub(crate) scratch: Vec<DescCore>,
+    /// Steps taken (Line::Step), mirrored in the segment.
+    steps: u64,
 }
 
 /// A block of this rank's shared heap; freed when dropped.
@@ -106,6 +114,7 @@ impl Comm {
         seg.prefault(l.inline(rank, 0), 2 * l.sizes.inline_bytes);
         let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
         let sel = Selection::model(hw::machine(), size);
+        let coll_tables = CollTables::model(hw::machine(), size, l.sizes.inline_bytes);
         Ok(Comm {
             seg,
             rank,
@@ -119,9 +128,12 @@ impl Comm {
             sel,
             broken: None,
             last: None,
+            last_coll: None,
+            coll_tables,
             stats: Stats::default(),
             heap: Arc::new(Mutex::new(heap)),
             scratch: Vec::with_capacity(size),
+            steps: 0,
         })
     }
 
@@ -238,7 +250,7 @@ impl Comm {
             op: c.op,
             status: c.status,
             flags: c.flags,
-            _pad: 0,
+            extra: c.extra,
             forced: c.forced,
             send_bpp: small(c.send_bpp),
             recv_bpp: small(c.recv_bpp),
@@ -293,6 +305,7 @@ impl Comm {
                     op: h.op,
                     status: h.status,
                     flags: h.flags,
+                    extra: h.extra,
                     forced: h.forced,
                     send_bpp: u64::from(h.send_bpp),
                     recv_bpp: u64::from(h.recv_bpp),
@@ -340,6 +353,29 @@ impl Comm {
         Ok(())
     }
 
+    /// One step of a multi-round algorithm: publish that this rank finished its part of
+    /// the step, and wait until every peer did. Every rank of a call takes the same steps
+    /// (their number follows from sizes the global checks made equal), so the counters
+    /// stay in lockstep; a rank that hit a local error keeps stepping and reports later.
+    pub(crate) fn step_all(&mut self) -> Result<()> {
+        self.steps += 1;
+        let s = self.steps;
+        self.seg.publish(self.seg.seq(self.rank, Line::Step), s);
+        for k in 1..self.size {
+            let j = (self.rank + k) % self.size;
+            wait_counter(
+                &self.seg,
+                Some(&self.peers),
+                &self.cfg.wait,
+                "a step",
+                j,
+                self.seg.seq(j, Line::Step),
+                s,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Block until every rank has called `barrier`.
     pub fn barrier(&mut self) -> Result<()> {
         let seq = self.begin()?;
@@ -359,8 +395,35 @@ impl Comm {
 
     pub(crate) fn record(&mut self, choice: Choice) {
         self.last = Some(choice);
+        self.last_coll = None;
         self.stats.calls += 1;
         self.stats.per_algo[choice.algo as usize] += 1;
+    }
+
+    pub(crate) fn record_coll(&mut self, choice: CollChoice) {
+        self.last_coll = Some(choice);
+        self.last = None;
+        self.stats.calls += 1;
+        self.stats.per_coll_algo[choice.algo as usize] += 1;
+    }
+
+    pub fn last_coll_choice(&self) -> Option<CollChoice> {
+        self.last_coll
+    }
+
+    /// The selection table of a collective family.
+    pub fn coll_table(&self, family: CollOp) -> &CollTable {
+        self.coll_tables.get(family)
+    }
+
+    /// Bind a (tuned) table for a collective family; every rank must bind the same.
+    pub fn set_coll_table(&mut self, family: CollOp, t: CollTable) {
+        self.coll_tables.set(family, t);
+    }
+
+    /// Calls of the other collectives served by `algo` so far.
+    pub fn coll_calls_with(&self, algo: CollAlgo) -> u64 {
+        self.stats.per_coll_algo[algo as usize]
     }
 
     /// Calls served by `algo` so far.

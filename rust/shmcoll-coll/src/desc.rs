@@ -12,14 +12,25 @@ use shmcoll_shm::Segment;
 pub const OP_BARRIER: u32 = 1;
 pub const OP_ALLTOALL: u32 = 2;
 pub const OP_ALLTOALLV: u32 = 3;
+// The other collectives take their codes from `CollOp` (collectives/mod.rs): 16 + index.
 
 pub fn op_name(op: u32) -> &'static str {
     match op {
         OP_BARRIER => "Barrier",
         OP_ALLTOALL => "Alltoall",
         OP_ALLTOALLV => "Alltoallv",
-        _ => "an unknown operation",
+        _ => crate::collectives::CollOp::from_code(op).map_or("an unknown operation", |o| o.name()),
     }
+}
+
+/// The `extra` word of a descriptor: root (16 bits), datatype and operator codes (8 each).
+pub fn pack_extra(root: usize, dtype: u8, op: u8) -> u32 {
+    (root as u32 & 0xffff) | (u32::from(dtype) << 16) | (u32::from(op) << 24)
+}
+
+/// (root, datatype code, operator code) of an `extra` word.
+pub fn unpack_extra(e: u32) -> (usize, u8, u8) {
+    ((e & 0xffff) as usize, (e >> 16) as u8, (e >> 24) as u8)
 }
 
 pub const F_VECTOR: u32 = 1;
@@ -44,7 +55,8 @@ pub struct DescCore {
     /// 0, or the `ErrorKind` code of this rank's rejection (message in the text field).
     pub status: u32,
     pub flags: u32,
-    pub _pad: u32,
+    /// Operation-specific: root rank, reduction datatype and operator (see `Extra`).
+    pub extra: u32,
     pub forced: u64,
     pub send_bpp: u64,
     pub recv_bpp: u64,
@@ -68,7 +80,8 @@ pub struct LineHead {
     pub op: u32,
     pub status: u32,
     pub flags: u32,
-    pub _pad: u32,
+    /// As `DescCore::extra`.
+    pub extra: u32,
     pub forced: u64,
     /// Only meaningful without F_FULL (then both fit in 32 bits).
     pub send_bpp: u32,

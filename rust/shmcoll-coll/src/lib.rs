@@ -1,8 +1,10 @@
 //! Collective algorithms of shmcoll on top of the shared-memory layer: the named registry
 //! (registry.rs), copy orders (order.rs), selection as data (select.rs), the call protocol
-//! (comm.rs, desc.rs) and the Alltoall(v) algorithms (alltoall/).
+//! (comm.rs, desc.rs), the Alltoall(v) algorithms (alltoall/) and the other collectives
+//! (collectives/).
 
 pub mod alltoall;
+pub mod collectives;
 pub mod comm;
 pub mod config;
 pub mod desc;
@@ -13,6 +15,8 @@ pub mod select;
 mod transfer;
 
 pub use alltoall::{AlltoallCall, Blocks, RawBuf};
+pub use collectives::select::CollRow;
+pub use collectives::{CollAlgo, CollCall, CollChoice, CollOp, CollTable, CollTables};
 pub use comm::{Comm, HeapBlock, Stats};
 pub use config::{Config, SETTINGS};
 pub use error::{Error, ErrorKind, Result};

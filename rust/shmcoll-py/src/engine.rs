@@ -435,9 +435,47 @@ impl CommBase {
         };
         let r = match op {
             "Alltoall" | "Alltoallv" => py.detach(|| comm.alltoall(Err(err))).map(|_| ()),
-            _ => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
+            _ => py.detach(|| crate::collectives::reject(comm, op, err)),
         };
         r.py_err(py)
+    }
+
+    /// One of the other collectives (Bcast, Allgather(v), Gather(v), Scatter(v),
+    /// Reduce_scatter(_block), Allreduce, Reduce) on resolved buffers; sizes in bytes.
+    /// `block` gives uniform blocks, `counts` and `displs` vector ones.
+    #[pyo3(name = "_coll", signature = (op, sendbuf, recvbuf, root=0, block=None, counts=None, displs=None, dtype=None, reduce_op=None, algorithm=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn coll(
+        &mut self,
+        py: Python<'_>,
+        op: &str,
+        sendbuf: Option<&Bound<'_, PyAny>>,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        root: usize,
+        block: Option<usize>,
+        counts: Option<Vec<usize>>,
+        displs: Option<Vec<usize>>,
+        dtype: Option<&str>,
+        reduce_op: Option<&str>,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let comm = self.comm(py)?;
+        crate::collectives::run(
+            py,
+            comm,
+            crate::collectives::CollArgs {
+                op,
+                sendbuf,
+                recvbuf,
+                root,
+                block,
+                counts,
+                displs,
+                dtype,
+                reduce_op,
+                algorithm,
+            },
+        )
     }
 
     #[pyo3(name = "_barrier")]
@@ -476,7 +514,16 @@ impl CommBase {
     /// (algorithm, order, store, forced?) of the last successful collective, or None.
     #[pyo3(name = "_last_choice")]
     fn last_choice(&mut self, py: Python<'_>) -> PyResult<Option<(String, String, String, bool)>> {
-        Ok(self.comm(py)?.last_choice().map(|c| {
+        let comm = self.comm(py)?;
+        if let Some(c) = comm.last_coll_choice() {
+            return Ok(Some((
+                c.algo.name().to_string(),
+                "-".into(),
+                "-".into(),
+                c.forced,
+            )));
+        }
+        Ok(comm.last_choice().map(|c| {
             (
                 c.algo.name().to_string(),
                 c.order.name().to_string(),
@@ -495,6 +542,11 @@ impl CommBase {
         d.set_item("rejected", comm.stats().rejected)?;
         for a in shmcoll_coll::Algo::ALL {
             d.set_item(a.name(), comm.calls_with(a))?;
+        }
+        for a in shmcoll_coll::CollAlgo::ALL {
+            // "inline" and "staging" also name Alltoall algorithms: count both.
+            let before: u64 = d.get_item(a.name())?.map_or(Ok(0), |v| v.extract())?;
+            d.set_item(a.name(), before + comm.coll_calls_with(a))?;
         }
         Ok(d)
     }

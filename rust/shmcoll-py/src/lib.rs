@@ -2,6 +2,7 @@
 //! knows Python; everything else lives in the engine crates.
 
 mod buffer;
+mod collectives;
 mod engine;
 mod errors;
 mod gil;

@@ -26,6 +26,9 @@ pub enum Line {
     Done = 2,
     /// Identity and state: pid, poison, CMA probe.
     Info = 3,
+    /// Steps inside a call (multi-round algorithms): monotonic over the communicator's
+    /// life, every rank takes the same steps in the same order.
+    Step = 4,
 }
 
 impl Line {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! header        one page: magic, version, sizes (so that `open` can recompute the layout)
-//! control       per rank: two ARRIVE lines (by call parity), DONE and INFO lines, 128 bytes each, written only by
+//! control       per rank: two ARRIVE lines (by call parity), DONE, INFO and STEP lines, 128 bytes each, written only by
 //!               their rank (one writer per line: no ping-pong of lines between writers;
 //!               128 rather than 64 because the adjacent-line prefetcher pairs lines)
 //! descriptors   per rank and call parity: what the rank contributes to the call
@@ -20,13 +20,13 @@ pub const LINE: usize = 128;
 /// Bytes between two per-pair ring counters.
 pub const COUNTER_STRIDE: usize = 64;
 /// Control lines per rank.
-pub const LINES_PER_RANK: usize = 4;
+pub const LINES_PER_RANK: usize = 5;
 /// Fixed part of a call descriptor; the variable part holds 4 arrays of `nranks` u64.
 pub const DESC_FIXED: usize = 256;
 /// First bytes of the segment.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMCOLL\x01");
 /// Bumped whenever the layout changes, so that mixed versions refuse to attach.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 /// The header occupies one page.
 pub const HEADER_BYTES: usize = 4096;
 /// Heaps start on huge-page boundaries so that THP can back them where the kernel allows.

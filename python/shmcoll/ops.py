@@ -1,0 +1,102 @@
+"""Reduction operators and datatypes of the collectives.
+
+``shmcoll.SUM`` ... ``shmcoll.LOR`` are accepted wherever mpi4py's ``MPI.SUM`` ... are,
+and mpi4py's own operators are understood too. Reductions combine the contributions in
+rank order (rank 0 op rank 1 op ... op rank p-1) with the same element-wise kernels on
+every rank, so results are bitwise identical on every rank, from run to run, and across
+the algorithms shmcoll may pick. Integer SUM/PROD wrap around; float MIN/MAX keep the left
+operand when a comparison involves NaN.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+
+
+class Op(str):
+    """A predefined reduction operator (a str subclass holding its name)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"shmcoll.{self.upper()}"
+
+
+SUM = Op("sum")
+PROD = Op("prod")
+MIN = Op("min")
+MAX = Op("max")
+BAND = Op("band")
+BOR = Op("bor")
+BXOR = Op("bxor")
+LAND = Op("land")
+LOR = Op("lor")
+OPS = (SUM, PROD, MIN, MAX, BAND, BOR, BXOR, LAND, LOR)
+
+#: NumPy dtypes the native kernels reduce.
+DTYPES = frozenset(
+    ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+    + ["float32", "float64", "complex64", "complex128"]
+)
+_INTEGER_ONLY = frozenset({BAND, BOR, BXOR, LAND, LOR})
+
+_mpi_ops: dict[int, Op] | None = None
+
+
+def _mpi_table() -> dict[int, Op]:
+    global _mpi_ops
+    mpi = sys.modules.get("mpi4py.MPI")
+    if _mpi_ops is None and mpi is not None:
+        _mpi_ops = {id(getattr(mpi, o.upper())): o for o in OPS}
+    return _mpi_ops or {}
+
+
+def op_name(op: Any) -> Op | None:
+    """The native name of `op` (shmcoll.SUM, MPI.SUM, "sum"), or None when shmcoll does
+    not implement it (MPI.MAXLOC, user-defined operators)."""
+    if isinstance(op, Op):
+        return op
+    hit = _mpi_table().get(id(op))
+    if hit is not None:
+        return hit
+    if isinstance(op, str) and op.lower() in OPS:
+        return Op(op.lower())
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and isinstance(op, mpi.Op):
+        for o in OPS:
+            if op == getattr(mpi, o.upper()):
+                return o
+    return None
+
+
+def supports(op: Op, dtype: np.dtype) -> bool:
+    """Whether the native kernels reduce `dtype` with `op`."""
+    if dtype.name not in DTYPES:
+        return False
+    if op in _INTEGER_ONLY:
+        return dtype.kind in "iu"
+    if op in (MIN, MAX):
+        return dtype.kind != "c"
+    return True
+
+
+_warned: set[str] = set()
+#: Calls handed to MPI because shmcoll does not implement their operator or datatype.
+fallback_calls: dict[str, int] = {}
+
+
+def note_fallback(what: str) -> None:
+    """Count a fallback to MPI and warn once per kind."""
+    fallback_calls[what] = fallback_calls.get(what, 0) + 1
+    if what not in _warned:
+        _warned.add(what)
+        warnings.warn(
+            f"shmcoll: {what} is not implemented natively; this call and the like run on MPI "
+            "(counted in shmcoll.ops.fallback_calls)",
+            RuntimeWarning,
+            stacklevel=4,
+        )

@@ -1,0 +1,174 @@
+//! `direct`: single copies between this rank's buffers and its peers' (heap or CMA).
+//!
+//! Data movement: each rank pulls what it receives (Bcast, Allgather, Scatter) or pushes
+//! what it sends (Gather), so that all ranks copy at once. Reductions: the vector is cut
+//! into one slice per rank; rank i combines slice i of every contribution in rank order,
+//! in pieces small enough to stay in cache, and writes the result wherever it is needed
+//! (every receive buffer for Allreduce, the root's for Reduce). Only rank i touches slice
+//! i of any buffer, which is what makes in-place calls safe. A done round ends every call,
+//! so that no buffer is reused while a peer still reads or writes it.
+
+use shmcoll_kernels::Store;
+
+use super::reach::{Reach, Side};
+use super::{Call, CollOp};
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::transfer::resolve_store;
+
+/// Reductions work in pieces of this many bytes: the combined piece is still in cache
+/// when it is written to the peers.
+const PIECE: usize = 64 << 10;
+
+/// Slice i of `n` elements split into `p` nearly equal parts: (first element, count).
+pub(super) fn slice(n: usize, p: usize, i: usize) -> (usize, usize) {
+    let lo = n * i / p;
+    let hi = n * (i + 1) / p;
+    (lo, hi - lo)
+}
+
+pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
+    let failure = {
+        let mut r = Reach::new(c);
+        match x.op {
+            CollOp::Bcast => bcast(&mut r, x),
+            CollOp::Allgather | CollOp::Allgatherv => allgather(&mut r, x),
+            CollOp::Gather | CollOp::Gatherv => gather(&mut r, x),
+            CollOp::Scatter | CollOp::Scatterv => scatter(&mut r, x),
+            CollOp::Allreduce | CollOp::Reduce => allreduce(&mut r, x),
+            CollOp::ReduceScatterBlock | CollOp::ReduceScatter => {
+                // In place, the result overwrites block 0 of this rank's input, which rank 0
+                // reads: reduce into a temporary, wait for every reader, then copy.
+                let tmp = reduce_scatter(&mut r, x);
+                let f = r.finish();
+                if let Some(tmp) = tmp {
+                    c.step_all()?;
+                    // SAFETY: recv holds at least tmp.len() bytes (checked by prepare) and
+                    // nobody reads this rank's buffer after the step.
+                    unsafe {
+                        crate::transfer::Mover::default().copy(
+                            x.recv,
+                            tmp.as_ptr() as usize,
+                            tmp.len(),
+                            Store::Temporal,
+                        )
+                    };
+                }
+                c.done_round(x.seq)?;
+                return f.map_or(Ok(()), Err);
+            }
+        }
+        r.finish()
+    };
+    c.done_round(x.seq)?;
+    failure.map_or(Ok(()), Err)
+}
+
+fn bcast(r: &mut Reach, x: &Call) {
+    if r.c.rank != x.root {
+        let store = resolve_store(Store::Hybrid, x.contrib_len, r.c.cfg.nt_threshold);
+        r.read(x, x.root, Side::Contrib, 0, x.recv, x.contrib_len, store);
+    }
+}
+
+fn allgather(r: &mut Reach, x: &Call) {
+    let me = r.c.rank;
+    let p = r.c.size;
+    let store = resolve_store(Store::Hybrid, x.recv_len, r.c.cfg.nt_threshold);
+    for k in 0..p {
+        let j = (me + k) % p;
+        let (o, l) = x.my_block(j);
+        if j == me && x.in_place {
+            continue;
+        }
+        r.read(x, j, Side::Contrib, 0, x.recv + o, l, store);
+    }
+}
+
+fn gather(r: &mut Reach, x: &Call) {
+    let me = r.c.rank;
+    if me == x.root {
+        if !x.in_place {
+            let (o, l) = x.my_block(me);
+            r.read(x, me, Side::Contrib, 0, x.recv + o, l, Store::Temporal);
+        }
+        return;
+    }
+    let (o, l) = x.blocks_of(r.c, x.root)[me];
+    r.write(x, x.root, Side::Recv, o, x.contrib, l, Store::Temporal);
+}
+
+fn scatter(r: &mut Reach, x: &Call) {
+    let me = r.c.rank;
+    if me == x.root {
+        if x.recv != 0 {
+            let (o, l) = x.my_block(me);
+            r.read(x, me, Side::Contrib, o, x.recv, l, Store::Temporal);
+        }
+        return;
+    }
+    let (o, l) = x.blocks_of(r.c, x.root)[me];
+    let store = resolve_store(Store::Hybrid, l, r.c.cfg.nt_threshold);
+    r.read(x, x.root, Side::Contrib, o, x.recv, l, store);
+}
+
+/// Allreduce and Reduce: this rank's slice, piece by piece.
+fn allreduce(r: &mut Reach, x: &Call) {
+    let Some(red) = x.reduce else { return };
+    let es = red.0.size();
+    let me = r.c.rank;
+    let p = r.c.size;
+    let (first, count) = slice(x.contrib_len / es, p, me);
+    let mut tmps = [Vec::new(), Vec::new()];
+    let mut acc: Vec<u8> = Vec::new();
+    let store = resolve_store(Store::Hybrid, x.contrib_len, r.c.cfg.nt_threshold);
+    let all = x.op == CollOp::Allreduce;
+    // Where this rank's result lands in its own buffer (it has one: Allreduce, or root).
+    let own_out = all || me == x.root;
+    let piece_elems = (PIECE / es).max(1);
+    let mut e = first;
+    while e < first + count {
+        let n = piece_elems.min(first + count - e);
+        let (off, len) = (e * es, n * es);
+        // Combine into our own receive buffer when it is not one of the sources (or is
+        // rank 0's or rank 1's exactly, which the kernels allow), else into a temporary.
+        let dst = if own_out && (!x.in_place || me < 2) {
+            x.recv + off
+        } else {
+            if acc.len() < len {
+                acc.resize(len, 0);
+            }
+            acc.as_mut_ptr() as usize
+        };
+        r.reduce_all(x, red, off, dst, len, &mut tmps);
+        if own_out && dst != x.recv + off {
+            // SAFETY: both ranges are len bytes: our receive buffer (checked) and acc.
+            unsafe { r.m.copy(x.recv + off, dst, len, Store::Temporal) };
+        }
+        for k in 1..p {
+            let j = (me + k) % p;
+            if all || j == x.root {
+                r.write(x, j, Side::Recv, off, dst, len, store);
+            }
+        }
+        e += n;
+    }
+}
+
+/// Reduce_scatter: this rank's block of every contribution, combined. Returns the result
+/// when it must wait (in place) before landing in the receive buffer.
+fn reduce_scatter(r: &mut Reach, x: &Call) -> Option<Vec<u8>> {
+    let red = x.reduce?;
+    let me = r.c.rank;
+    let off: usize = (0..me).map(|k| x.my_block(k).1).sum();
+    let len = x.my_block(me).1;
+    let mut tmps = [Vec::new(), Vec::new()];
+    if x.in_place {
+        let mut out = vec![0u8; len];
+        r.reduce_all(x, red, off, out.as_mut_ptr() as usize, len, &mut tmps);
+        Some(out)
+    } else {
+        r.reduce_all(x, red, off, x.recv, len, &mut tmps);
+        None
+    }
+}

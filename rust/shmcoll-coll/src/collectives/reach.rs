@@ -1,0 +1,202 @@
+//! Reaching a peer's buffer during a `direct` call: straight through the shared heap
+//! when the buffer lives there, else with CMA (process_vm_readv / writev).
+
+use shmcoll_kernels::reduce::{reduce3_raw, reduce_into_raw, Dtype, Op};
+use shmcoll_kernels::Store;
+use shmcoll_shm::cma::{read_from, write_to};
+
+use super::Call;
+use crate::comm::Comm;
+use crate::desc::{F_RECV_HEAP, F_SEND_HEAP};
+use crate::error::Error;
+use crate::transfer::Mover;
+
+/// Which of a peer's buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Side {
+    /// Its contribution (send block, or inside its receive buffer in place).
+    Contrib,
+    /// Its receive buffer.
+    Recv,
+}
+
+fn os_error(c: &Comm, what: &str, j: usize, e: std::io::Error) -> Error {
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        return Error::Shm(shmcoll_shm::ShmError::PeerDied {
+            what: "a CMA transfer",
+            peer: j,
+            pid: c.pid_of(j),
+        });
+    }
+    Error::Shm(shmcoll_shm::ShmError::Os {
+        context: format!("{what} with rank {j}"),
+        source: e,
+    })
+}
+
+/// Moves bytes between this rank and its peers' buffers; remembers the first failure so
+/// that the caller can finish its rounds (peers wait for them) and report it afterwards.
+pub(super) struct Reach<'c> {
+    pub c: &'c Comm,
+    pub m: Mover,
+    pub failure: Option<Error>,
+}
+
+impl<'c> Reach<'c> {
+    pub fn new(c: &'c Comm) -> Reach<'c> {
+        Reach {
+            c,
+            m: Mover::default(),
+            failure: None,
+        }
+    }
+
+    /// Address of `off..off+len` of rank j's buffer in this process, if it is in the heap
+    /// (or is this rank's own).
+    fn local_addr(&self, x: &Call, j: usize, side: Side, off: usize, len: usize) -> Option<usize> {
+        let d = &x.peers[j];
+        let (addr, heap, seg_off) = match side {
+            Side::Contrib => (d.send_addr, F_SEND_HEAP, d.send_off),
+            Side::Recv => (d.recv_addr, F_RECV_HEAP, d.recv_off),
+        };
+        if j == self.c.rank {
+            return Some(addr as usize + off);
+        }
+        (d.flags & heap != 0).then(|| self.c.seg.ptr(seg_off as usize + off, len) as usize)
+    }
+
+    fn remote_addr(x: &Call, j: usize, side: Side) -> usize {
+        let d = &x.peers[j];
+        match side {
+            Side::Contrib => d.send_addr as usize,
+            Side::Recv => d.recv_addr as usize,
+        }
+    }
+
+    /// Copy `len` bytes at `off` of rank j's buffer to `dst` (this process).
+    pub fn read(
+        &mut self,
+        x: &Call,
+        j: usize,
+        side: Side,
+        off: usize,
+        dst: usize,
+        len: usize,
+        store: Store,
+    ) {
+        if len == 0 {
+            return;
+        }
+        match self.local_addr(x, j, side, off, len) {
+            // SAFETY: src is inside rank j's buffer (its descriptor's bounds, checked by
+            // Segment::ptr for the heap), which j leaves alone until the done round; dst is
+            // a range of this rank's buffers that the caller checked.
+            Some(src) => unsafe { self.m.copy(dst, src, len, store) },
+            None => {
+                let remote = Self::remote_addr(x, j, side) + off;
+                // SAFETY: dst is valid for len bytes (caller); the kernel checks the remote side.
+                if let Err(e) = unsafe { read_from(self.c.pid_of(j), remote, dst as *mut u8, len) }
+                {
+                    self.failure
+                        .get_or_insert(os_error(self.c, "process_vm_readv", j, e));
+                }
+            }
+        }
+    }
+
+    /// Copy `len` bytes from `src` (this process) to `off` of rank j's buffer.
+    pub fn write(
+        &mut self,
+        x: &Call,
+        j: usize,
+        side: Side,
+        off: usize,
+        src: usize,
+        len: usize,
+        store: Store,
+    ) {
+        if len == 0 {
+            return;
+        }
+        match self.local_addr(x, j, side, off, len) {
+            // SAFETY: as in `read`, with the roles swapped; only this rank writes this range
+            // of j's buffer during the call.
+            Some(dst) => unsafe { self.m.copy(dst, src, len, store) },
+            None => {
+                let remote = Self::remote_addr(x, j, side) + off;
+                // SAFETY: src is valid for len bytes (caller); the kernel checks the remote side.
+                if let Err(e) = unsafe { write_to(self.c.pid_of(j), remote, src as *const u8, len) }
+                {
+                    self.failure
+                        .get_or_insert(os_error(self.c, "process_vm_writev", j, e));
+                }
+            }
+        }
+    }
+
+    /// A readable address holding `len` bytes at `off` of rank j's buffer: in place when
+    /// reachable, else read into `tmp`.
+    pub fn view(
+        &mut self,
+        x: &Call,
+        j: usize,
+        side: Side,
+        off: usize,
+        len: usize,
+        tmp: &mut Vec<u8>,
+    ) -> usize {
+        if let Some(a) = self.local_addr(x, j, side, off, len) {
+            return a;
+        }
+        if tmp.len() < len {
+            tmp.resize(len, 0);
+        }
+        let dst = tmp.as_mut_ptr() as usize;
+        self.read(x, j, side, off, dst, len, Store::Temporal);
+        dst
+    }
+
+    /// `dst = s_0 op s_1 op ... op s_{p-1}` over `len` bytes, where `s_j` is `off..` of
+    /// rank j's contribution, combined in rank order. `dst` must not overlap any source
+    /// except rank 0's or rank 1's exactly (the kernels allow that alias).
+    pub fn reduce_all(
+        &mut self,
+        x: &Call,
+        red: (Dtype, Op),
+        off: usize,
+        dst: usize,
+        len: usize,
+        tmps: &mut [Vec<u8>; 2],
+    ) {
+        let (dt, op) = red;
+        let n = len / dt.size();
+        let p = self.c.size;
+        if len == 0 {
+            return;
+        }
+        if p == 1 {
+            let s = self.view(x, 0, Side::Contrib, off, len, &mut tmps[0]);
+            if s != dst {
+                // SAFETY: s and dst are distinct ranges of len bytes (caller's contract).
+                unsafe { self.m.copy(dst, s, len, Store::Temporal) };
+            }
+            return;
+        }
+        let [t0, t1] = tmps;
+        let a = self.view(x, 0, Side::Contrib, off, len, t0);
+        let b = self.view(x, 1, Side::Contrib, off, len, t1);
+        // SAFETY: a, b are readable for len bytes (views), dst writable (caller); dst equals
+        // a or b exactly or overlaps neither (caller's contract).
+        unsafe { reduce3_raw(dt, op, dst as *mut u8, a as *const u8, b as *const u8, n) };
+        for j in 2..p {
+            let s = self.view(x, j, Side::Contrib, off, len, t1);
+            // SAFETY: as above; s does not overlap dst.
+            unsafe { reduce_into_raw(dt, op, dst as *mut u8, s as *const u8, n) };
+        }
+    }
+
+    pub fn finish(mut self) -> Option<Error> {
+        self.m.fence();
+        self.failure
+    }
+}

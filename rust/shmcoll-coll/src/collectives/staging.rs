@@ -1,0 +1,220 @@
+//! `staging`: chunked rounds through each rank's staging area, for buffers that peers
+//! cannot reach (no shared heap, no CMA) and for any size with a bounded segment.
+//!
+//! A round: contributing ranks copy their next chunk into their own staging area; step;
+//! consumers copy (or combine) out of their peers' areas; step. Every rank takes the same
+//! rounds (their number follows from sizes the global checks made equal). Writing into a
+//! staging area only starts after the call's arrive round, when every peer has finished
+//! the previous call and so no longer reads it.
+
+use shmcoll_kernels::reduce::{reduce3_raw, reduce_into_raw, Dtype, Op};
+use shmcoll_kernels::Store;
+
+use super::direct::slice;
+use super::{Call, CollOp};
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::transfer::Mover;
+
+/// Round sizes are multiples of a cache line (and so of every element size).
+const ALIGN: usize = 64;
+
+struct Areas {
+    base: Vec<usize>,
+    len: usize,
+}
+
+impl Areas {
+    fn of(c: &Comm) -> Areas {
+        let l = c.seg.layout();
+        let len = l.sizes.staging_bytes;
+        Areas {
+            base: (0..c.size)
+                .map(|j| c.seg.ptr(l.staging(j), len) as usize)
+                .collect(),
+            len,
+        }
+    }
+}
+
+/// Copy `len` bytes; all callers pass ranges inside their own buffers (checked by prepare)
+/// or inside staging areas (sized by the round computation), and the round protocol keeps
+/// other writers away.
+fn copy(m: &mut Mover, dst: usize, src: usize, len: usize) {
+    // SAFETY: see the function comment.
+    unsafe { m.copy(dst, src, len, Store::Temporal) };
+}
+
+/// `dst = src(0) op ... op src(p-1)` over `len` bytes.
+fn combine(
+    red: (Dtype, Op),
+    p: usize,
+    src: impl Fn(usize) -> usize,
+    dst: usize,
+    len: usize,
+    m: &mut Mover,
+) {
+    let (dt, op) = red;
+    let n = len / dt.size();
+    if len == 0 {
+        return;
+    }
+    if p == 1 {
+        copy(m, dst, src(0), len);
+        return;
+    }
+    // SAFETY: sources are `len` bytes inside staging areas (round sizes), dst `len` bytes of
+    // this rank's buffer or staging area, overlapping no source.
+    unsafe {
+        reduce3_raw(
+            dt,
+            op,
+            dst as *mut u8,
+            src(0) as *const u8,
+            src(1) as *const u8,
+            n,
+        )
+    };
+    for j in 2..p {
+        // SAFETY: as above.
+        unsafe { reduce_into_raw(dt, op, dst as *mut u8, src(j) as *const u8, n) };
+    }
+}
+
+fn rounds(total: usize, per_round: usize) -> usize {
+    total.div_ceil(per_round.max(1))
+}
+
+/// The part of `[0, len)` that round r of `per` bytes covers: (offset, length).
+fn part(len: usize, per: usize, r: usize) -> (usize, usize) {
+    let o = (r * per).min(len);
+    (o, (len - o).min(per))
+}
+
+pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
+    let a = Areas::of(c);
+    let me = c.rank;
+    let p = c.size;
+    let mut m = Mover::default();
+    match x.op {
+        CollOp::Bcast => {
+            let w = a.len;
+            for r in 0..rounds(x.contrib_len, w) {
+                let (o, l) = part(x.contrib_len, w, r);
+                if me == x.root {
+                    copy(&mut m, a.base[me], x.contrib + o, l);
+                }
+                c.step_all()?;
+                if me != x.root {
+                    copy(&mut m, x.recv + o, a.base[x.root], l);
+                }
+                c.step_all()?;
+            }
+        }
+        CollOp::Allgather | CollOp::Allgatherv | CollOp::Gather | CollOp::Gatherv => {
+            let w = a.len;
+            let consumes = !matches!(x.op, CollOp::Gather | CollOp::Gatherv) || me == x.root;
+            let max = (0..p).map(|j| x.contrib_len_of(j)).max().unwrap_or(0);
+            if consumes && !x.in_place {
+                let (o, l) = x.my_block(me);
+                copy(&mut m, x.recv + o, x.contrib, l);
+            }
+            for r in 0..rounds(max, w) {
+                let (o, l) = part(x.contrib_len, w, r);
+                copy(&mut m, a.base[me], x.contrib + o, l);
+                c.step_all()?;
+                if consumes {
+                    for j in (0..p).filter(|&j| j != me) {
+                        let (bo, bl) = x.my_block(j);
+                        let (o, l) = part(bl, w, r);
+                        copy(&mut m, x.recv + bo + o, a.base[j], l);
+                    }
+                }
+                c.step_all()?;
+            }
+        }
+        CollOp::Scatter | CollOp::Scatterv => {
+            let region = (a.len / p) / ALIGN * ALIGN;
+            let rb = x.blocks_of(c, x.root);
+            let max = rb.iter().map(|b| b.1).max().unwrap_or(0);
+            for r in 0..rounds(max, region) {
+                if me == x.root {
+                    for (j, &(bo, bl)) in rb.iter().enumerate().filter(|(j, _)| *j != me) {
+                        let (o, l) = part(bl, region, r);
+                        copy(&mut m, a.base[me] + j * region, x.contrib + bo + o, l);
+                    }
+                }
+                c.step_all()?;
+                if me != x.root {
+                    let (o, l) = part(rb[me].1, region, r);
+                    copy(&mut m, x.recv + o, a.base[x.root] + me * region, l);
+                }
+                c.step_all()?;
+            }
+            if me == x.root && x.recv != 0 {
+                let (bo, bl) = rb[me];
+                copy(&mut m, x.recv, x.contrib + bo, bl);
+            }
+        }
+        CollOp::ReduceScatterBlock | CollOp::ReduceScatter => {
+            let Some(red) = x.reduce else { return Ok(()) };
+            let region = (a.len / p) / ALIGN * ALIGN;
+            let counts: Vec<usize> = (0..p).map(|k| x.my_block(k).1).collect();
+            let starts: Vec<usize> = counts
+                .iter()
+                .scan(0, |s, &n| {
+                    let o = *s;
+                    *s += n;
+                    Some(o)
+                })
+                .collect();
+            let max = counts.iter().copied().max().unwrap_or(0);
+            for r in 0..rounds(max, region) {
+                for k in 0..p {
+                    let (o, l) = part(counts[k], region, r);
+                    copy(
+                        &mut m,
+                        a.base[me] + k * region,
+                        x.contrib + starts[k] + o,
+                        l,
+                    );
+                }
+                c.step_all()?;
+                let (o, l) = part(counts[me], region, r);
+                combine(red, p, |j| a.base[j] + me * region, x.recv + o, l, &mut m);
+                c.step_all()?;
+            }
+        }
+        CollOp::Allreduce | CollOp::Reduce => {
+            let Some(red) = x.reduce else { return Ok(()) };
+            let es = red.0.size();
+            let half = (a.len / 2) / ALIGN * ALIGN;
+            let out = |j: usize| a.base[j] + half;
+            let gets = x.op == CollOp::Allreduce || me == x.root;
+            for r in 0..rounds(x.contrib_len, half) {
+                let (o, l) = part(x.contrib_len, half, r);
+                copy(&mut m, a.base[me], x.contrib + o, l);
+                c.step_all()?;
+                let n = l / es;
+                let (f, k) = slice(n, p, me);
+                combine(
+                    red,
+                    p,
+                    |j| a.base[j] + f * es,
+                    out(me) + f * es,
+                    k * es,
+                    &mut m,
+                );
+                c.step_all()?;
+                if gets {
+                    for j in 0..p {
+                        let (f, k) = slice(n, p, j);
+                        copy(&mut m, x.recv + o + f * es, out(j) + f * es, k * es);
+                    }
+                }
+            }
+        }
+    }
+    m.fence();
+    Ok(())
+}

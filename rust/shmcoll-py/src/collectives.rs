@@ -1,0 +1,135 @@
+//! The bindings of the collectives other than Alltoall(v): one entry point,
+//! `CommBase._coll`, that the Python methods (Bcast, Allreduce, ...) call with buffers
+//! and byte counts they resolved from mpi4py's buffer specifications.
+
+use pyo3::prelude::*;
+
+use shmcoll_coll::{Blocks, CollAlgo, CollCall, CollOp, Comm, Error, RawBuf};
+use shmcoll_kernels::{Dtype, Op};
+
+use crate::buffer::{BorrowError, Borrowed};
+use crate::errors::to_py;
+use crate::gil::{run_releasing_on_block, DETACH_BYTES};
+
+/// The arguments of `_coll`, as Python passed them.
+pub struct CollArgs<'a, 'py> {
+    pub op: &'a str,
+    pub sendbuf: Option<&'a Bound<'py, PyAny>>,
+    pub recvbuf: Option<&'a Bound<'py, PyAny>>,
+    pub root: usize,
+    pub block: Option<usize>,
+    pub counts: Option<Vec<usize>>,
+    pub displs: Option<Vec<usize>>,
+    pub dtype: Option<&'a str>,
+    pub reduce_op: Option<&'a str>,
+    pub algorithm: Option<&'a str>,
+}
+
+fn parse<T>(
+    what: &str,
+    s: Option<&str>,
+    f: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, Error> {
+    match s {
+        None => Ok(None),
+        Some(s) if s.eq_ignore_ascii_case("auto") && what == "algorithm" => Ok(None),
+        Some(s) => f(s)
+            .map(Some)
+            .ok_or_else(|| Error::InvalidArgument(format!("unknown {what} {s:?}"))),
+    }
+}
+
+fn borrow(
+    held: &mut Vec<Borrowed>,
+    pyerr: &mut Option<PyErr>,
+    obj: Option<&Bound<'_, PyAny>>,
+    writable: bool,
+    what: &str,
+) -> Result<Option<RawBuf>, Error> {
+    let Some(obj) = obj else { return Ok(None) };
+    match Borrowed::new(obj, writable, what) {
+        Ok(b) => {
+            let raw = b.raw();
+            held.push(b);
+            Ok(Some(raw))
+        }
+        Err(BorrowError::Shm(e)) => Err(e),
+        Err(BorrowError::Python(pe)) => {
+            let e = Error::Buffer(format!(
+                "the {what} does not support the buffer protocol ({pe})"
+            ));
+            *pyerr = Some(pe);
+            Err(e)
+        }
+    }
+}
+
+/// Run one collective; every rank takes part even when its own arguments are rejected
+/// (the peers then raise too).
+pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()> {
+    let op = match CollOp::parse(a.op) {
+        Some(op) => op,
+        None => {
+            return Err(to_py(
+                py,
+                Error::InvalidArgument(format!("unknown collective {:?}", a.op)),
+            ))
+        }
+    };
+    let mut held = Vec::with_capacity(2);
+    let mut pyerr = None;
+    let root_reads_only = comm.rank() == a.root && op == CollOp::Bcast;
+    let call = (|| {
+        let algo = parse("algorithm", a.algorithm, CollAlgo::parse)?;
+        let dt = parse("datatype", a.dtype, Dtype::parse)?;
+        let rop = parse("reduction operator", a.reduce_op, Op::parse)?;
+        let send = borrow(&mut held, &mut pyerr, a.sendbuf, false, "send buffer")?;
+        let recv = borrow(
+            &mut held,
+            &mut pyerr,
+            a.recvbuf,
+            !root_reads_only,
+            "receive buffer",
+        )?;
+        Ok((algo, dt, rop, send, recv))
+    })();
+    let blocks = match (&a.counts, &a.displs, a.block) {
+        (Some(c), Some(d), _) => Some(Blocks::Vector {
+            counts: c.as_slice(),
+            displs: d.as_slice(),
+        }),
+        (None, None, Some(n)) => Some(Blocks::Uniform(n)),
+        _ => None,
+    };
+    let call = call.map(|(algo, dt, rop, send, recv)| CollCall {
+        op,
+        send,
+        recv,
+        root: a.root,
+        blocks,
+        reduce: dt.zip(rop),
+        forced: algo,
+    });
+    let big = call.as_ref().is_ok_and(|c| {
+        c.send.map_or(0, |b| b.len).max(c.recv.map_or(0, |b| b.len)) >= DETACH_BYTES
+    });
+    let r = if big {
+        py.detach(|| comm.collective(op, call))
+    } else {
+        run_releasing_on_block(py, || comm.collective(op, call))
+    };
+    drop(held);
+    match (r, pyerr) {
+        (Ok(_), _) => Ok(()),
+        (Err(_), Some(pe)) => Err(pe),
+        (Err(e), None) => Err(to_py(py, e)),
+    }
+}
+
+/// Take part in a collective whose arguments Python rejected.
+pub fn reject(comm: &mut Comm, op: &str, err: Error) -> Result<(), Error> {
+    match CollOp::parse(op) {
+        Some(o) => comm.collective(o, Err(err)).map(|_| ()),
+        None => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
+    }
+}

@@ -1,0 +1,449 @@
+"""Bcast, Allgather(v), Gather(v), Scatter(v), Reduce_scatter(_block), Allreduce and Reduce
+on 1 to 4 forked ranks, against closed-form values.
+
+Every rank can compute every rank's contribution (a function of rank and index alone),
+hence the exact expected result; reductions are predicted by combining those
+contributions in rank order with NumPy operations that have the kernels' semantics
+(wrapping integers, MIN/MAX keeping the left operand on NaN). Each algorithm is forced in
+turn (and the automatic choice), with heap and ordinary buffers, in place and not, zero,
+odd and ragged sizes; a small staging area makes the staging algorithm run many rounds."""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shmcoll
+from conftest import check_all, run_ranks
+
+pytestmark = pytest.mark.timeout(120)
+
+ALGOS: tuple[str | None, ...] = (None, "inline", "direct", "staging")
+INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+FLOAT_TYPES = ("float32", "float64", "complex64", "complex128")
+OPS = ("sum", "prod", "min", "max", "band", "bor", "bxor", "land", "lor")
+
+
+def supported(op: str, dtype: str) -> bool:
+    kind = np.dtype(dtype).kind
+    if op in ("band", "bor", "bxor", "land", "lor"):
+        return kind in "iu"
+    if op in ("min", "max"):
+        return kind != "c"
+    return True
+
+
+def contribution(rank: int, n: int, dtype: str, salt: int = 0) -> np.ndarray:
+    """Rank `rank`'s data: small values (sums and products stay exact in floats), zeros
+    included (so that LAND/LOR see both truth values)."""
+    k = np.arange(n)
+    v = (rank * 131 + k * 7 + salt * 13) % 11 - 3
+    dt = np.dtype(dtype)
+    if dt.kind == "u":
+        v = np.abs(v)
+    out = v.astype(dt)
+    if dt.kind == "c":
+        out = (out + 1j * ((k + rank) % 3)).astype(dt)
+    return out
+
+
+def combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a op b with the kernels' semantics (a: lower ranks' result, b: the next rank)."""
+    with np.errstate(all="ignore"):
+        if op == "sum":
+            return (a + b).astype(a.dtype)
+        if op == "prod":
+            return (a * b).astype(a.dtype)
+        if op == "min":
+            return np.where(b < a, b, a)
+        if op == "max":
+            return np.where(b > a, b, a)
+        if op == "band":
+            return a & b
+        if op == "bor":
+            return a | b
+        if op == "bxor":
+            return a ^ b
+        if op == "land":
+            return ((a != 0) & (b != 0)).astype(a.dtype)
+        if op == "lor":
+            return ((a != 0) | (b != 0)).astype(a.dtype)
+    raise AssertionError(op)
+
+
+def reduced(op: str, parts: list[np.ndarray]) -> np.ndarray:
+    acc = parts[0].copy()
+    for x in parts[1:]:
+        acc = combine(op, acc, x)
+    return acc
+
+
+class Run:
+    """Failures of one rank, with helpers to make buffers and check results."""
+
+    def __init__(self, comm: shmcoll.Comm, algorithm: str | None, heap: bool) -> None:
+        self.c = comm
+        self.p, self.me = comm.size, comm.rank
+        self.alg = algorithm
+        self.heap = heap
+        self.failures: list[str] = []
+        self.inline_cap = int(comm.config()["inline_bytes"])
+
+    def buf(self, n: int, dtype: str, fill: Any = None) -> np.ndarray:
+        a = self.c.empty(n, dtype) if self.heap else np.empty(n, dtype)
+        if fill is None:
+            a[...] = np.array(0x5A).astype(dtype)  # a sentinel that results must replace
+        else:
+            a[...] = fill
+        return a
+
+    def fits_inline(self, nbytes: int) -> bool:
+        return nbytes <= self.inline_cap
+
+    def check(self, label: str, got: np.ndarray, want: np.ndarray) -> None:
+        if got.shape != want.shape or got.tobytes() != want.tobytes():
+            diff = np.flatnonzero(got != want) if got.shape == want.shape else [None]
+            self.failures.append(
+                f"{label} alg={self.alg} heap={self.heap}: got {got[:6]} want {want[:6]} (first diff {diff[:1]})"
+            )
+
+    def served(self, label: str) -> None:
+        c = self.c.last_choice()
+        if self.alg is not None and (c is None or c.algorithm != self.alg):
+            self.failures.append(f"{label}: forced {self.alg} but {c} served")
+
+    def call(self, label: str, fn: Callable[..., None], *args: Any, **kw: Any) -> bool:
+        """Run a collective; False (and a failure) if it raised."""
+        try:
+            fn(*args, algorithm=self.alg, **kw)
+        except shmcoll.ShmcollError as e:
+            self.failures.append(f"{label} alg={self.alg} heap={self.heap}: raised {type(e).__name__}: {e}")
+            return False
+        self.served(label)
+        return True
+
+
+def data_movement(algorithm: str | None, heap: bool) -> list[str]:
+    comm = shmcoll.Comm()
+    r = Run(comm, algorithm, heap)
+    p, me = r.p, r.me
+    sizes = [0, 1, 7, 300] + ([5000, 70_000] if algorithm != "inline" else [])
+    for t, n in enumerate(sizes):
+        dt = ("float64", "uint8", "int32", "complex128")[t % 4]
+        isz = np.dtype(dt).itemsize
+        for root in sorted({0, p - 1}):
+            # Bcast
+            b = r.buf(n, dt) if me != root else r.buf(n, dt, contribution(root, n, dt))
+            if r.call(f"Bcast n={n} root={root}", comm.Bcast, b, root=root):
+                r.check(f"Bcast n={n} root={root}", b, contribution(root, n, dt))
+            # Gather, in place at the root and not
+            for in_place in (False, True):
+                recv = r.buf(n * p, dt) if me == root else None
+                send: Any = r.buf(n, dt, contribution(me, n, dt))
+                if in_place and me == root:
+                    assert recv is not None
+                    recv[me * n : (me + 1) * n] = contribution(me, n, dt)
+                    send = shmcoll.IN_PLACE
+                if r.call(f"Gather n={n} root={root} ip={in_place}", comm.Gather, send, recv, root=root) and recv is not None:
+                    want = np.concatenate([contribution(j, n, dt) for j in range(p)])
+                    r.check(f"Gather n={n} root={root} ip={in_place}", recv, want)
+                # Scatter
+                sbuf = r.buf(n * p, dt, np.concatenate([contribution(j, n, dt, 1) for j in range(p)])) if me == root else None
+                rbuf: Any = r.buf(n, dt)
+                if in_place and me == root:
+                    rbuf = shmcoll.IN_PLACE
+                if r.call(f"Scatter n={n} root={root} ip={in_place}", comm.Scatter, sbuf, rbuf, root=root):
+                    if rbuf is not shmcoll.IN_PLACE:
+                        r.check(f"Scatter n={n} root={root} ip={in_place}", rbuf, contribution(me, n, dt, 1))
+        # Allgather
+        if algorithm == "inline" and not r.fits_inline(n * isz):
+            continue
+        for in_place in (False, True):
+            recv = r.buf(n * p, dt)
+            send = r.buf(n, dt, contribution(me, n, dt, 2))
+            if in_place:
+                recv[me * n : (me + 1) * n] = send
+                send = shmcoll.IN_PLACE
+            if r.call(f"Allgather n={n} ip={in_place}", comm.Allgather, send, recv):
+                r.check(f"Allgather n={n} ip={in_place}", recv, np.concatenate([contribution(j, n, dt, 2) for j in range(p)]))
+    # Vector variants: zero and ragged counts, displacements with gaps and reversed order.
+    for kind in ("zero", "ragged", "reversed"):
+        dt = "int64"
+        counts = [0] * p if kind == "zero" else [(j * 3 + 1) % 4 for j in range(p)]
+        if kind == "reversed":
+            counts = [j + 2 for j in range(p)]
+        displs = []
+        at = 1  # a gap in front
+        order = range(p - 1, -1, -1) if kind == "reversed" else range(p)
+        tmp = [0] * p
+        for j in order:
+            tmp[j] = at
+            at += counts[j] + 2  # and gaps between blocks
+        displs = tmp
+        total = at
+        mine = contribution(me, counts[me], dt, 3)
+        # Allgatherv
+        recv = r.buf(total, dt)
+        if r.call(f"Allgatherv {kind}", comm.Allgatherv, r.buf(counts[me], dt, mine), [recv, counts, displs, None]):
+            want = np.full(total, 0x5A, dt)
+            for j in range(p):
+                want[displs[j] : displs[j] + counts[j]] = contribution(j, counts[j], dt, 3)
+            r.check(f"Allgatherv {kind}", recv, want)
+        root = p // 2
+        # Gatherv
+        recv = r.buf(total, dt) if me == root else None
+        spec = [recv, (counts, displs), None] if me == root else None
+        if r.call(f"Gatherv {kind}", comm.Gatherv, r.buf(counts[me], dt, mine), spec, root=root) and recv is not None:
+            want = np.full(total, 0x5A, dt)
+            for j in range(p):
+                want[displs[j] : displs[j] + counts[j]] = contribution(j, counts[j], dt, 3)
+            r.check(f"Gatherv {kind}", recv, want)
+        # Scatterv
+        if me == root:
+            src = r.buf(total, dt, 0)
+            for j in range(p):
+                src[displs[j] : displs[j] + counts[j]] = contribution(j, counts[j], dt, 4)
+            sspec: Any = [src, counts, displs, None]
+        else:
+            sspec = None
+        got = r.buf(counts[me], dt)
+        if r.call(f"Scatterv {kind}", comm.Scatterv, sspec, got, root=root):
+            r.check(f"Scatterv {kind}", got, contribution(me, counts[me], dt, 4))
+    comm.Free()
+    return r.failures
+
+
+def reductions(algorithm: str | None, heap: bool, dtypes: tuple[str, ...]) -> list[str]:
+    comm = shmcoll.Comm()
+    r = Run(comm, algorithm, heap)
+    p, me = r.p, r.me
+    for t, dt in enumerate(dtypes):
+        isz = np.dtype(dt).itemsize
+        sizes = [0, 1, 33] + ([20_000] if algorithm != "inline" else [200])
+        for n in sizes:
+            for op in OPS:
+                if not supported(op, dt):
+                    continue
+                parts = [contribution(j, n, dt, t) for j in range(p)]
+                want = reduced(op, parts)
+                big = algorithm == "inline" and not r.fits_inline(n * isz * p)
+                in_place = (n + OPS.index(op)) % 2 == 1
+                label = f"{dt} {op} n={n} ip={in_place}"
+                # Allreduce
+                recv = r.buf(n, dt, parts[me] if in_place else None)
+                send: Any = shmcoll.IN_PLACE if in_place else r.buf(n, dt, parts[me])
+                if r.call(f"Allreduce {label}", comm.Allreduce, send, recv, op=op):
+                    r.check(f"Allreduce {label}", recv, want)
+                # Reduce
+                root = (n + t) % p
+                rr = r.buf(n, dt, parts[me] if in_place else None) if me == root else None
+                send = shmcoll.IN_PLACE if (in_place and me == root) else r.buf(n, dt, parts[me])
+                if r.call(f"Reduce {label} root={root}", comm.Reduce, send, rr, op=op, root=root) and rr is not None:
+                    r.check(f"Reduce {label} root={root}", rr, want)
+                # Reduce_scatter_block: p blocks of n
+                if big:
+                    continue
+                full = [contribution(j, n * p, dt, t + 1) for j in range(p)]
+                wfull = reduced(op, full)
+                if in_place:
+                    rb = r.buf(n * p, dt, full[me])
+                    ok = r.call(f"Reduce_scatter_block {label}", comm.Reduce_scatter_block, shmcoll.IN_PLACE, rb, op=op)
+                    got = rb[:n]
+                else:
+                    rb = r.buf(n, dt)
+                    ok = r.call(f"Reduce_scatter_block {label}", comm.Reduce_scatter_block, r.buf(n * p, dt, full[me]), rb, op=op)
+                    got = rb
+                if ok:
+                    r.check(f"Reduce_scatter_block {label}", got, wfull[me * n : (me + 1) * n])
+    # Reduce_scatter with zero and ragged counts
+    for counts in ([0] * p, [(j * 5 + 2) % 7 for j in range(p)], [0] + [300] * (p - 1)):
+        tot = sum(counts)
+        off = sum(counts[:me])
+        full = [contribution(j, tot, "float64", 9) for j in range(p)]
+        want = reduced("sum", full)[off : off + counts[me]]
+        for in_place in (False, True):
+            if in_place:
+                rb = r.buf(tot, "float64", full[me])
+                if r.call(f"Reduce_scatter {counts} ip", comm.Reduce_scatter, shmcoll.IN_PLACE, rb, counts):
+                    r.check(f"Reduce_scatter {counts} ip", rb[: counts[me]], want)
+            else:
+                rb = r.buf(counts[me], "float64")
+                # Without recvcounts: each rank's receive buffer length is its count.
+                if r.call(f"Reduce_scatter {counts}", comm.Reduce_scatter, r.buf(tot, "float64", full[me]), rb):
+                    r.check(f"Reduce_scatter {counts}", rb, want)
+    comm.Free()
+    return r.failures
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("algorithm", ALGOS)
+def test_data_movement(nranks: int, algorithm: str | None) -> None:
+    for heap in (False, True):
+        check_all(run_ranks(nranks, data_movement, algorithm, heap))
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("algorithm", ALGOS)
+def test_reductions_every_dtype_and_op(nranks: int, algorithm: str | None) -> None:
+    heap = nranks % 2 == 0
+    check_all(run_ranks(nranks, reductions, algorithm, heap, INT_TYPES + FLOAT_TYPES))
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_staging_in_many_rounds(nranks: int) -> None:
+    """A 16 KiB staging area: 20_000-element reductions and 70_000-byte blocks take many
+    rounds, and the round arithmetic (halves, per-rank regions) is exercised."""
+    env = {"SHMCOLL_STAGING_BYTES": "16K"}
+    check_all(run_ranks(nranks, data_movement, "staging", False, env=env))
+    check_all(run_ranks(nranks, reductions, "staging", True, ("float64", "int16", "complex64"), env=env))
+
+
+def allreduce_digest(n: int) -> str:
+    comm = shmcoll.Comm()
+    rng = np.random.default_rng(comm.rank)
+    x = rng.standard_normal(n)
+    digests = []
+    for alg in ALGOS:
+        if alg == "inline" and n * 8 * comm.size > comm.config()["inline_bytes"]:
+            continue
+        y = np.empty(n)
+        comm.Allreduce(x, y, algorithm=alg)
+        digests.append(hashlib.sha256(y.tobytes()).hexdigest())
+    comm.Free()
+    return ",".join(digests)
+
+
+@pytest.mark.parametrize("n", [3, 2000, 300_000])
+def test_reductions_bitwise_identical_on_every_rank_and_algorithm(n: int) -> None:
+    digests = run_ranks(3, allreduce_digest, n)
+    assert len(set(digests)) == 1, digests
+    assert len(set(digests[0].split(","))) == 1, "algorithms disagree"
+
+
+def errors_case(case: str) -> str:
+    comm = shmcoll.Comm()
+    me = comm.rank
+    try:
+        if case == "sizes":
+            comm.Allreduce(np.ones(4 + me), np.empty(4 + me))
+        elif case == "root":
+            comm.Bcast(np.zeros(3), root=me)
+        elif case == "root-range":
+            comm.Bcast(np.zeros(3), root=7)
+        elif case == "op-dtype":
+            comm.Allreduce(np.ones(3), np.empty(3), op=shmcoll.BAND)
+        elif case == "op-mismatch":
+            comm.Allreduce(np.ones(3), np.empty(3), op=shmcoll.SUM if me == 0 else shmcoll.MAX)
+        elif case == "inline-too-big":
+            comm.Allreduce(np.ones(100_000), np.empty(100_000), algorithm="inline")
+        elif case == "allgather-send":
+            recv = np.full(4 * comm.size, -1.0)
+            try:
+                comm.Allgather(np.ones(3 if me == 0 else 4), recv)
+            finally:
+                if not (recv == -1).all():
+                    return "receive buffer written"
+        elif case == "small-recv":
+            comm.Allreduce(np.ones(8), np.empty(4 if me == 1 else 8))
+        elif case == "overlap":
+            a = np.ones(8)
+            comm.Allreduce(a, a)
+        elif case == "different-ops":
+            if me == 0:
+                comm.Bcast(np.zeros(2))
+            else:
+                comm.Allreduce(np.zeros(2), np.zeros(2))
+        else:
+            raise AssertionError(case)
+    except shmcoll.ShmcollError as e:
+        comm.Barrier()  # still usable after a rejected call
+        comm.Free()
+        return type(e).__name__
+    comm.Free()
+    return "no error"
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("sizes", {"MismatchError"}),
+        ("root", {"MismatchError"}),
+        ("root-range", {"ArgumentError"}),
+        ("op-dtype", {"UnsupportedError"}),
+        ("op-mismatch", {"MismatchError"}),
+        ("inline-too-big", {"AlgorithmError"}),
+        ("allgather-send", {"BadBufferError", "PeerRejectedError"}),
+        ("small-recv", {"BadBufferError", "PeerRejectedError"}),
+        ("overlap", {"BadBufferError"}),
+        ("different-ops", {"MismatchError"}),
+    ],
+)
+def test_bad_calls_raise_on_every_rank(case: str, expected: set[str]) -> None:
+    got = run_ranks(3, errors_case, case)
+    assert set(got) <= expected and all(g in expected for g in got), got
+
+
+def fallback_without_mpi() -> str:
+    comm = shmcoll.Comm()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            comm.Allreduce(np.ones(3, np.float16), np.empty(3, np.float16))
+    except shmcoll.UnsupportedError as e:
+        return str(e)
+    finally:
+        comm.Free()
+    return "no error"
+
+
+def test_unsupported_dtype_without_mpi_raises_everywhere() -> None:
+    got = run_ranks(2, fallback_without_mpi)
+    assert all("float16" in g and "not supported" in g for g in got), got
+
+
+def mpi_spec_forms() -> list[str]:
+    comm = shmcoll.Comm()
+    p, me = comm.size, comm.rank
+    fails = []
+    x = np.arange(10, dtype=np.float64) + me
+    y = np.empty(10)
+    comm.Allreduce([x, "d"], [y, "d"])
+    if not np.array_equal(y, sum(np.arange(10.0) + j for j in range(p))):
+        fails.append(f"[buf, 'd'] {y}")
+    y[:] = -1
+    comm.Allreduce([x, 4, "d"], [y, 4, "d"])
+    if not (np.array_equal(y[:4], sum(np.arange(4.0) + j for j in range(p))) and (y[4:] == -1).all()):
+        fails.append(f"[buf, count, 'd'] {y}")
+    g = np.zeros(2 * p)
+    comm.Allgather([x, 2, "d"], [g, 2, "d"])
+    if not np.array_equal(g, np.concatenate([np.arange(2.0) + j for j in range(p)])):
+        fails.append(f"Allgather count spec {g}")
+    b = bytearray(b"abc" if me == 0 else b"xyz")
+    comm.Bcast(b)
+    if bytes(b) != b"abc":
+        fails.append(f"Bcast bytearray {b!r}")
+    comm.Free()
+    return fails
+
+
+def test_mpi4py_buffer_specifications() -> None:
+    check_all(run_ranks(3, mpi_spec_forms))
+
+
+def env_forcing() -> str:
+    comm = shmcoll.Comm()
+    x = np.ones(4)
+    comm.Allreduce(x, np.empty(4))
+    c = comm.last_choice()
+    comm.Free()
+    return "" if c is None else c.algorithm
+
+
+def test_environment_forces_the_algorithm() -> None:
+    assert run_ranks(2, env_forcing, env={"SHMCOLL_ALLREDUCE_ALGORITHM": "staging"}) == ["staging"] * 2
+    assert run_ranks(2, env_forcing) == ["inline"] * 2
