@@ -507,6 +507,8 @@ COMMANDS = [
     ["bench"],
     ["bench", "alltoall"],
     ["bench", "copy"],
+    *[["bench", op] for op in ("allreduce", "allgather", "bcast", "reduce_scatter")],
+    *[["bench", op] for op in ("reduce", "gather", "scatter")],
     ["profiles"],
     ["tune"],
     ["explain"],

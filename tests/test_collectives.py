@@ -109,7 +109,8 @@ class Run:
         if got.shape != want.shape or got.tobytes() != want.tobytes():
             diff = np.flatnonzero(got != want) if got.shape == want.shape else [None]
             self.failures.append(
-                f"{label} alg={self.alg} heap={self.heap}: got {got[:6]} want {want[:6]} (first diff {diff[:1]})"
+                f"{label} alg={self.alg} heap={self.heap}: got {got[:6]} want {want[:6]} "
+                f"(first diff {diff[:1]})"
             )
 
     def served(self, label: str) -> None:
@@ -149,17 +150,24 @@ def data_movement(algorithm: str | None, heap: bool) -> list[str]:
                     assert recv is not None
                     recv[me * n : (me + 1) * n] = contribution(me, n, dt)
                     send = shmcoll.IN_PLACE
-                if r.call(f"Gather n={n} root={root} ip={in_place}", comm.Gather, send, recv, root=root) and recv is not None:
+                if (
+                    r.call(f"Gather n={n} root={root} ip={in_place}", comm.Gather, send, recv, root=root)
+                    and recv is not None
+                ):
                     want = np.concatenate([contribution(j, n, dt) for j in range(p)])
                     r.check(f"Gather n={n} root={root} ip={in_place}", recv, want)
                 # Scatter
-                sbuf = r.buf(n * p, dt, np.concatenate([contribution(j, n, dt, 1) for j in range(p)])) if me == root else None
+                sbuf = (
+                    r.buf(n * p, dt, np.concatenate([contribution(j, n, dt, 1) for j in range(p)]))
+                    if me == root
+                    else None
+                )
                 rbuf: Any = r.buf(n, dt)
                 if in_place and me == root:
                     rbuf = shmcoll.IN_PLACE
-                if r.call(f"Scatter n={n} root={root} ip={in_place}", comm.Scatter, sbuf, rbuf, root=root):
-                    if rbuf is not shmcoll.IN_PLACE:
-                        r.check(f"Scatter n={n} root={root} ip={in_place}", rbuf, contribution(me, n, dt, 1))
+                ok = r.call(f"Scatter n={n} root={root} ip={in_place}", comm.Scatter, sbuf, rbuf, root=root)
+                if ok and rbuf is not shmcoll.IN_PLACE:
+                    r.check(f"Scatter n={n} root={root} ip={in_place}", rbuf, contribution(me, n, dt, 1))
         # Allgather
         if algorithm == "inline" and not r.fits_inline(n * isz):
             continue
@@ -170,7 +178,11 @@ def data_movement(algorithm: str | None, heap: bool) -> list[str]:
                 recv[me * n : (me + 1) * n] = send
                 send = shmcoll.IN_PLACE
             if r.call(f"Allgather n={n} ip={in_place}", comm.Allgather, send, recv):
-                r.check(f"Allgather n={n} ip={in_place}", recv, np.concatenate([contribution(j, n, dt, 2) for j in range(p)]))
+                r.check(
+                    f"Allgather n={n} ip={in_place}",
+                    recv,
+                    np.concatenate([contribution(j, n, dt, 2) for j in range(p)]),
+                )
     # Vector variants: zero and ragged counts, displacements with gaps and reversed order.
     for kind in ("zero", "ragged", "reversed"):
         dt = "int64"
@@ -189,7 +201,9 @@ def data_movement(algorithm: str | None, heap: bool) -> list[str]:
         mine = contribution(me, counts[me], dt, 3)
         # Allgatherv
         recv = r.buf(total, dt)
-        if r.call(f"Allgatherv {kind}", comm.Allgatherv, r.buf(counts[me], dt, mine), [recv, counts, displs, None]):
+        if r.call(
+            f"Allgatherv {kind}", comm.Allgatherv, r.buf(counts[me], dt, mine), [recv, counts, displs, None]
+        ):
             want = np.full(total, 0x5A, dt)
             for j in range(p):
                 want[displs[j] : displs[j] + counts[j]] = contribution(j, counts[j], dt, 3)
@@ -198,7 +212,10 @@ def data_movement(algorithm: str | None, heap: bool) -> list[str]:
         # Gatherv
         recv = r.buf(total, dt) if me == root else None
         spec = [recv, (counts, displs), None] if me == root else None
-        if r.call(f"Gatherv {kind}", comm.Gatherv, r.buf(counts[me], dt, mine), spec, root=root) and recv is not None:
+        if (
+            r.call(f"Gatherv {kind}", comm.Gatherv, r.buf(counts[me], dt, mine), spec, root=root)
+            and recv is not None
+        ):
             want = np.full(total, 0x5A, dt)
             for j in range(p):
                 want[displs[j] : displs[j] + counts[j]] = contribution(j, counts[j], dt, 3)
@@ -243,7 +260,10 @@ def reductions(algorithm: str | None, heap: bool, dtypes: tuple[str, ...]) -> li
                 root = (n + t) % p
                 rr = r.buf(n, dt, parts[me] if in_place else None) if me == root else None
                 send = shmcoll.IN_PLACE if (in_place and me == root) else r.buf(n, dt, parts[me])
-                if r.call(f"Reduce {label} root={root}", comm.Reduce, send, rr, op=op, root=root) and rr is not None:
+                if (
+                    r.call(f"Reduce {label} root={root}", comm.Reduce, send, rr, op=op, root=root)
+                    and rr is not None
+                ):
                     r.check(f"Reduce {label} root={root}", rr, want)
                 # Reduce_scatter_block: p blocks of n
                 if big:
@@ -252,11 +272,23 @@ def reductions(algorithm: str | None, heap: bool, dtypes: tuple[str, ...]) -> li
                 wfull = reduced(op, full)
                 if in_place:
                     rb = r.buf(n * p, dt, full[me])
-                    ok = r.call(f"Reduce_scatter_block {label}", comm.Reduce_scatter_block, shmcoll.IN_PLACE, rb, op=op)
+                    ok = r.call(
+                        f"Reduce_scatter_block {label}",
+                        comm.Reduce_scatter_block,
+                        shmcoll.IN_PLACE,
+                        rb,
+                        op=op,
+                    )
                     got = rb[:n]
                 else:
                     rb = r.buf(n, dt)
-                    ok = r.call(f"Reduce_scatter_block {label}", comm.Reduce_scatter_block, r.buf(n * p, dt, full[me]), rb, op=op)
+                    ok = r.call(
+                        f"Reduce_scatter_block {label}",
+                        comm.Reduce_scatter_block,
+                        r.buf(n * p, dt, full[me]),
+                        rb,
+                        op=op,
+                    )
                     got = rb
                 if ok:
                     r.check(f"Reduce_scatter_block {label}", got, wfull[me * n : (me + 1) * n])
@@ -274,7 +306,9 @@ def reductions(algorithm: str | None, heap: bool, dtypes: tuple[str, ...]) -> li
             else:
                 rb = r.buf(counts[me], "float64")
                 # Without recvcounts: each rank's receive buffer length is its count.
-                if r.call(f"Reduce_scatter {counts}", comm.Reduce_scatter, r.buf(tot, "float64", full[me]), rb):
+                if r.call(
+                    f"Reduce_scatter {counts}", comm.Reduce_scatter, r.buf(tot, "float64", full[me]), rb
+                ):
                     r.check(f"Reduce_scatter {counts}", rb, want)
     comm.Free()
     return r.failures
@@ -345,9 +379,10 @@ def errors_case(case: str) -> str:
             recv = np.full(4 * comm.size, -1.0)
             try:
                 comm.Allgather(np.ones(3 if me == 0 else 4), recv)
-            finally:
+            except shmcoll.ShmcollError:
                 if not (recv == -1).all():
                     return "receive buffer written"
+                raise
         elif case == "small-recv":
             comm.Allreduce(np.ones(8), np.empty(4 if me == 1 else 8))
         elif case == "overlap":

@@ -141,7 +141,6 @@ def bench_alltoall(
 ) -> None:
     """Alltoall latency: shmcoll (automatic and forced choices) against MPI's Alltoall."""
     from .bench.alltoall import Options, options_json
-    from .comm import under_mpi_launcher
 
     if profile is not None:
         from .errors import ShmcollError
@@ -178,12 +177,21 @@ def bench_alltoall(
         ceiling=not no_ceiling,
         plot=plot_path,
     )
-    payload = options_json(opts)
-    worker = [sys.executable, "-m", "shmcoll.bench.alltoall", payload]
-    if under_mpi_launcher():
-        from .bench.alltoall import main as worker_main
+    _launch_bench("shmcoll.bench.alltoall", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
 
-        sys.exit(worker_main([payload]))
+
+def _launch_bench(
+    module: str, payload: str, nprocs: int, launcher: str, mpiexec: str | None, no_mpi: bool
+) -> None:
+    """Run `python -m module payload` on every rank: in this process when already under an
+    MPI launcher, else under mpiexec (MPI found) or the standalone launcher."""
+    from .comm import under_mpi_launcher
+
+    worker = [sys.executable, "-m", module, payload]
+    if under_mpi_launcher():
+        import importlib
+
+        sys.exit(importlib.import_module(module).main([payload]))
     mpiexec = mpiexec or default_mpiexec()
     use_mpi = launcher == "mpiexec" or (launcher == "auto" and not no_mpi and _mpi_available(mpiexec))
     if launcher == "mpiexec" and not _mpi_available(mpiexec):
@@ -198,6 +206,77 @@ def bench_alltoall(
     from .launch import run as launch_run
 
     sys.exit(launch_run(nprocs, worker[1:]))
+
+
+def _collective_bench(op: str) -> None:
+    """Register `shmcoll bench <op>`."""
+
+    @bench.command(
+        op, help=f"{op} latency: shmcoll (automatic and forced algorithms) against MPI's, in one launch."
+    )
+    @click.option("-n", "nprocs", type=click.IntRange(1, 4096), default=2, show_default=True, help="ranks")
+    @click.option(
+        "-m", "sizes", default="8:16M", show_default=True, help="bytes: MIN:MAX (powers of 2) or one size"
+    )
+    @click.option("-i", "iters", type=click.IntRange(1), default=1000, show_default=True, help="iterations")
+    @click.option(
+        "-x", "warmup", type=click.IntRange(0), default=100, show_default=True, help="warm-up iterations"
+    )
+    @click.option("-c", "validate", is_flag=True, help="check every validated iteration's result")
+    @click.option("--rounds", type=click.IntRange(1), default=5, show_default=True, help="interleaved rounds")
+    @click.option(
+        "--algorithms", default="", help="forced algorithms to add (inline,direct,staging or 'all')"
+    )
+    @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
+    @click.option(
+        "--launcher", type=click.Choice(["auto", "mpiexec", "standalone"]), default="auto", show_default=True
+    )
+    @click.option("--mpiexec", "mpiexec", default=None, help="the MPI launcher")
+    @click.option("--no-mpi", is_flag=True, help="do not run MPI's collective")
+    @click.option("--no-heap", is_flag=True, help="skip shared-heap buffers")
+    @click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers")
+    def command(
+        nprocs: int,
+        sizes: str,
+        iters: int,
+        warmup: int,
+        validate: bool,
+        rounds: int,
+        algorithms: str,
+        csv_path: str | None,
+        launcher: str,
+        mpiexec: str | None,
+        no_mpi: bool,
+        no_heap: bool,
+        no_ordinary: bool,
+    ) -> None:
+        from .bench.collective import Options, options_json
+
+        try:
+            size_list = parse_range(sizes)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="-m") from e
+        algos = [a.strip() for a in algorithms.split(",") if a.strip()]
+        if algos == ["all"]:
+            algos = ["inline", "direct", "staging"]
+        opts = Options(
+            op=op,
+            sizes=size_list,
+            iters=iters,
+            warmup=warmup,
+            rounds=rounds,
+            validate=validate,
+            mpi=not no_mpi,
+            ordinary=not no_ordinary,
+            heap=not no_heap,
+            algorithms=tuple(algos),
+            csv=csv_path,
+        )
+        _launch_bench("shmcoll.bench.collective", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
+
+
+for _op in ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter"):
+    _collective_bench(_op)
 
 
 @main.command()

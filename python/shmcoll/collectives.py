@@ -21,12 +21,19 @@ import numpy as np
 
 from .buffers import IN_PLACE, Whole, is_in_place, parse_vector, parse_whole
 from .errors import ArgumentError, UnsupportedError
-from .ops import SUM, note_fallback, op_name, supports
+from .ops import SUM, Op, note_fallback, op_name, supports
+from .ops import mpi_ops_by_id as _mpi_by_id
+
+_FAMILIES = ("Bcast", "Allgather", "Gather", "Scatter", "Reduce_scatter", "Allreduce", "Reduce")
 
 
-def _env_algorithm(op: str) -> str | None:
-    v = os.environ.get(f"SHMCOLL_{op.upper()}_ALGORITHM", "").strip()
-    return v or None
+def _env_algorithms() -> dict[str, str | None]:
+    """``SHMCOLL_<OP>_ALGORITHM`` of every family, read once per communicator."""
+    out: dict[str, str | None] = {}
+    for f in _FAMILIES:
+        v = os.environ.get(f"SHMCOLL_{f.upper()}_ALGORITHM", "").strip()
+        out[f] = v or None
+    return out
 
 
 def _split_bytes(w: Whole, p: int, what: str) -> int:
@@ -40,6 +47,18 @@ def _mpi_spec(spec: Any) -> Any:
     if spec is IN_PLACE:
         return sys.modules["mpi4py.MPI"].IN_PLACE
     return spec
+
+
+#: (dtype, predefined operator) -> (dtype name, operator name), filled as calls go.
+_FAST_REDUCTIONS: dict[tuple[np.dtype, Op], tuple[str, str]] = {}
+
+
+def _predefined(op: Any) -> Op | None:
+    """`op` if it is one of the immortal predefined operators (shmcoll's or mpi4py's),
+    whose identity can key a cache; else None."""
+    if isinstance(op, Op):
+        return op
+    return _mpi_by_id().get(id(op))
 
 
 class Collectives:
@@ -56,8 +75,15 @@ class Collectives:
 
         def _reject_with(self, op: str, e: BaseException) -> None: ...  # Comm
 
+    _env_forced: dict[str, str | None] | None = None
+
     def _algorithm(self, op: str, algorithm: str | None) -> str | None:
-        return algorithm if algorithm is not None else _env_algorithm(op)
+        if algorithm is not None:
+            return algorithm
+        env = self._env_forced
+        if env is None:
+            env = self._env_forced = _env_algorithms()
+        return env[op]
 
     # -- data movement ----------------------------------------------------------------
     def Bcast(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
@@ -67,7 +93,9 @@ class Collectives:
         except Exception as e:
             self._reject_with("Bcast", e)
             raise
-        self._coll("Bcast", None, b.buf, root, None, None, None, None, None, self._algorithm("Bcast", algorithm))
+        self._coll(
+            "Bcast", None, b.buf, root, None, None, None, None, None, self._algorithm("Bcast", algorithm)
+        )
 
     def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
         """Gather every rank's `sendbuf` into every rank's `recvbuf` (rank order)."""
@@ -78,7 +106,9 @@ class Collectives:
         except Exception as e:
             self._reject_with("Allgather", e)
             raise
-        self._coll("Allgather", s, r.buf, 0, block, None, None, None, None, self._algorithm("Allgather", algorithm))
+        self._coll(
+            "Allgather", s, r.buf, 0, block, None, None, None, None, self._algorithm("Allgather", algorithm)
+        )
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
         """Allgather with per-rank counts and displacements in `recvbuf`'s specification."""
@@ -129,7 +159,9 @@ class Collectives:
         except Exception as e:
             self._reject_with("Scatter", e)
             raise
-        self._coll("Scatter", s, r, root, block, None, None, None, None, self._algorithm("Scatter", algorithm))
+        self._coll(
+            "Scatter", s, r, root, block, None, None, None, None, self._algorithm("Scatter", algorithm)
+        )
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
         """Scatter with per-rank counts and displacements (the root's `sendbuf` spec)."""
@@ -146,11 +178,22 @@ class Collectives:
         self._coll("Scatterv", s, r, root, None, counts, displs, None, None, alg)
 
     # -- reductions -------------------------------------------------------------------
-    def _reduction(self, name: str, sendbuf: Any, recvbuf: Any, op: Any) -> tuple[Any, Whole | None, str, str] | None:
+    def _reduction(
+        self, name: str, sendbuf: Any, recvbuf: Any, op: Any, send_blocks: int = 1, recv_blocks: int = 1
+    ) -> tuple[Any, Whole | None, str, str] | None:
         """(send buffer or None, receive buffer, dtype name, op name), or None when the
         call went to MPI instead."""
-        r = None if recvbuf is None else parse_whole(recvbuf)
-        s = None if is_in_place(sendbuf) else parse_whole(sendbuf)
+        if type(recvbuf) is np.ndarray and (type(sendbuf) is np.ndarray or sendbuf is IN_PLACE):
+            # The common case, without the generic parsing: two C-contiguous arrays, a
+            # predefined operator.
+            key = (recvbuf.dtype, _predefined(op))
+            hit = _FAST_REDUCTIONS.get(key) if key[1] is not None else None
+            if hit is not None and recvbuf.flags.c_contiguous:
+                send = None if sendbuf is IN_PLACE else sendbuf
+                if send is None or send.flags.c_contiguous:
+                    return send, Whole(recvbuf, recvbuf.nbytes, recvbuf.dtype), hit[0], hit[1]
+        r = None if recvbuf is None else parse_whole(recvbuf, blocks=recv_blocks)
+        s = None if is_in_place(sendbuf) else parse_whole(sendbuf, blocks=send_blocks)
         dt = (r.dtype if r is not None and r.dtype is not None else None) or (s.dtype if s else None)
         o = op_name(op)
         if dt is None:
@@ -158,13 +201,23 @@ class Collectives:
         if o is None or not supports(o, dt):
             what = f"operator {op!r}" if o is None else f"{o.upper()} on {dt.name}"
             if self._mpi is None:
-                raise UnsupportedError(f"{name}: {what} is not supported (and there is no MPI to fall back to)")
+                raise UnsupportedError(
+                    f"{name}: {what} is not supported (and there is no MPI to fall back to)"
+                )
             note_fallback(what)
             return None
+        if _predefined(op) is not None:
+            _FAST_REDUCTIONS[(dt, _predefined(op))] = (dt.name, str(o))
         return (None if s is None else s.buf), r, dt.name, str(o)
 
     def _fallback(self, name: str, *args: Any, **kw: Any) -> None:
         getattr(self._mpi, name)(*[_mpi_spec(a) for a in args], **kw)
+
+    def _mpi_op(self, op: Any) -> Any:
+        """`op` as mpi4py understands it (shmcoll's operators become MPI's)."""
+        if isinstance(op, Op):
+            return getattr(sys.modules["mpi4py.MPI"], op.upper())
+        return op
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None) -> None:
         """Combine every rank's `sendbuf` element-wise with `op` into every `recvbuf`."""
@@ -174,7 +227,7 @@ class Collectives:
             self._reject_with("Allreduce", e)
             raise
         if red is None:
-            return self._fallback("Allreduce", sendbuf, recvbuf, op)
+            return self._fallback("Allreduce", sendbuf, recvbuf, self._mpi_op(op))
         s, r, dt, o = red
         assert r is not None
         self._coll("Allreduce", s, r.buf, 0, None, None, None, dt, o, self._algorithm("Allreduce", algorithm))
@@ -189,15 +242,22 @@ class Collectives:
             self._reject_with("Reduce", e)
             raise
         if red is None:
-            return self._fallback("Reduce", sendbuf, recvbuf, op, root)
+            return self._fallback("Reduce", sendbuf, recvbuf, self._mpi_op(op), root)
         s, r, dt, o = red
         alg = self._algorithm("Reduce", algorithm)
         self._coll("Reduce", s, None if r is None else r.buf, root, None, None, None, dt, o, alg)
 
-    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None) -> None:
+    def Reduce_scatter_block(
+        self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None
+    ) -> None:
         """Combine every rank's `sendbuf` (p equal blocks) with `op`; rank i gets block i."""
         try:
-            red = self._reduction("Reduce_scatter_block", sendbuf, recvbuf, op)
+            # As mpi4py: a count in the send specification (and in the receive one in
+            # place) is per block.
+            p = self.size
+            red = self._reduction(
+                "Reduce_scatter_block", sendbuf, recvbuf, op, p, p if is_in_place(sendbuf) else 1
+            )
             if red is not None:
                 s, r, dt, o = red
                 assert r is not None
@@ -206,7 +266,7 @@ class Collectives:
             self._reject_with("Reduce_scatter_block", e)
             raise
         if red is None:
-            return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, op)
+            return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, self._mpi_op(op))
         alg = self._algorithm("Reduce_scatter", algorithm)
         self._coll("Reduce_scatter_block", s, r.buf, 0, block, None, None, dt, o, alg)
 
@@ -239,7 +299,7 @@ class Collectives:
             self._reject_with("Reduce_scatter", e)
             raise
         if red is None:
-            return self._fallback("Reduce_scatter", sendbuf, recvbuf, recvcounts, op)
+            return self._fallback("Reduce_scatter", sendbuf, recvbuf, recvcounts, self._mpi_op(op))
         if counts is None:
             mine = np.array([r.nbytes // isz], np.int64)
             everyone = np.empty(self.size, np.int64)
@@ -249,4 +309,3 @@ class Collectives:
         displs = [sum(nbytes[:j]) for j in range(self.size)]
         alg = self._algorithm("Reduce_scatter", algorithm)
         self._coll("Reduce_scatter", s, r.buf, 0, None, nbytes, displs, dt, o, alg)
-

@@ -39,12 +39,29 @@ OPS = (SUM, PROD, MIN, MAX, BAND, BOR, BXOR, LAND, LOR)
 
 #: NumPy dtypes the native kernels reduce.
 DTYPES = frozenset(
-    ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-    + ["float32", "float64", "complex64", "complex128"]
+    [
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    ]
 )
 _INTEGER_ONLY = frozenset({BAND, BOR, BXOR, LAND, LOR})
 
 _mpi_ops: dict[int, Op] | None = None
+
+
+def mpi_ops_by_id() -> dict[int, Op]:
+    """mpi4py's predefined operators by identity (empty until mpi4py is imported)."""
+    return _mpi_table()
 
 
 def _mpi_table() -> dict[int, Op]:

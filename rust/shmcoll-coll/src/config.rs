@@ -7,6 +7,7 @@ use shmcoll_kernels::hw;
 use shmcoll_shm::placement::BindPolicy;
 use shmcoll_shm::{shm_free_bytes, Sizes, WaitConfig};
 
+use crate::collectives::{CollAlgo, CollOp};
 use crate::error::{Error, Result};
 use crate::registry::Forced;
 
@@ -23,6 +24,13 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma, cma-push"),
     ("SHMCOLL_ALLTOALL_ORDER", "force the copy order: linear, shifted, reverse-shifted, xor, morton"),
     ("SHMCOLL_ALLTOALL_STORE", "force the store policy: temporal, nt, hybrid"),
+    ("SHMCOLL_BCAST_ALGORITHM", "force Bcast's algorithm: inline, direct, staging"),
+    ("SHMCOLL_ALLGATHER_ALGORITHM", "force Allgather(v)'s algorithm: inline, direct, staging"),
+    ("SHMCOLL_GATHER_ALGORITHM", "force Gather(v)'s algorithm: inline, direct, staging"),
+    ("SHMCOLL_SCATTER_ALGORITHM", "force Scatter(v)'s algorithm: inline, direct, staging"),
+    ("SHMCOLL_REDUCE_SCATTER_ALGORITHM", "force Reduce_scatter(_block)'s algorithm: inline, direct, staging"),
+    ("SHMCOLL_ALLREDUCE_ALGORITHM", "force Allreduce's algorithm: inline, direct, staging"),
+    ("SHMCOLL_REDUCE_ALGORITHM", "force Reduce's algorithm: inline, direct, staging"),
     ("SHMCOLL_BIND", "bind each rank to one CPU: auto (when ranks outnumber CPUs and none is bound yet), core, none"),
     ("SHMCOLL_ISA", "lower the SIMD level of the copy kernels: scalar, sse2, avx2, avx512"),
 ];
@@ -36,6 +44,8 @@ pub struct Config {
     pub nt_threshold: usize,
     pub wait: WaitConfig,
     pub alltoall_forced: Forced,
+    /// Forced algorithm of each collective family (index: CollOp as usize of the family).
+    pub coll_forced: [Option<CollAlgo>; 11],
     pub bind: BindPolicy,
 }
 
@@ -63,6 +73,28 @@ fn env_f64(name: &str) -> Result<Option<f64>> {
             }),
         _ => Ok(None),
     }
+}
+
+/// `SHMCOLL_<FAMILY>_ALGORITHM` for every collective family.
+fn coll_forced_from_env() -> Result<[Option<CollAlgo>; 11]> {
+    let mut out = [None; 11];
+    for op in CollOp::ALL {
+        let fam = op.family();
+        let var = format!("SHMCOLL_{}_ALGORITHM", fam.name().to_ascii_uppercase());
+        let var = var.replace("_BLOCK_", "_");
+        if let Ok(v) = std::env::var(&var) {
+            let v = v.trim();
+            if v.is_empty() || v.eq_ignore_ascii_case("auto") {
+                continue;
+            }
+            out[op as usize] = Some(CollAlgo::parse(v).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "environment: {var}={v:?}; known algorithms: inline, direct, staging"
+                ))
+            })?);
+        }
+    }
+    Ok(out)
 }
 
 impl Config {
@@ -100,6 +132,7 @@ impl Config {
             nt_threshold: hw::nt_threshold(),
             wait,
             alltoall_forced: Forced::from_env("SHMCOLL_ALLTOALL")?,
+            coll_forced: coll_forced_from_env()?,
             bind: match std::env::var("SHMCOLL_BIND") {
                 Ok(v) => BindPolicy::parse(&v).ok_or_else(|| {
                     Error::InvalidArgument(format!(

@@ -10,7 +10,7 @@
 
 use shmcoll_kernels::Store;
 
-use super::reach::{Reach, Side};
+use super::reach::{at, Reach, Side};
 use super::{Call, CollOp};
 use crate::comm::Comm;
 use crate::error::Result;
@@ -67,7 +67,13 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
 fn bcast(r: &mut Reach, x: &Call) {
     if r.c.rank != x.root {
         let store = resolve_store(Store::Hybrid, x.contrib_len, r.c.cfg.nt_threshold);
-        r.read(x, x.root, Side::Contrib, 0, x.recv, x.contrib_len, store);
+        r.read(
+            x,
+            at(x.root, Side::Contrib, 0),
+            x.recv,
+            x.contrib_len,
+            store,
+        );
     }
 }
 
@@ -81,7 +87,7 @@ fn allgather(r: &mut Reach, x: &Call) {
         if j == me && x.in_place {
             continue;
         }
-        r.read(x, j, Side::Contrib, 0, x.recv + o, l, store);
+        r.read(x, at(j, Side::Contrib, 0), x.recv + o, l, store);
     }
 }
 
@@ -90,12 +96,12 @@ fn gather(r: &mut Reach, x: &Call) {
     if me == x.root {
         if !x.in_place {
             let (o, l) = x.my_block(me);
-            r.read(x, me, Side::Contrib, 0, x.recv + o, l, Store::Temporal);
+            r.read(x, at(me, Side::Contrib, 0), x.recv + o, l, Store::Temporal);
         }
         return;
     }
     let (o, l) = x.blocks_of(r.c, x.root)[me];
-    r.write(x, x.root, Side::Recv, o, x.contrib, l, Store::Temporal);
+    r.write(x, at(x.root, Side::Recv, o), x.contrib, l, Store::Temporal);
 }
 
 fn scatter(r: &mut Reach, x: &Call) {
@@ -103,13 +109,13 @@ fn scatter(r: &mut Reach, x: &Call) {
     if me == x.root {
         if x.recv != 0 {
             let (o, l) = x.my_block(me);
-            r.read(x, me, Side::Contrib, o, x.recv, l, Store::Temporal);
+            r.read(x, at(me, Side::Contrib, o), x.recv, l, Store::Temporal);
         }
         return;
     }
     let (o, l) = x.blocks_of(r.c, x.root)[me];
     let store = resolve_store(Store::Hybrid, l, r.c.cfg.nt_threshold);
-    r.read(x, x.root, Side::Contrib, o, x.recv, l, store);
+    r.read(x, at(x.root, Side::Contrib, o), x.recv, l, store);
 }
 
 /// Allreduce and Reduce: this rank's slice, piece by piece.
@@ -148,7 +154,7 @@ fn allreduce(r: &mut Reach, x: &Call) {
         for k in 1..p {
             let j = (me + k) % p;
             if all || j == x.root {
-                r.write(x, j, Side::Recv, off, dst, len, store);
+                r.write(x, at(j, Side::Recv, off), dst, len, store);
             }
         }
         e += n;

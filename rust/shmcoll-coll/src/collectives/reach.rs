@@ -34,6 +34,18 @@ fn os_error(c: &Comm, what: &str, j: usize, e: std::io::Error) -> Error {
     })
 }
 
+/// A place in a peer's buffer: rank, which buffer, byte offset.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct At {
+    pub rank: usize,
+    pub side: Side,
+    pub off: usize,
+}
+
+pub(super) fn at(rank: usize, side: Side, off: usize) -> At {
+    At { rank, side, off }
+}
+
 /// Moves bytes between this rank and its peers' buffers; remembers the first failure so
 /// that the caller can finish its rounds (peers wait for them) and report it afterwards.
 pub(super) struct Reach<'c> {
@@ -74,16 +86,8 @@ impl<'c> Reach<'c> {
     }
 
     /// Copy `len` bytes at `off` of rank j's buffer to `dst` (this process).
-    pub fn read(
-        &mut self,
-        x: &Call,
-        j: usize,
-        side: Side,
-        off: usize,
-        dst: usize,
-        len: usize,
-        store: Store,
-    ) {
+    pub fn read(&mut self, x: &Call, from: At, dst: usize, len: usize, store: Store) {
+        let At { rank: j, side, off } = from;
         if len == 0 {
             return;
         }
@@ -105,16 +109,8 @@ impl<'c> Reach<'c> {
     }
 
     /// Copy `len` bytes from `src` (this process) to `off` of rank j's buffer.
-    pub fn write(
-        &mut self,
-        x: &Call,
-        j: usize,
-        side: Side,
-        off: usize,
-        src: usize,
-        len: usize,
-        store: Store,
-    ) {
+    pub fn write(&mut self, x: &Call, to: At, src: usize, len: usize, store: Store) {
+        let At { rank: j, side, off } = to;
         if len == 0 {
             return;
         }
@@ -152,7 +148,7 @@ impl<'c> Reach<'c> {
             tmp.resize(len, 0);
         }
         let dst = tmp.as_mut_ptr() as usize;
-        self.read(x, j, side, off, dst, len, Store::Temporal);
+        self.read(x, at(j, side, off), dst, len, Store::Temporal);
         dst
     }
 

@@ -48,7 +48,7 @@ impl CollTable {
 ///
 /// `inline` costs two copies (into the segment, out of it) but a single synchronisation
 /// round; `direct` one copy but a done round (two for in-place Reduce_scatter). While the
-/// copies run from L1 the round dominates: inline up to a quarter of the L1 data cache of
+/// copies run from L1 the round dominates: inline up to a 32nd of the L1 data cache of
 /// total traffic per rank. Reductions read every rank's contribution on every rank under
 /// `inline` (p times the contribution), so their limit is divided by p. Beyond: `direct`,
 /// and `staging` where peers' buffers cannot be reached.
@@ -61,7 +61,7 @@ pub fn model_coll_table(family: CollOp, m: &Machine, p: usize, inline_bytes: usi
         CollOp::Allgather | CollOp::Gather => p,
         _ => 1,
     };
-    let limit = (l1 / 4 / reads_all).max(TINY).min(inline_bytes);
+    let limit = (l1 / 32 / reads_all).max(TINY).min(inline_bytes);
     CollTable::new(vec![
         CollRow {
             max_bytes: limit,

@@ -1,0 +1,238 @@
+"""``shmcoll bench allreduce|allgather|bcast|reduce_scatter|reduce|gather|scatter``:
+shmcoll's collective against MPI's (through mpi4py), in one launch.
+
+Sizes follow OSU: the vector for Allreduce/Reduce/Bcast, each rank's block for
+Allgather/Gather/Scatter, the whole send vector for Reduce_scatter (each rank gets
+size/p). Reductions use float32 SUM. Every iteration rewrites the send buffer (untimed);
+the validated iteration writes a rank- and iteration-dependent pattern and checks the
+closed-form result. Rank 0 prints the medians and the ratios MPI/shmcoll.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+import shmcoll
+
+from .alltoall import gather_times, mpi_name, print_progress
+from .harness import Variant, measure, summarize
+from .sizes import fmt_size
+
+OPS = ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter")
+
+
+@dataclass
+class Options:
+    op: str
+    sizes: list[int]
+    iters: int = 1000
+    warmup: int = 100
+    rounds: int = 5
+    validate: bool = False
+    mpi: bool = True
+    ordinary: bool = True
+    heap: bool = True
+    algorithms: tuple[str, ...] = ()
+    csv: str | None = None
+
+
+def _shapes(op: str, size: int, p: int) -> tuple[int, int, np.dtype]:
+    """(send elements, receive elements, dtype) of one call with `size` bytes."""
+    if op in ("allreduce", "reduce", "reduce_scatter"):
+        dt = np.dtype(np.float32)
+        n = max(size // 4, 1)
+        if op == "reduce_scatter":
+            n = max(n // p, 1)
+            return n * p, n, dt
+        return n, n, dt
+    dt = np.dtype(np.uint8)
+    if op == "bcast":
+        return size, size, dt
+    if op in ("allgather", "gather"):
+        return size, size * p, dt
+    return size * p, size, dt  # scatter
+
+
+def make_variant(
+    opts: Options, label: str, comm: shmcoll.Comm, mpi: Any, heap: bool, algorithm: str | None
+) -> Variant:
+    p, me = comm.size, comm.rank
+    op = opts.op
+    peer = mpi is not None
+    target = mpi if peer else comm
+    kw = {"algorithm": algorithm} if algorithm else {}
+
+    def alloc(n: int, dt: np.dtype) -> np.ndarray:
+        return comm.empty(n, dt) if heap else np.empty(n, dt)
+
+    def setup(size: int) -> Any:
+        ns, nr, dt = _shapes(op, size, p)
+        s, r = alloc(ns, dt), alloc(nr, dt)
+        s[:] = 1
+        r[:] = 0
+        return s, r
+
+    def pattern(rank: int, it: int, n: int, dt: np.dtype) -> np.ndarray:
+        return ((np.arange(n) + rank * 3 + it) % 7).astype(dt)
+
+    def refill(st: Any, it: int, final: bool) -> None:
+        s = st[0]
+        if final:
+            s[:] = pattern(me, it, s.size, s.dtype)
+            if op == "bcast" and me != 0:
+                s[:] = 0
+        else:
+            s.fill(it % 5)
+
+    def bind(st: Any) -> Any:
+        s, r = st
+        if op == "allreduce":
+            return lambda: target.Allreduce(s, r, **kw)
+        if op == "reduce":
+            return lambda: target.Reduce(s, r, root=0, **kw)
+        if op == "reduce_scatter":
+            return lambda: target.Reduce_scatter_block(s, r, **kw)
+        if op == "allgather":
+            return lambda: target.Allgather(s, r, **kw)
+        if op == "gather":
+            return lambda: target.Gather(s, r, root=0, **kw)
+        if op == "scatter":
+            return lambda: target.Scatter(s, r, root=0, **kw)
+        return lambda: target.Bcast(s, root=0, **kw)
+
+    def check(st: Any, it: int) -> bool:
+        s, r = st
+        n = s.size
+        if op in ("allreduce", "reduce"):
+            if op == "reduce" and me != 0:
+                return True
+            want = sum(pattern(j, it, n, s.dtype).astype(np.float64) for j in range(p))
+            return bool(np.array_equal(r, want.astype(s.dtype)))
+        if op == "reduce_scatter":
+            want = sum(pattern(j, it, n, s.dtype).astype(np.float64) for j in range(p))
+            return bool(np.array_equal(r, want.astype(s.dtype)[me * r.size : (me + 1) * r.size]))
+        if op in ("allgather", "gather"):
+            if op == "gather" and me != 0:
+                return True
+            return bool(np.array_equal(r, np.concatenate([pattern(j, it, n, s.dtype) for j in range(p)])))
+        if op == "scatter":
+            return bool(np.array_equal(r, pattern(0, it, s.size, s.dtype)[me * r.size : (me + 1) * r.size]))
+        return bool(np.array_equal(s, pattern(0, it, n, s.dtype)))
+
+    return Variant(label, peer, setup, refill, bind, check)
+
+
+def run(opts: Options) -> list[dict[str, Any]] | None:
+    from ..comm import under_mpi_launcher
+
+    mpi_comm = None
+    peer_name = None
+    if under_mpi_launcher():
+        from mpi4py import MPI
+
+        mpi_comm = MPI.COMM_WORLD
+        peer_name = mpi_name()
+    comm = shmcoll.Comm(mpi_comm)
+    p, me = comm.size, comm.rank
+    variants: list[Variant] = []
+    if mpi_comm is not None and opts.mpi:
+        variants.append(make_variant(opts, peer_name or "MPI", comm, mpi_comm, False, None))
+    if opts.ordinary:
+        variants.append(make_variant(opts, "shmcoll", comm, None, False, None))
+    if opts.heap:
+        variants.append(make_variant(opts, "shmcoll heap", comm, None, True, None))
+    for a in opts.algorithms:
+        variants.append(make_variant(opts, f"heap {a}", comm, None, True, a))
+    rows: list[dict[str, Any]] = []
+    for size in opts.sizes:
+        big = size * p > 64 << 10
+        iters, warmup = (
+            (max(10, opts.iters // 10), max(2, opts.warmup // 10)) if big else (opts.iters, opts.warmup)
+        )
+        measure(comm.Barrier, variants, size, iters, warmup, opts.rounds, opts.validate)
+        for v in variants:
+            if v.error is not None:
+                rows.append({"bytes": size, "variant": v.label, "error": v.error})
+                v.error = None
+                continue
+            s = summarize(gather_times(comm, np.array(v.times)))
+            rows.append(
+                {
+                    "bytes": size,
+                    "variant": v.label,
+                    "peer": v.peer,
+                    "median_us": s.median_us,
+                    "p90_us": s.p90_us,
+                    "valid": v.valid,
+                }
+            )
+        if me == 0:
+            print_progress(size, [r for r in rows if r["bytes"] == size])
+    if me == 0:
+        report(opts, rows, p, peer_name)
+    comm.Free()
+    return rows if me == 0 else None
+
+
+def report(opts: Options, rows: list[dict[str, Any]], p: int, peer: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    labels = list(dict.fromkeys(r["variant"] for r in rows))
+    peer_label = next((r["variant"] for r in rows if r.get("peer")), None)
+    t = Table(title=f"{opts.op}, {p} ranks, median latency in µs (ratio = {peer_label or 'peer'} / shmcoll)")
+    t.add_column("bytes", justify="right")
+    for lab in labels:
+        t.add_column(lab, justify="right")
+        if peer_label and lab != peer_label:
+            t.add_column("ratio", justify="right")
+    for size in opts.sizes:
+        by = {r["variant"]: r for r in rows if r["bytes"] == size}
+        ref = by.get(peer_label or "", {}).get("median_us")
+        cells = [fmt_size(size)]
+        for lab in labels:
+            m = by.get(lab, {}).get("median_us")
+            bad = by.get(lab, {}).get("valid") is False
+            cells.append("error" if m is None else f"{m:.2f}" + (" ✗" if bad else ""))
+            if peer_label and lab != peer_label:
+                cells.append("" if m is None or ref is None else f"{ref / m:.2f}x")
+        t.add_row(*cells)
+    console.print(t)
+    if any(r.get("valid") is False for r in rows):
+        console.print("[red]VALIDATION FAILED[/red]")
+    if opts.csv:
+        import csv
+
+        with open(opts.csv, "w", newline="") as f:
+            w = csv.DictWriter(
+                f,
+                fieldnames=["op", "nranks", "bytes", "variant", "median_us", "p90_us", "valid", "error"],
+                extrasaction="ignore",
+            )
+            w.writeheader()
+            for r in rows:
+                w.writerow({"op": opts.op, "nranks": p, **r})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of each rank: ``python -m shmcoll.bench.collective '<options json>'``."""
+    args = sys.argv[1:] if argv is None else argv
+    raw = json.loads(args[0] if args else os.environ["SHMCOLL_BENCH_OPTIONS"])
+    raw["algorithms"] = tuple(raw.get("algorithms", ()))
+    rows = run(Options(**raw))
+    return 1 if rows is not None and any(r.get("valid") is False for r in rows) else 0
+
+
+def options_json(opts: Options) -> str:
+    return json.dumps(asdict(opts))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
