@@ -2,6 +2,7 @@
 API is the ``shmcoll`` package, which wraps what is here."""
 
 import sys
+from collections.abc import Sequence
 from typing import Any, Final, Self, final
 
 from typing_extensions import disjoint_base
@@ -17,6 +18,7 @@ __all__ = [
     "copy",
     "machine",
     "model_table",
+    "register_mpi",
     "resolve",
     "settings",
 ]
@@ -75,6 +77,21 @@ class CommBase:
         order: str | None = None,
         store: str | None = None,
     ) -> None: ...
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = None, *, algorithm: str | None = None) -> None:
+        """Element-wise combination of every rank's `sendbuf` with `op` (default SUM) into
+        every `recvbuf`."""
+    def Reduce(
+        self, sendbuf: Any, recvbuf: Any, op: Any = None, root: int = 0, *, algorithm: str | None = None
+    ) -> None:
+        """As Allreduce, into the root's `recvbuf` only."""
+    def Bcast(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+        """The root's `buf` into every rank's `buf`."""
+    def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
+        """Every rank's `sendbuf` into every `recvbuf`, in rank order."""
+    def Reduce_scatter_block(
+        self, sendbuf: Any, recvbuf: Any, op: Any = None, *, algorithm: str | None = None
+    ) -> None:
+        """Element-wise combination of p equal blocks; rank i gets block i."""
     def Barrier(self) -> None: ...
     def barrier(self) -> None: ...
     def Get_rank(self) -> int: ...
@@ -123,6 +140,20 @@ class CommBase:
         """Take part in a collective whose arguments this rank rejected (the peers raise
         too); `kind` is "argument", "buffer" or "unsupported"."""
 
+    def _coll(
+        self,
+        op: str,
+        sendbuf: Any | None,
+        recvbuf: Any | None,
+        root: int = 0,
+        block: int | None = None,
+        counts: Sequence[int] | None = None,
+        displs: Sequence[int] | None = None,
+        dtype: str | None = None,
+        reduce_op: str | None = None,
+        algorithm: str | None = None,
+    ) -> None:
+        """One of the collectives other than Alltoall(v) on resolved buffers (sizes in bytes)."""
     def _barrier(self) -> None: ...
     def _heap_alloc(self, nbytes: int) -> HeapBuffer: ...
     def _heap_usage(self) -> tuple[int, int]: ...
@@ -160,6 +191,9 @@ def resolve(
     cma_ok: bool = True,
 ) -> tuple[str, str, str, int, int]:
     """What `rows` selects for such a call: (algorithm, order, store, nt_threshold, chunk_bytes)."""
+
+def register_mpi(in_place: Any, ops: list[tuple[Any, str]]) -> None:
+    """Tell the native fast path mpi4py's IN_PLACE and predefined operators."""
 
 def copy(dst: Any, src: Any, store: str = "auto") -> None:
     """Copy `src` into `dst` (contiguous buffers of equal size) with the chosen store

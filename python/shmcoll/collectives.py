@@ -13,7 +13,6 @@ the result lands at its start).
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -22,18 +21,6 @@ import numpy as np
 from .buffers import IN_PLACE, Whole, is_in_place, parse_vector, parse_whole
 from .errors import ArgumentError, UnsupportedError
 from .ops import SUM, Op, note_fallback, op_name, supports
-from .ops import mpi_ops_by_id as _mpi_by_id
-
-_FAMILIES = ("Bcast", "Allgather", "Gather", "Scatter", "Reduce_scatter", "Allreduce", "Reduce")
-
-
-def _env_algorithms() -> dict[str, str | None]:
-    """``SHMCOLL_<OP>_ALGORITHM`` of every family, read once per communicator."""
-    out: dict[str, str | None] = {}
-    for f in _FAMILIES:
-        v = os.environ.get(f"SHMCOLL_{f.upper()}_ALGORITHM", "").strip()
-        out[f] = v or None
-    return out
 
 
 def _split_bytes(w: Whole, p: int, what: str) -> int:
@@ -49,20 +36,12 @@ def _mpi_spec(spec: Any) -> Any:
     return spec
 
 
-#: (dtype, predefined operator) -> (dtype name, operator name), filled as calls go.
-_FAST_REDUCTIONS: dict[tuple[np.dtype, Op], tuple[str, str]] = {}
-
-
-def _predefined(op: Any) -> Op | None:
-    """`op` if it is one of the immortal predefined operators (shmcoll's or mpi4py's),
-    whose identity can key a cache; else None."""
-    if isinstance(op, Op):
-        return op
-    return _mpi_by_id().get(id(op))
-
-
 class Collectives:
-    """Bcast, Allgather(v), Gather(v), Scatter(v), Reduce_scatter(_block), Allreduce, Reduce."""
+    """Bcast, Allgather(v), Gather(v), Scatter(v), Reduce_scatter(_block), Allreduce, Reduce.
+
+    Allreduce, Reduce, Bcast, Allgather and Reduce_scatter_block are native methods of
+    `_core.CommBase` for plain arrays and predefined operators; for anything else they call
+    the `_py_<Name>` methods here."""
 
     # Provided by shmcoll.Comm and its native base.
     size: int
@@ -75,29 +54,17 @@ class Collectives:
 
         def _reject_with(self, op: str, e: BaseException) -> None: ...  # Comm
 
-    _env_forced: dict[str, str | None] | None = None
-
-    def _algorithm(self, op: str, algorithm: str | None) -> str | None:
-        if algorithm is not None:
-            return algorithm
-        env = self._env_forced
-        if env is None:
-            env = self._env_forced = _env_algorithms()
-        return env[op]
-
     # -- data movement ----------------------------------------------------------------
-    def Bcast(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+    def _py_Bcast(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
         """Broadcast the root's `buf` to every rank's `buf`."""
         try:
             b = parse_whole(buf)
         except Exception as e:
             self._reject_with("Bcast", e)
             raise
-        self._coll(
-            "Bcast", None, b.buf, root, None, None, None, None, None, self._algorithm("Bcast", algorithm)
-        )
+        self._coll("Bcast", None, b.buf, root, None, None, None, None, None, algorithm)
 
-    def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
+    def _py_Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
         """Gather every rank's `sendbuf` into every rank's `recvbuf` (rank order)."""
         try:
             r = parse_whole(recvbuf, blocks=self.size)
@@ -106,9 +73,7 @@ class Collectives:
         except Exception as e:
             self._reject_with("Allgather", e)
             raise
-        self._coll(
-            "Allgather", s, r.buf, 0, block, None, None, None, None, self._algorithm("Allgather", algorithm)
-        )
+        self._coll("Allgather", s, r.buf, 0, block, None, None, None, None, algorithm)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
         """Allgather with per-rank counts and displacements in `recvbuf`'s specification."""
@@ -118,7 +83,7 @@ class Collectives:
         except Exception as e:
             self._reject_with("Allgatherv", e)
             raise
-        alg = self._algorithm("Allgather", algorithm)
+        alg = algorithm
         self._coll("Allgatherv", s, r.buf, 0, None, r.counts, r.displs, None, None, alg)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
@@ -132,7 +97,7 @@ class Collectives:
         except Exception as e:
             self._reject_with("Gather", e)
             raise
-        self._coll("Gather", s, r, root, block, None, None, None, None, self._algorithm("Gather", algorithm))
+        self._coll("Gather", s, r, root, block, None, None, None, None, algorithm)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
         """Gather with per-rank counts and displacements (the root's `recvbuf` spec)."""
@@ -145,7 +110,7 @@ class Collectives:
         except Exception as e:
             self._reject_with("Gatherv", e)
             raise
-        alg = self._algorithm("Gather", algorithm)
+        alg = algorithm
         self._coll("Gatherv", s, r, root, None, counts, displs, None, None, alg)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
@@ -159,9 +124,7 @@ class Collectives:
         except Exception as e:
             self._reject_with("Scatter", e)
             raise
-        self._coll(
-            "Scatter", s, r, root, block, None, None, None, None, self._algorithm("Scatter", algorithm)
-        )
+        self._coll("Scatter", s, r, root, block, None, None, None, None, algorithm)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
         """Scatter with per-rank counts and displacements (the root's `sendbuf` spec)."""
@@ -174,7 +137,7 @@ class Collectives:
         except Exception as e:
             self._reject_with("Scatterv", e)
             raise
-        alg = self._algorithm("Scatter", algorithm)
+        alg = algorithm
         self._coll("Scatterv", s, r, root, None, counts, displs, None, None, alg)
 
     # -- reductions -------------------------------------------------------------------
@@ -183,15 +146,8 @@ class Collectives:
     ) -> tuple[Any, Whole | None, str, str] | None:
         """(send buffer or None, receive buffer, dtype name, op name), or None when the
         call went to MPI instead."""
-        if type(recvbuf) is np.ndarray and (type(sendbuf) is np.ndarray or sendbuf is IN_PLACE):
-            # The common case, without the generic parsing: two C-contiguous arrays, a
-            # predefined operator.
-            key = (recvbuf.dtype, _predefined(op))
-            hit = _FAST_REDUCTIONS.get(key) if key[1] is not None else None
-            if hit is not None and recvbuf.flags.c_contiguous:
-                send = None if sendbuf is IN_PLACE else sendbuf
-                if send is None or send.flags.c_contiguous:
-                    return send, Whole(recvbuf, recvbuf.nbytes, recvbuf.dtype), hit[0], hit[1]
+        if op is None:
+            op = SUM
         r = None if recvbuf is None else parse_whole(recvbuf, blocks=recv_blocks)
         s = None if is_in_place(sendbuf) else parse_whole(sendbuf, blocks=send_blocks)
         dt = (r.dtype if r is not None and r.dtype is not None else None) or (s.dtype if s else None)
@@ -206,8 +162,6 @@ class Collectives:
                 )
             note_fallback(what)
             return None
-        if _predefined(op) is not None:
-            _FAST_REDUCTIONS[(dt, _predefined(op))] = (dt.name, str(o))
         return (None if s is None else s.buf), r, dt.name, str(o)
 
     def _fallback(self, name: str, *args: Any, **kw: Any) -> None:
@@ -219,7 +173,9 @@ class Collectives:
             return getattr(sys.modules["mpi4py.MPI"], op.upper())
         return op
 
-    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None) -> None:
+    def _py_Allreduce(
+        self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None
+    ) -> None:
         """Combine every rank's `sendbuf` element-wise with `op` into every `recvbuf`."""
         try:
             red = self._reduction("Allreduce", sendbuf, recvbuf, op)
@@ -227,12 +183,12 @@ class Collectives:
             self._reject_with("Allreduce", e)
             raise
         if red is None:
-            return self._fallback("Allreduce", sendbuf, recvbuf, self._mpi_op(op))
+            return self._fallback("Allreduce", sendbuf, recvbuf, self._mpi_op(op or SUM))
         s, r, dt, o = red
         assert r is not None
-        self._coll("Allreduce", s, r.buf, 0, None, None, None, dt, o, self._algorithm("Allreduce", algorithm))
+        self._coll("Allreduce", s, r.buf, 0, None, None, None, dt, o, algorithm)
 
-    def Reduce(
+    def _py_Reduce(
         self, sendbuf: Any, recvbuf: Any, op: Any = SUM, root: int = 0, *, algorithm: str | None = None
     ) -> None:
         """Combine every rank's `sendbuf` element-wise with `op` into the root's `recvbuf`."""
@@ -242,12 +198,12 @@ class Collectives:
             self._reject_with("Reduce", e)
             raise
         if red is None:
-            return self._fallback("Reduce", sendbuf, recvbuf, self._mpi_op(op), root)
+            return self._fallback("Reduce", sendbuf, recvbuf, self._mpi_op(op or SUM), root)
         s, r, dt, o = red
-        alg = self._algorithm("Reduce", algorithm)
+        alg = algorithm
         self._coll("Reduce", s, None if r is None else r.buf, root, None, None, None, dt, o, alg)
 
-    def Reduce_scatter_block(
+    def _py_Reduce_scatter_block(
         self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None
     ) -> None:
         """Combine every rank's `sendbuf` (p equal blocks) with `op`; rank i gets block i."""
@@ -266,9 +222,9 @@ class Collectives:
             self._reject_with("Reduce_scatter_block", e)
             raise
         if red is None:
-            return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, self._mpi_op(op))
-        alg = self._algorithm("Reduce_scatter", algorithm)
-        self._coll("Reduce_scatter_block", s, r.buf, 0, block, None, None, dt, o, alg)
+            return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, self._mpi_op(op or SUM))
+        assert r is not None
+        self._coll("Reduce_scatter_block", s, r.buf, 0, block, None, None, dt, o, algorithm)
 
     def Reduce_scatter(
         self,
@@ -299,7 +255,8 @@ class Collectives:
             self._reject_with("Reduce_scatter", e)
             raise
         if red is None:
-            return self._fallback("Reduce_scatter", sendbuf, recvbuf, recvcounts, self._mpi_op(op))
+            return self._fallback("Reduce_scatter", sendbuf, recvbuf, recvcounts, self._mpi_op(op or SUM))
+        assert r is not None
         if counts is None:
             mine = np.array([r.nbytes // isz], np.int64)
             everyone = np.empty(self.size, np.int64)
@@ -307,5 +264,4 @@ class Collectives:
             counts = [int(c) for c in everyone]
         nbytes = [c * isz for c in counts]
         displs = [sum(nbytes[:j]) for j in range(self.size)]
-        alg = self._algorithm("Reduce_scatter", algorithm)
-        self._coll("Reduce_scatter", s, r.buf, 0, None, nbytes, displs, dt, o, alg)
+        self._coll("Reduce_scatter", s, r.buf, 0, None, nbytes, displs, dt, o, algorithm)

@@ -23,6 +23,7 @@ from . import _core
 from .buffers import is_in_place, parse_vector
 from .collectives import Collectives
 from .errors import ArgumentError, ShmcollError, UnsupportedError
+from .ops import mpi_ops_by_id
 from .tuning.lookup import INTERNAL
 
 #: Environment variables the standalone launcher (`shmcoll run`, `shmcoll.spawn`) sets.
@@ -135,7 +136,7 @@ def _dup_segment(parent: Comm) -> Any:
     return seg
 
 
-class Comm(Collectives, _core.CommBase):  # type: ignore[misc]
+class Comm(Collectives, _core.CommBase):
     """A communicator over the processes of one node.
 
     ``Comm(mpi_comm)`` wraps an mpi4py intra-communicator whose ranks share a node (rank
@@ -154,6 +155,7 @@ class Comm(Collectives, _core.CommBase):  # type: ignore[misc]
     def __init__(self, comm: Any = None) -> None:
         self._mpi = None
         self._join_for(comm)
+        mpi_ops_by_id()  # lets the native fast path recognise mpi4py's operators
         from .tuning import bind
 
         try:

@@ -69,6 +69,10 @@ def _mpi_table() -> dict[int, Op]:
     mpi = sys.modules.get("mpi4py.MPI")
     if _mpi_ops is None and mpi is not None:
         _mpi_ops = {id(getattr(mpi, o.upper())): o for o in OPS}
+        from . import _core
+
+        # The native fast path recognises them (and IN_PLACE) too, by identity.
+        _core.register_mpi(mpi.IN_PLACE, [(getattr(mpi, o.upper()), str(o)) for o in OPS])
     return _mpi_ops or {}
 
 

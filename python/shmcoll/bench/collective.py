@@ -42,8 +42,9 @@ class Options:
     csv: str | None = None
 
 
-def _shapes(op: str, size: int, p: int) -> tuple[int, int, np.dtype]:
+def _shapes(op: str, size: int, p: int) -> tuple[int, int, np.dtype[Any]]:
     """(send elements, receive elements, dtype) of one call with `size` bytes."""
+    dt: np.dtype[Any]
     if op in ("allreduce", "reduce", "reduce_scatter"):
         dt = np.dtype(np.float32)
         n = max(size // 4, 1)
@@ -112,10 +113,10 @@ def make_variant(
         if op in ("allreduce", "reduce"):
             if op == "reduce" and me != 0:
                 return True
-            want = sum(pattern(j, it, n, s.dtype).astype(np.float64) for j in range(p))
+            want = np.sum([pattern(j, it, n, s.dtype) for j in range(p)], axis=0, dtype=np.float64)
             return bool(np.array_equal(r, want.astype(s.dtype)))
         if op == "reduce_scatter":
-            want = sum(pattern(j, it, n, s.dtype).astype(np.float64) for j in range(p))
+            want = np.sum([pattern(j, it, n, s.dtype) for j in range(p)], axis=0, dtype=np.float64)
             return bool(np.array_equal(r, want.astype(s.dtype)[me * r.size : (me + 1) * r.size]))
         if op in ("allgather", "gather"):
             if op == "gather" and me != 0:

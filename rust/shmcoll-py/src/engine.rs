@@ -10,11 +10,12 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyModule};
 
-use shmcoll_coll::{AlltoallCall, Blocks, Comm, Config, Error, Forced, RawBuf};
+use shmcoll_coll::{AlltoallCall, Blocks, CollOp, Comm, Config, Error, Forced, RawBuf};
 use shmcoll_shm::Segment;
 
 use crate::buffer::{BorrowError, Borrowed};
 use crate::errors::{to_py, IntoPyResult};
+use crate::fastpath::try_fast;
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 use crate::heap::HeapBuffer;
 use crate::table::{from_rows, to_rows, RangeRow};
@@ -300,6 +301,111 @@ impl CommBase {
             algorithm,
             order,
             store,
+        )
+    }
+
+    /// Combine every rank's `sendbuf` element-wise with `op` (default SUM) into every
+    /// `recvbuf` (mpi4py's signature; `sendbuf` may be IN_PLACE).
+    #[pyo3(name = "Allreduce", signature = (sendbuf, recvbuf, op=None, *, algorithm=None))]
+    fn allreduce_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        op: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let fast = Fast {
+            op: CollOp::Allreduce,
+            send: Some(sendbuf),
+            recv: recvbuf,
+            root: 0,
+            red: op,
+            algorithm,
+        };
+        dispatch(slf, fast, "_py_Allreduce", (sendbuf, recvbuf, op))
+    }
+
+    /// Combine every rank's `sendbuf` element-wise with `op` into the root's `recvbuf`.
+    #[pyo3(name = "Reduce", signature = (sendbuf, recvbuf, op=None, root=0, *, algorithm=None))]
+    fn reduce_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        op: Option<&Bound<'_, PyAny>>,
+        root: usize,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let fast = Fast {
+            op: CollOp::Reduce,
+            send: Some(sendbuf),
+            recv: recvbuf,
+            root,
+            red: op,
+            algorithm,
+        };
+        dispatch(slf, fast, "_py_Reduce", (sendbuf, recvbuf, op, root))
+    }
+
+    /// Broadcast the root's `buf` to every rank's `buf`.
+    #[pyo3(name = "Bcast", signature = (buf, root=0, *, algorithm=None))]
+    fn bcast_py(
+        slf: &Bound<'_, Self>,
+        buf: &Bound<'_, PyAny>,
+        root: usize,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let fast = Fast {
+            op: CollOp::Bcast,
+            send: None,
+            recv: buf,
+            root,
+            red: None,
+            algorithm,
+        };
+        dispatch(slf, fast, "_py_Bcast", (buf, root))
+    }
+
+    /// Gather every rank's `sendbuf` into every rank's `recvbuf`, in rank order.
+    #[pyo3(name = "Allgather", signature = (sendbuf, recvbuf, *, algorithm=None))]
+    fn allgather_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let fast = Fast {
+            op: CollOp::Allgather,
+            send: Some(sendbuf),
+            recv: recvbuf,
+            root: 0,
+            red: None,
+            algorithm,
+        };
+        dispatch(slf, fast, "_py_Allgather", (sendbuf, recvbuf))
+    }
+
+    /// Combine every rank's `sendbuf` (p equal blocks) with `op`; rank i gets block i.
+    #[pyo3(name = "Reduce_scatter_block", signature = (sendbuf, recvbuf, op=None, *, algorithm=None))]
+    fn reduce_scatter_block_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        op: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let fast = Fast {
+            op: CollOp::ReduceScatterBlock,
+            send: Some(sendbuf),
+            recv: recvbuf,
+            root: 0,
+            red: op,
+            algorithm,
+        };
+        dispatch(
+            slf,
+            fast,
+            "_py_Reduce_scatter_block",
+            (sendbuf, recvbuf, op),
         )
     }
 
@@ -599,6 +705,38 @@ impl CommBase {
     fn free(&mut self) {
         self.comm = None;
     }
+}
+
+/// The arguments of a call that may take the native fast path.
+struct Fast<'a, 'py> {
+    op: CollOp,
+    send: Option<&'a Bound<'py, PyAny>>,
+    recv: &'a Bound<'py, PyAny>,
+    root: usize,
+    red: Option<&'a Bound<'py, PyAny>>,
+    algorithm: Option<&'a str>,
+}
+
+/// Run `f` natively when its arguments allow, else call the Python implementation
+/// `method(*args, algorithm=...)` of the subclass (buffer specifications, datatypes, MPI
+/// fallbacks).
+fn dispatch<'py, A: pyo3::call::PyCallArgs<'py>>(
+    slf: &Bound<'py, CommBase>,
+    f: Fast<'_, 'py>,
+    method: &str,
+    args: A,
+) -> PyResult<()> {
+    let py = slf.py();
+    {
+        let mut me = slf.borrow_mut();
+        let comm = me.comm(py)?;
+        if let Some(r) = try_fast(py, comm, f.op, f.send, f.recv, f.root, f.red, f.algorithm) {
+            return r;
+        }
+    }
+    let kw = PyDict::new(py);
+    kw.set_item("algorithm", f.algorithm)?;
+    slf.call_method(method, args, Some(&kw)).map(|_| ())
 }
 
 /// Raise the exporter's own exception when there is one (after the peers were told),

@@ -5,6 +5,7 @@ mod buffer;
 mod collectives;
 mod engine;
 mod errors;
+mod fastpath;
 mod gil;
 mod heap;
 mod machine;
@@ -89,6 +90,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::SegmentHandle>()?;
     m.add_class::<heap::HeapBuffer>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
+    m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;
     m.add_function(wrap_pyfunction!(machine::machine, m)?)?;
     m.add_function(wrap_pyfunction!(machine::settings, m)?)?;
     m.add_function(wrap_pyfunction!(machine::algorithms, m)?)?;

@@ -1,0 +1,182 @@
+//! Native entry points of the most frequent collectives (Allreduce, Reduce, Bcast,
+//! Allgather, Reduce_scatter_block) for plain arrays: a call with two NumPy arrays and a
+//! predefined operator goes from Python straight into the engine, as Alltoall does. Any
+//! other form (mpi4py buffer specifications, datatypes, user operators) returns `None`
+//! here and the caller hands it to the Python implementation (`Comm._py_<Name>`).
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyModule, PyString};
+use pyo3::{intern, PyTypeInfo};
+
+use shmcoll_coll::{CollOp, Comm};
+use shmcoll_kernels::{Dtype, Op};
+
+use crate::collectives::{run, CollArgs};
+
+static IN_PLACE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// mpi4py's predefined operators (registered by `shmcoll.Comm` when it wraps MPI).
+static MPI_OPS: PyOnceLock<Vec<(Py<PyAny>, Op)>> = PyOnceLock::new();
+
+fn in_place(py: Python<'_>) -> Option<&Bound<'_, PyAny>> {
+    IN_PLACE
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                PyModule::import(py, "shmcoll.buffers")?
+                    .getattr("IN_PLACE")?
+                    .unbind(),
+            )
+        })
+        .ok()
+        .map(|o| o.bind(py))
+}
+
+/// mpi4py's IN_PLACE (which exports an empty buffer, so it must be recognised first).
+static MPI_IN_PLACE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Register mpi4py's IN_PLACE and operators: a list of (operator object, name).
+#[pyfunction]
+pub fn register_mpi(
+    py: Python<'_>,
+    in_place: Py<PyAny>,
+    ops: Vec<(Py<PyAny>, String)>,
+) -> PyResult<()> {
+    let _ = MPI_IN_PLACE.set(py, in_place);
+    let v: Vec<(Py<PyAny>, Op)> = ops
+        .into_iter()
+        .filter_map(|(o, n)| Op::parse(&n).map(|op| (o, op)))
+        .collect();
+    let _ = MPI_OPS.set(py, v);
+    Ok(())
+}
+
+fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `obj` is a live object; the call only inspects its type.
+    unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 }
+}
+
+/// The operator, if predefined (None: the default SUM).
+fn operator(py: Python<'_>, op: Option<&Bound<'_, PyAny>>) -> Option<Op> {
+    let Some(op) = op else { return Some(Op::Sum) };
+    if PyString::is_type_of(op) {
+        return op.extract::<&str>().ok().and_then(Op::parse);
+    }
+    MPI_OPS
+        .get(py)?
+        .iter()
+        .find(|(o, _)| o.as_ptr() == op.as_ptr())
+        .map(|(_, op)| *op)
+}
+
+/// The element type of a NumPy array (None for anything else).
+fn dtype(arr: &Bound<'_, PyAny>) -> Option<Dtype> {
+    let py = arr.py();
+    let dt = arr.getattr(intern!(py, "dtype")).ok()?;
+    let kind: char = dt.getattr(intern!(py, "kind")).ok()?.extract().ok()?;
+    let size: usize = dt.getattr(intern!(py, "itemsize")).ok()?.extract().ok()?;
+    let byteorder: char = dt.getattr(intern!(py, "byteorder")).ok()?.extract().ok()?;
+    if byteorder == '>' {
+        return None;
+    }
+    Some(match (kind, size) {
+        ('i', 1) => Dtype::I8,
+        ('i', 2) => Dtype::I16,
+        ('i', 4) => Dtype::I32,
+        ('i', 8) => Dtype::I64,
+        ('u', 1) => Dtype::U8,
+        ('u', 2) => Dtype::U16,
+        ('u', 4) => Dtype::U32,
+        ('u', 8) => Dtype::U64,
+        ('f', 4) => Dtype::F32,
+        ('f', 8) => Dtype::F64,
+        ('c', 8) => Dtype::C64,
+        ('c', 16) => Dtype::C128,
+        _ => return None,
+    })
+}
+
+/// Bytes of a buffer's export (None if it does not export one).
+fn nbytes(obj: &Bound<'_, PyAny>) -> Option<usize> {
+    obj.getattr(intern!(obj.py(), "nbytes"))
+        .ok()?
+        .extract()
+        .ok()
+}
+
+/// One call on the fast path, or None when the arguments need the Python implementation.
+#[allow(clippy::too_many_arguments)]
+pub fn try_fast(
+    py: Python<'_>,
+    comm: &mut Comm,
+    op: CollOp,
+    sendbuf: Option<&Bound<'_, PyAny>>,
+    recvbuf: &Bound<'_, PyAny>,
+    root: usize,
+    red: Option<&Bound<'_, PyAny>>,
+    algorithm: Option<&str>,
+) -> Option<PyResult<()>> {
+    // Reduce: only the root has a receive buffer (mpi4py ignores the others').
+    let needs_recv = !(op == CollOp::Reduce && comm.rank() != root);
+    if needs_recv && !is_buffer(recvbuf) {
+        return None;
+    }
+    let mpi_in_place =
+        |s: &Bound<'_, PyAny>| MPI_IN_PLACE.get(py).is_some_and(|ip| ip.bind(py).is(s));
+    let send = match sendbuf {
+        None => None,
+        Some(s) if mpi_in_place(s) => None,
+        Some(s) if is_buffer(s) => Some(s),
+        Some(s) if in_place(py).is_some_and(|ip| ip.is(s)) => None,
+        Some(_) => return None,
+    };
+    let in_place = sendbuf.is_some() && send.is_none();
+    let p = comm.size();
+    let (mut block, mut dt, mut rop) = (None, None, None);
+    if op.reduces() {
+        let d = dtype(if needs_recv { recvbuf } else { send? })?;
+        let o = operator(py, red)?;
+        if !o.supports(d) {
+            return None; // the Python path falls back to MPI or raises
+        }
+        (dt, rop) = (Some(d.name()), Some(o.name()));
+    }
+    match op {
+        CollOp::Allgather => {
+            let n = nbytes(recvbuf)?;
+            if !n.is_multiple_of(p) {
+                return None;
+            }
+            block = Some(n / p);
+        }
+        CollOp::ReduceScatterBlock => {
+            let n = nbytes(recvbuf)?;
+            if in_place && !n.is_multiple_of(p) {
+                return None;
+            }
+            block = Some(if in_place { n / p } else { n });
+        }
+        _ => {}
+    }
+    let recv = needs_recv.then_some(recvbuf);
+    let (send, recv) = if op == CollOp::Bcast {
+        (None, Some(recvbuf))
+    } else {
+        (send, recv)
+    };
+    Some(run(
+        py,
+        comm,
+        CollArgs {
+            op: op.name(),
+            sendbuf: send,
+            recvbuf: recv,
+            root,
+            block,
+            counts: None,
+            displs: None,
+            dtype: dt,
+            reduce_op: rop,
+            algorithm,
+        },
+    ))
+}
