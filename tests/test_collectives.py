@@ -23,7 +23,7 @@ from conftest import check_all, run_ranks
 
 pytestmark = pytest.mark.timeout(120)
 
-ALGOS: tuple[str | None, ...] = (None, "inline", "direct", "staging")
+ALGOS: tuple[str | None, ...] = (None, "inline", "direct", "cma", "staging")
 INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOAT_TYPES = ("float32", "float64", "complex64", "complex128")
 OPS = ("sum", "prod", "min", "max", "band", "bor", "bxor", "land", "lor")
@@ -317,14 +317,15 @@ def reductions(algorithm: str | None, heap: bool, dtypes: tuple[str, ...]) -> li
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 @pytest.mark.parametrize("algorithm", ALGOS)
 def test_data_movement(nranks: int, algorithm: str | None) -> None:
-    for heap in (False, True):
+    # `direct` serves heap buffers only (test_direct_needs_the_heap).
+    for heap in (True,) if algorithm == "direct" else (False, True):
         check_all(run_ranks(nranks, data_movement, algorithm, heap))
 
 
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 @pytest.mark.parametrize("algorithm", ALGOS)
 def test_reductions_every_dtype_and_op(nranks: int, algorithm: str | None) -> None:
-    heap = nranks % 2 == 0
+    heap = nranks % 2 == 0 or algorithm == "direct"
     check_all(run_ranks(nranks, reductions, algorithm, heap, INT_TYPES + FLOAT_TYPES))
 
 
@@ -340,12 +341,13 @@ def test_staging_in_many_rounds(nranks: int) -> None:
 def allreduce_digest(n: int) -> str:
     comm = shmcoll.Comm()
     rng = np.random.default_rng(comm.rank)
-    x = rng.standard_normal(n)
+    x = comm.empty(n)
+    x[:] = rng.standard_normal(n)
     digests = []
     for alg in ALGOS:
         if alg == "inline" and n * 8 * comm.size > comm.config()["inline_bytes"]:
             continue
-        y = np.empty(n)
+        y = comm.empty(n)
         comm.Allreduce(x, y, algorithm=alg)
         digests.append(hashlib.sha256(y.tobytes()).hexdigest())
     comm.Free()
@@ -388,6 +390,8 @@ def errors_case(case: str) -> str:
         elif case == "overlap":
             a = np.ones(8)
             comm.Allreduce(a, a)
+        elif case == "direct-private":
+            comm.Allreduce(np.ones(8), np.empty(8), algorithm="direct")
         elif case == "different-ops":
             if me == 0:
                 comm.Bcast(np.zeros(2))
@@ -416,6 +420,7 @@ def errors_case(case: str) -> str:
         ("small-recv", {"BadBufferError", "PeerRejectedError"}),
         ("overlap", {"BadBufferError"}),
         ("different-ops", {"MismatchError"}),
+        ("direct-private", {"AlgorithmError"}),
     ],
 )
 def test_bad_calls_raise_on_every_rank(case: str, expected: set[str]) -> None:

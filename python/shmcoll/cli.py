@@ -225,7 +225,7 @@ def _collective_bench(op: str) -> None:
     @click.option("-c", "validate", is_flag=True, help="check every validated iteration's result")
     @click.option("--rounds", type=click.IntRange(1), default=5, show_default=True, help="interleaved rounds")
     @click.option(
-        "--algorithms", default="", help="forced algorithms to add (inline,direct,staging or 'all')"
+        "--algorithms", default="", help="forced algorithms to add (inline,direct,cma,staging or 'all')"
     )
     @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
     @click.option(
@@ -258,7 +258,7 @@ def _collective_bench(op: str) -> None:
             raise click.BadParameter(str(e), param_hint="-m") from e
         algos = [a.strip() for a in algorithms.split(",") if a.strip()]
         if algos == ["all"]:
-            algos = ["inline", "direct", "staging"]
+            algos = ["inline", "direct", "cma", "staging"]
         opts = Options(
             op=op,
             sizes=size_list,

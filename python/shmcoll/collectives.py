@@ -3,7 +3,7 @@
 `Collectives` is a mixin of `shmcoll.Comm`: each method resolves its buffer
 specifications to byte counts here and hands them to the native engine
 (`CommBase._coll`), which checks them against the other ranks' and picks an algorithm
-(``algorithm=`` or ``SHMCOLL_<OP>_ALGORITHM`` force one: inline, direct, staging).
+(``algorithm=`` or ``SHMCOLL_<OP>_ALGORITHM`` force one: inline, direct, cma, staging).
 
 ``IN_PLACE`` follows MPI: Allgather(v) and Allreduce take it as the send buffer on every
 rank, Gather(v) and Reduce at the root, Scatter(v) as the root's receive buffer,

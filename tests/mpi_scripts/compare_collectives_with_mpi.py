@@ -59,7 +59,9 @@ import shmcoll
 import shmcoll.ops
 
 WORLD = MPI.COMM_WORLD
-ALGORITHMS: list[str | None] = [None, "inline", "direct", "staging"]
+ALGORITHMS: list[str | None] = [None, "inline", "direct", "cma", "staging"]
+#: For cases on ordinary (non-heap) buffers: `direct` serves heap buffers only.
+PRIVATE_ALGORITHMS = [a for a in ALGORITHMS if a != "direct"]
 SEED = 20240611
 
 #: dtypes of the main matrix (cycled across cases) and of the (dtype, operator) sweep.
@@ -258,8 +260,8 @@ class Checker:
         return {"algorithm": alg} if alg else {}
 
     def heap_flags(self, alg: str | None, k: int) -> tuple[bool, bool]:
-        """(heap send, heap recv) for case k; direct without CMA needs the heap."""
-        if alg == "direct" and not self.cma:
+        """(heap send, heap recv) for case k; direct needs the heap."""
+        if alg == "direct":
             return True, True
         h = ((k * 2654435761) % (1 << 32)) >> 30  # scrambled, so it does not follow k's parity
         return bool(h & 1), bool(h & 2)
@@ -299,7 +301,7 @@ class Checker:
             self.fail(label, "last_choice() is None after a call")
         elif alg is not None and (c.algorithm != alg or not c.forced):
             self.fail(label, f"forced {alg} but ran {c}")
-        elif alg is None and c.algorithm not in ("inline", "direct", "staging"):
+        elif alg is None and c.algorithm not in ("inline", "direct", "cma", "staging"):
             self.fail(label, f"unexpected algorithm {c}")
 
     def reduced(
@@ -721,7 +723,7 @@ class Checker:
         windows (bytes outside the window must stay untouched)."""
         p, me = self.p, self.me
         f8, c16 = np.dtype(np.float64), np.dtype(np.complex128)
-        for alg in ALGORITHMS:
+        for alg in PRIVATE_ALGORITHMS:
             for n in (33, 3001):
                 if not self.inline_ok(alg, n * 8):
                     continue
@@ -812,7 +814,7 @@ class Checker:
         p, me = self.p, self.me
         i8 = np.dtype(np.int64)
         n = 4
-        for alg in ALGORITHMS:
+        for alg in PRIVATE_ALGORITHMS:
             for in_place in (False, True):
                 if not self.inline_ok(alg, p * n * 8):
                     continue
@@ -1062,18 +1064,37 @@ def run_matrix(ck: Checker) -> None:
         for dt in ALL_DTYPES:
             for op in supported_ops(dt):
                 k += 1
-                alg = ALGORITHMS[k % 4]
+                alg = ALGORITHMS[k % len(ALGORITHMS)]
                 n = sizes[(k // 4) % 4]
                 in_place = (k // 3) % 2 == 1
                 guard(ck.allreduce, alg, n, dt, op, in_place, k)
-                guard(ck.reduce, ALGORITHMS[(k + 1) % 4], n, dt, op, roots[k % 2], not in_place, k + 1)
-                guard(ck.reduce_scatter_block, ALGORITHMS[(k + 2) % 4], n, dt, op, in_place, k + 2)
-                guard(ck.reduce_scatter, ALGORITHMS[(k + 3) % 4], "ragged", dt, op, not in_place, k + 3)
+                guard(
+                    ck.reduce,
+                    ALGORITHMS[(k + 1) % len(ALGORITHMS)],
+                    n,
+                    dt,
+                    op,
+                    roots[k % 2],
+                    not in_place,
+                    k + 1,
+                )
+                guard(
+                    ck.reduce_scatter_block, ALGORITHMS[(k + 2) % len(ALGORITHMS)], n, dt, op, in_place, k + 2
+                )
+                guard(
+                    ck.reduce_scatter,
+                    ALGORITHMS[(k + 3) % len(ALGORITHMS)],
+                    "ragged",
+                    dt,
+                    op,
+                    not in_place,
+                    k + 3,
+                )
 
     def large_cases() -> None:
         """About 1.5 MiB per rank (per block for the gathers and scatters)."""
         nonlocal k
-        for alg in (None, "direct", "staging"):
+        for alg in (None, "direct", "cma", "staging"):
             k += 1
             dt = np.dtype(np.float64)
             guard(ck.bcast, alg, large, dt, roots[k % 2], k)

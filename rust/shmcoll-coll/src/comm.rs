@@ -23,7 +23,7 @@ pub struct Stats {
     pub calls: u64,
     pub per_algo: [u64; 8],
     /// Calls of the other collectives per algorithm (CollAlgo order).
-    pub per_coll_algo: [u64; 3],
+    pub per_coll_algo: [u64; 4],
     pub rejected: u64,
 }
 

@@ -24,13 +24,13 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma, cma-push"),
     ("SHMCOLL_ALLTOALL_ORDER", "force the copy order: linear, shifted, reverse-shifted, xor, morton"),
     ("SHMCOLL_ALLTOALL_STORE", "force the store policy: temporal, nt, hybrid"),
-    ("SHMCOLL_BCAST_ALGORITHM", "force Bcast's algorithm: inline, direct, staging"),
-    ("SHMCOLL_ALLGATHER_ALGORITHM", "force Allgather(v)'s algorithm: inline, direct, staging"),
-    ("SHMCOLL_GATHER_ALGORITHM", "force Gather(v)'s algorithm: inline, direct, staging"),
-    ("SHMCOLL_SCATTER_ALGORITHM", "force Scatter(v)'s algorithm: inline, direct, staging"),
-    ("SHMCOLL_REDUCE_SCATTER_ALGORITHM", "force Reduce_scatter(_block)'s algorithm: inline, direct, staging"),
-    ("SHMCOLL_ALLREDUCE_ALGORITHM", "force Allreduce's algorithm: inline, direct, staging"),
-    ("SHMCOLL_REDUCE_ALGORITHM", "force Reduce's algorithm: inline, direct, staging"),
+    ("SHMCOLL_BCAST_ALGORITHM", "force Bcast's algorithm: inline, direct, cma, staging"),
+    ("SHMCOLL_ALLGATHER_ALGORITHM", "force Allgather(v)'s algorithm: inline, direct, cma, staging"),
+    ("SHMCOLL_GATHER_ALGORITHM", "force Gather(v)'s algorithm: inline, direct, cma, staging"),
+    ("SHMCOLL_SCATTER_ALGORITHM", "force Scatter(v)'s algorithm: inline, direct, cma, staging"),
+    ("SHMCOLL_REDUCE_SCATTER_ALGORITHM", "force Reduce_scatter(_block)'s algorithm: inline, direct, cma, staging"),
+    ("SHMCOLL_ALLREDUCE_ALGORITHM", "force Allreduce's algorithm: inline, direct, cma, staging"),
+    ("SHMCOLL_REDUCE_ALGORITHM", "force Reduce's algorithm: inline, direct, cma, staging"),
     ("SHMCOLL_BIND", "bind each rank to one CPU: auto (when ranks outnumber CPUs and none is bound yet), core, none"),
     ("SHMCOLL_ISA", "lower the SIMD level of the copy kernels: scalar, sse2, avx2, avx512"),
 ];
@@ -89,7 +89,7 @@ fn coll_forced_from_env() -> Result<[Option<CollAlgo>; 11]> {
             }
             out[op as usize] = Some(CollAlgo::parse(v).ok_or_else(|| {
                 Error::InvalidArgument(format!(
-                    "environment: {var}={v:?}; known algorithms: inline, direct, staging"
+                    "environment: {var}={v:?}; known algorithms: inline, direct, cma, staging"
                 ))
             })?);
         }

@@ -421,8 +421,8 @@ impl Comm {
                 .filter(|&j| contributes(j))
                 .all(|j| peers[j].flags & (F_INLINE | F_TINY) != 0),
             inline_capacity: self.seg.layout().sizes.inline_bytes,
-            reachable: self.cma_ok || p == 1 || unreachable.is_none(),
-            first_unreachable: unreachable,
+            first_outside_heap: unreachable.filter(|_| p > 1),
+            cma_ok: self.cma_ok,
         })
     }
 }

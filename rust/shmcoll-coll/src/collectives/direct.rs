@@ -13,6 +13,7 @@ use shmcoll_kernels::Store;
 use super::reach::{at, Reach, Side};
 use super::{Call, CollOp};
 use crate::comm::Comm;
+use crate::desc::{F_RECV_HEAP, F_SEND_HEAP};
 use crate::error::Result;
 use crate::transfer::resolve_store;
 
@@ -64,17 +65,38 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
     failure.map_or(Ok(()), Err)
 }
 
+/// Bcast. When the root's buffer is in the heap, every rank can read it, so the copies
+/// are shared out: rank k copies part k of the root's buffer into every non-root buffer,
+/// and all cores copy at once (a single reader is bound by one core's copy rate). Else
+/// each non-root reads the whole buffer from the root.
 fn bcast(r: &mut Reach, x: &Call) {
-    if r.c.rank != x.root {
-        let store = resolve_store(Store::Hybrid, x.contrib_len, r.c.cfg.nt_threshold);
-        r.read(
-            x,
-            at(x.root, Side::Contrib, 0),
-            x.recv,
-            x.contrib_len,
-            store,
-        );
+    let (me, p, root, n) = (r.c.rank, r.c.size, x.root, x.contrib_len);
+    let store = resolve_store(Store::Hybrid, n, r.c.cfg.nt_threshold);
+    let root_in_heap = x.peers[root].flags & F_SEND_HEAP != 0;
+    let dests_reachable =
+        r.c.cma_ok || (0..p).all(|j| j == root || x.peers[j].flags & F_RECV_HEAP != 0);
+    if !root_in_heap || !dests_reachable || n < SPLIT_MIN {
+        if me != root {
+            r.read(x, at(root, Side::Contrib, 0), x.recv, n, store);
+        }
+        return;
     }
+    let (off, len) = part(n, p, me);
+    let src = r.c.seg.ptr(x.peers[root].send_off as usize + off, len) as usize;
+    for j in (0..p).filter(|&j| j != root) {
+        r.write(x, at(j, Side::Recv, off), src, len, store);
+    }
+}
+
+/// Below this, one reader beats splitting the copy (the split costs a line of every
+/// part on two cores).
+const SPLIT_MIN: usize = 64 << 10;
+
+/// Part k of `n` bytes cut into `p` cache-line aligned parts: (offset, length).
+fn part(n: usize, p: usize, k: usize) -> (usize, usize) {
+    let per = n.div_ceil(p).div_ceil(64) * 64;
+    let lo = (k * per).min(n);
+    (lo, (n - lo).min(per))
 }
 
 fn allgather(r: &mut Reach, x: &Call) {

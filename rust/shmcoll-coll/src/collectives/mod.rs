@@ -138,15 +138,22 @@ pub enum CollAlgo {
     Inline = 0,
     Direct = 1,
     Staging = 2,
+    Cma = 3,
 }
 
 impl CollAlgo {
-    pub const ALL: [CollAlgo; 3] = [CollAlgo::Inline, CollAlgo::Direct, CollAlgo::Staging];
+    pub const ALL: [CollAlgo; 4] = [
+        CollAlgo::Inline,
+        CollAlgo::Direct,
+        CollAlgo::Cma,
+        CollAlgo::Staging,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             CollAlgo::Inline => "inline",
             CollAlgo::Direct => "direct",
+            CollAlgo::Cma => "cma",
             CollAlgo::Staging => "staging",
         }
     }
@@ -160,7 +167,8 @@ impl CollAlgo {
     pub fn describe(self) -> &'static str {
         match self {
             CollAlgo::Inline => "contributions inline in the segment, one synchronisation round (small messages)",
-            CollAlgo::Direct => "single copies from/into peers' buffers (shared heap or CMA); reductions as reduce-scatter, each rank writing its slice",
+            CollAlgo::Direct => "single copies from/into peers' buffers in the shared heap; reductions as reduce-scatter, each rank writing its slice",
+            CollAlgo::Cma => "as direct, reaching peers' private buffers with process_vm_readv/writev",
             CollAlgo::Staging => "chunked rounds through the staging areas (any buffers, no CMA)",
         }
     }
@@ -172,10 +180,13 @@ impl CollAlgo {
                 "a contribution is larger than the {} bytes of the inline area (SHMCOLL_INLINE_BYTES)",
                 f.inline_capacity
             )),
-            CollAlgo::Direct if !f.reachable => Some(format!(
-                "rank {}'s buffer is neither in the shared heap (Comm.empty) nor reachable with CMA",
-                f.first_unreachable.unwrap_or(0)
+            CollAlgo::Direct if f.first_outside_heap.is_some() => Some(format!(
+                "every buffer that peers touch must be in the shared heap (Comm.empty); rank {}'s is not",
+                f.first_outside_heap.unwrap_or(0)
             )),
+            CollAlgo::Cma if !f.cma_ok => {
+                Some("process_vm_readv/writev is not permitted between these processes".into())
+            }
             _ => None,
         }
     }
@@ -193,9 +204,9 @@ pub struct CollFacts {
     pub bytes: usize,
     pub all_inline_written: bool,
     pub inline_capacity: usize,
-    /// Every buffer the direct algorithm touches in a peer is in the heap or CMA works.
-    pub reachable: bool,
-    pub first_unreachable: Option<usize>,
+    /// The first rank with a buffer that peers touch under `direct` outside the heap.
+    pub first_outside_heap: Option<usize>,
+    pub cma_ok: bool,
 }
 
 /// One call as the bindings describe it (all sizes in bytes).
@@ -373,7 +384,7 @@ impl Comm {
         };
         match algo {
             CollAlgo::Inline => inline::run(self, &x),
-            CollAlgo::Direct => direct::run(self, &x),
+            CollAlgo::Direct | CollAlgo::Cma => direct::run(self, &x),
             CollAlgo::Staging => staging::run(self, &x),
         }?;
         let choice = CollChoice {
@@ -398,7 +409,7 @@ impl Comm {
         let t = self.coll_tables.get(op.family());
         t.candidates(f.bytes)
             .iter()
-            .chain(&[CollAlgo::Direct, CollAlgo::Staging])
+            .chain(&[CollAlgo::Direct, CollAlgo::Cma, CollAlgo::Staging])
             .copied()
             .find(|a| a.restriction(f).is_none())
             .ok_or_else(|| {

@@ -50,8 +50,9 @@ impl CollTable {
 /// round; `direct` one copy but a done round (two for in-place Reduce_scatter). While the
 /// copies run from L1 the round dominates: inline up to a 32nd of the L1 data cache of
 /// total traffic per rank. Reductions read every rank's contribution on every rank under
-/// `inline` (p times the contribution), so their limit is divided by p. Beyond: `direct`,
-/// and `staging` where peers' buffers cannot be reached.
+/// `inline` (p times the contribution), so their limit is divided by p. Beyond: `direct`
+/// for heap buffers, `inline` for private ones while CMA's system calls cost more than
+/// the second copy, then `cma`, and `staging` where peers' buffers cannot be reached.
 pub fn model_coll_table(family: CollOp, m: &Machine, p: usize, inline_bytes: usize) -> CollTable {
     let p = p.max(1);
     let l1 = m.l1d_bytes.max(16 << 10);
@@ -61,15 +62,23 @@ pub fn model_coll_table(family: CollOp, m: &Machine, p: usize, inline_bytes: usi
         CollOp::Allgather | CollOp::Gather => p,
         _ => 1,
     };
+    use CollAlgo::{Cma, Direct, Inline, Staging};
     let limit = (l1 / 32 / reads_all).max(TINY).min(inline_bytes);
+    // A CMA transfer costs a system call (about a microsecond) per peer and piece, so
+    // private buffers stay inline for longer: up to a sixth of L1 per rank.
+    let cma_from = (l1 / 6).max(limit).min(inline_bytes);
     CollTable::new(vec![
         CollRow {
             max_bytes: limit,
-            candidates: vec![CollAlgo::Inline, CollAlgo::Direct, CollAlgo::Staging],
+            candidates: vec![Inline, Direct, Cma, Staging],
+        },
+        CollRow {
+            max_bytes: cma_from,
+            candidates: vec![Direct, Inline, Cma, Staging],
         },
         CollRow {
             max_bytes: usize::MAX,
-            candidates: vec![CollAlgo::Direct, CollAlgo::Staging],
+            candidates: vec![Direct, Cma, Staging],
         },
     ])
 }
