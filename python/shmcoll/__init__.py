@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _core
+from ._core import Prequest
 from .buffers import IN_PLACE
 from .comm import Choice, Comm
 from .errors import (
@@ -77,6 +78,7 @@ __all__ = [
     "Op",
     "PeerFailedError",
     "PeerRejectedError",
+    "Prequest",
     "SegmentError",
     "ShmcollError",
     "ShmcollTimeoutError",

@@ -11,6 +11,7 @@ __all__ = [
     "SEGMENT_PREFIX",
     "CommBase",
     "HeapBuffer",
+    "Prequest",
     "SegmentHandle",
     "__version__",
     "algorithms",
@@ -56,6 +57,21 @@ class HeapBuffer:
     if sys.version_info >= (3, 12):
         def __buffer__(self, flags: int, /) -> memoryview: ...
         def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+
+@final
+class Prequest:
+    """A persistent collective request (``Comm.*_init``); Start runs it to completion."""
+
+    def Start(self) -> None: ...
+    def Wait(self, status: Any = None) -> None: ...
+    def Test(self, status: Any = None) -> bool: ...
+    def Free(self) -> None: ...
+    @staticmethod
+    def Startall(requests: list[Prequest]) -> None: ...
+    @staticmethod
+    def Waitall(requests: list[Prequest], statuses: Any = None) -> None: ...
+    @property
+    def freed(self) -> bool: ...
 
 @disjoint_base
 class CommBase:
@@ -154,6 +170,29 @@ class CommBase:
         algorithm: str | None = None,
     ) -> None:
         """One of the collectives other than Alltoall(v) on resolved buffers (sizes in bytes)."""
+    def _alltoall_init(
+        self,
+        sendbuf: Any | None,
+        recvbuf: Any,
+        bpp: tuple[int, int] | None = None,
+        arrays: Sequence[Sequence[int]] | None = None,
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> Prequest: ...
+    def _coll_init(
+        self,
+        op: str,
+        sendbuf: Any | None,
+        recvbuf: Any | None,
+        root: int = 0,
+        block: int | None = None,
+        counts: Sequence[int] | None = None,
+        displs: Sequence[int] | None = None,
+        dtype: str | None = None,
+        reduce_op: str | None = None,
+        algorithm: str | None = None,
+    ) -> Prequest: ...
     def _barrier(self) -> None: ...
     def _heap_alloc(self, nbytes: int) -> HeapBuffer: ...
     def _heap_usage(self) -> tuple[int, int]: ...

@@ -113,6 +113,7 @@ def bench() -> None:
 @click.option("--no-heap", is_flag=True, help="skip shared-heap buffers")
 @click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers")
 @click.option("--no-ceiling", is_flag=True, help="skip measuring the NT copy ceiling")
+@click.option("--persistent", is_flag=True, help="also time a persistent request (Alltoall_init + Start)")
 @click.option(
     "--plot", "plot_path", type=click.Path(dir_okay=False), help="draw latency and bandwidth as PNG"
 )
@@ -136,6 +137,7 @@ def bench_alltoall(
     no_heap: bool,
     no_ordinary: bool,
     no_ceiling: bool,
+    persistent: bool,
     plot_path: str | None,
     profile: str | None,
 ) -> None:
@@ -170,6 +172,7 @@ def bench_alltoall(
         mpi=not no_mpi,
         ordinary=not no_ordinary,
         heap=not no_heap,
+        persistent=persistent,
         variants=forced,
         percentiles=percentiles,
         csv=csv_path,

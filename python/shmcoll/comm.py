@@ -24,6 +24,7 @@ from .buffers import is_in_place, parse_vector
 from .collectives import Collectives
 from .errors import ArgumentError, ShmcollError, UnsupportedError
 from .ops import mpi_ops_by_id
+from .persistent import Persistent
 from .tuning.lookup import INTERNAL
 
 #: Environment variables the standalone launcher (`shmcoll run`, `shmcoll.spawn`) sets.
@@ -136,7 +137,7 @@ def _dup_segment(parent: Comm) -> Any:
     return seg
 
 
-class Comm(Collectives, _core.CommBase):
+class Comm(Collectives, Persistent, _core.CommBase):
     """A communicator over the processes of one node.
 
     ``Comm(mpi_comm)`` wraps an mpi4py intra-communicator whose ranks share a node (rank

@@ -34,6 +34,7 @@ class Options:
     mpi: bool = True
     ordinary: bool = True
     heap: bool = True
+    persistent: bool = False  # also time Alltoall_init + Start on heap buffers
     variants: list[str] = field(default_factory=list)  # "algo/order/store" forced variants
     percentiles: bool = False
     csv: str | None = None
@@ -61,6 +62,7 @@ def _make_variant(
     heap_recv: bool,
     forced: dict[str, str] | None,
     peer: bool = False,
+    persistent: bool = False,
 ) -> Variant:
     p, me = comm.size, comm.rank
 
@@ -76,7 +78,7 @@ def _make_variant(
         recv = comm.empty(n, np.uint8) if heap_recv else np.empty(n, np.uint8)
         send[:] = 1
         recv[:] = 0
-        return send, recv, size, send.reshape(p, size)
+        return send, recv, size, send.reshape(p, size), []
 
     def refill(s: Any, it: int, final: bool) -> None:
         if final:
@@ -91,18 +93,26 @@ def _make_variant(
 
     def bind(s: Any) -> Any:
         a, b = s[0], s[1]
+        if persistent:
+            req = comm.Alltoall_init(a, b, **kw)
+            s[4].append(req)
+            return req.Start
         if kw:
             return lambda: fn(a, b, **kw)
         return lambda: fn(a, b)
 
     def check(s: Any, it: int) -> bool:
-        _, recv, size, _ = s
+        _, recv, size, _, _ = s
         if size == 0:
             return True
         rows = recv.reshape(p, size)
         return all(bool((rows[j] == _pattern(j, me, it)).all()) for j in range(p))
 
-    return Variant(label, peer, setup, refill, bind, check)
+    def teardown(s: Any) -> None:
+        for req in s[4]:
+            req.Free()
+
+    return Variant(label, peer, setup, refill, bind, check, teardown)
 
 
 def nt_ceiling(comm: shmcoll.Comm, nbytes: int = 64 << 20, reps: int = 5) -> float:
@@ -162,6 +172,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(_make_variant("shmcoll", comm, None, False, False, None))
     if opts.heap:
         variants.append(_make_variant("shmcoll heap", comm, None, True, True, None))
+    if opts.persistent:
+        variants.append(_make_variant("heap persistent", comm, None, True, True, None, persistent=True))
     for spec in opts.variants:
         algo, order, store = ([*spec.split("/"), "", ""])[:3]
         forced = {k: v for k, v in (("algorithm", algo), ("order", order), ("store", store)) if v}

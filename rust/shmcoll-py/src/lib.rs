@@ -9,6 +9,7 @@ mod fastpath;
 mod gil;
 mod heap;
 mod machine;
+mod persistent;
 mod table;
 
 use pyo3::prelude::*;
@@ -89,6 +90,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::CommBase>()?;
     m.add_class::<engine::SegmentHandle>()?;
     m.add_class::<heap::HeapBuffer>()?;
+    m.add_class::<persistent::Prequest>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;
     m.add_function(wrap_pyfunction!(machine::machine, m)?)?;

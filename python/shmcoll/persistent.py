@@ -1,0 +1,141 @@
+"""Persistent collectives: ``Alltoall_init``, ``Alltoallv_init``, ``Allreduce_init``,
+``Allgather_init`` and ``Bcast_init``, as MPI-4 and mpi4py define them.
+
+Each returns a request (``shmcoll._core.Prequest``) with ``Start()``, ``Wait()``,
+``Test()`` and ``Free()``; ``Prequest.Startall`` / ``Waitall`` take lists. Buffer
+specifications, datatypes, operators and forced choices are resolved and the buffers
+borrowed once, at creation; a started call goes straight to the engine. Creation is
+collective: every rank learns whether any rank's arguments were rejected.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _core
+from ._core import Prequest
+from .buffers import is_in_place, parse_simple, parse_vector, parse_whole
+from .errors import ArgumentError, ShmcollError
+from .ops import SUM
+
+
+def _uniform_bytes(spec: Any, p: int, what: str) -> tuple[Any, int]:
+    s = parse_simple(spec, p)
+    if s.bytes_per_rank is None:  # pragma: no cover - parse_simple always resolves it
+        raise ArgumentError(f"cannot size the {what}")
+    return s.buf, s.bytes_per_rank
+
+
+class Persistent(_core.CommBase):
+    """The ``*_init`` methods of `shmcoll.Comm`."""
+
+    _mpi: Any
+
+    if TYPE_CHECKING:
+
+        def _reduction(
+            self, name: str, sendbuf: Any, recvbuf: Any, op: Any, send_blocks: int = 1, recv_blocks: int = 1
+        ) -> Any: ...
+
+    def _agree(self, name: str, make: Any) -> Prequest:
+        """Build a request with `make()`; if any rank fails, every rank raises."""
+        req = None
+        err: BaseException | None = None
+        try:
+            req = make()
+        except Exception as e:
+            err = e
+        flag = np.array([0 if err is None else 1], np.int32)
+        everyone = np.empty(1, np.int32)
+        self._coll("Allreduce", flag, everyone, 0, None, None, None, "int32", "max", "inline")
+        if err is not None:
+            raise err
+        if everyone[0]:
+            if req is not None:
+                req.Free()
+            raise ShmcollError(f"{name}: another rank's arguments were rejected")
+        assert req is not None
+        return req
+
+    def Alltoall_init(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        *,
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> Prequest:
+        """A persistent Alltoall."""
+
+        def make() -> Prequest:
+            r, rb = _uniform_bytes(recvbuf, self.size, "receive buffer")
+            if is_in_place(sendbuf):
+                return self._alltoall_init(None, r, (rb, rb), None, algorithm, order, store)
+            s, sb = _uniform_bytes(sendbuf, self.size, "send buffer")
+            return self._alltoall_init(s, r, (sb, rb), None, algorithm, order, store)
+
+        return self._agree("Alltoall_init", make)
+
+    def Alltoallv_init(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        *,
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> Prequest:
+        """A persistent Alltoallv (vector buffer specifications as in Alltoallv)."""
+
+        def make() -> Prequest:
+            r = parse_vector(recvbuf, self.size)
+            if is_in_place(sendbuf):
+                arrays = [r.counts, r.displs, r.counts, r.displs]
+                return self._alltoall_init(None, r.buf, None, arrays, algorithm, order, store)
+            s = parse_vector(sendbuf, self.size)
+            arrays = [s.counts, s.displs, r.counts, r.displs]
+            return self._alltoall_init(s.buf, r.buf, None, arrays, algorithm, order, store)
+
+        return self._agree("Alltoallv_init", make)
+
+    def Allreduce_init(
+        self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None
+    ) -> Prequest:
+        """A persistent Allreduce (natively supported operators and datatypes)."""
+
+        def make() -> Prequest:
+            red = self._reduction("Allreduce_init", sendbuf, recvbuf, op)
+            if red is None:
+                raise ArgumentError("Allreduce_init: this operator or datatype runs on MPI; use Allreduce")
+            s, r, dt, o = red
+            return self._coll_init("Allreduce", s, r.buf, 0, None, None, None, dt, o, algorithm)
+
+        return self._agree("Allreduce_init", make)
+
+    def Allgather_init(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> Prequest:
+        """A persistent Allgather."""
+
+        def make() -> Prequest:
+            r = parse_whole(recvbuf, blocks=self.size)
+            if r.nbytes % self.size:
+                raise ArgumentError(
+                    f"the receive buffer ({r.nbytes} bytes) does not split into {self.size} blocks"
+                )
+            s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
+            return self._coll_init(
+                "Allgather", s, r.buf, 0, r.nbytes // self.size, None, None, None, None, algorithm
+            )
+
+        return self._agree("Allgather_init", make)
+
+    def Bcast_init(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> Prequest:
+        """A persistent Bcast."""
+
+        def make() -> Prequest:
+            b = parse_whole(buf)
+            return self._coll_init("Bcast", None, b.buf, root, None, None, None, None, None, algorithm)
+
+        return self._agree("Bcast_init", make)
