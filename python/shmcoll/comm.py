@@ -153,6 +153,21 @@ class Comm(Collectives, Persistent, _core.CommBase):
 
     _mpi: Any
 
+    def __new__(cls, comm: Any = None) -> Any:
+        # A communicator whose ranks span nodes (or fake nodes, SHMCOLL_NODE_SPLIT) is
+        # served by HierComm: shared memory inside nodes, MPI between them.
+        mpi = comm
+        if mpi is None and ENV_SEGMENT not in os.environ and under_mpi_launcher():
+            from mpi4py import MPI
+
+            mpi = MPI.COMM_WORLD
+        if mpi is not None and not isinstance(mpi, Comm) and hasattr(mpi, "Split_type"):
+            from .hierarchy import HierComm, spans_nodes
+
+            if spans_nodes(mpi):
+                return HierComm(mpi)
+        return super().__new__(cls, comm)
+
     def __init__(self, comm: Any = None) -> None:
         self._mpi = None
         self._join_for(comm)

@@ -1,0 +1,279 @@
+"""Communicators that span several nodes: shared memory inside each node, MPI between.
+
+``shmcoll.Comm(comm)`` returns a `HierComm` when `comm`'s ranks live on more than one node
+(``MPI.COMM_TYPE_SHARED``) or when ``SHMCOLL_NODE_SPLIT=k`` groups them into fake nodes of
+k consecutive ranks (to test the hierarchy on one machine: 4 ranks with k=2 run as 2 nodes
+x 2). It keeps three communicators: `local` (a shmcoll.Comm over this node's ranks),
+`cross` (an MPI communicator of the ranks with this rank's local index, one per node) and
+`mpi_comm` itself. With N nodes of L ranks each, numbered node by node (rank = node*L +
+local), the collectives run as:
+
+* Alltoall: blocks regrouped by destination local rank, a node-local Alltoall (shared
+  memory) of N-block aggregates, regrouped by destination node, then one MPI Alltoall of
+  L-block aggregates over `cross`, which lands in rank order in the receive buffer;
+* Allreduce: node-local Reduce_scatter (one slice per local rank), MPI Allreduce of the
+  slice over `cross`, node-local Allgatherv;
+* Reduce_scatter_block: node-local Reduce_scatter of blocks regrouped by local rank, then
+  MPI Reduce_scatter_block over `cross`;
+* Allgather: node-local Allgather into this node's part, MPI Allgather over `cross`;
+* Bcast: MPI Bcast over the root's `cross`, then a node-local Bcast;
+* Barrier: node-local, MPI Barrier over `cross`, node-local.
+
+Other collectives, and any call when nodes differ in size or are not numbered node by
+node, run on `mpi_comm` itself: announced once with a RuntimeWarning and counted in
+`HierComm.fallbacks`.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .buffers import is_in_place, parse_simple, parse_whole
+from .errors import ArgumentError
+from .ops import SUM, Op
+
+ENV_NODE_SPLIT = "SHMCOLL_NODE_SPLIT"
+
+
+def node_split() -> int | None:
+    """``SHMCOLL_NODE_SPLIT`` as a positive int, or None."""
+    v = os.environ.get(ENV_NODE_SPLIT, "").strip()
+    if not v:
+        return None
+    try:
+        k = int(v)
+    except ValueError:
+        raise ArgumentError(f"{ENV_NODE_SPLIT}={v!r} is not a number of ranks per node") from None
+    if k < 1:
+        raise ArgumentError(f"{ENV_NODE_SPLIT}={v!r}: needs at least 1 rank per node")
+    return k
+
+
+def node_color(mpi_comm: Any) -> int:
+    """The node of this rank, as the lowest rank of its node (collective)."""
+    from mpi4py import MPI
+
+    k = node_split()
+    if k is not None:
+        return int(mpi_comm.Get_rank() // k)
+    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED, key=mpi_comm.Get_rank())
+    try:
+        first = node.allreduce(mpi_comm.Get_rank(), op=MPI.MIN)
+    finally:
+        node.Free()
+    return int(first)
+
+
+def spans_nodes(mpi_comm: Any) -> bool:
+    """Whether `mpi_comm` must be served hierarchically (collective)."""
+    from mpi4py import MPI
+
+    k = node_split()
+    if k is not None:
+        # Fake nodes are k consecutive ranks of the communicator being wrapped.
+        return bool(mpi_comm.Get_size() > k)
+    colors = mpi_comm.allgather(node_color(mpi_comm))
+    return bool(mpi_comm.allreduce(len(set(colors)) > 1, op=MPI.LOR))
+
+
+def _mpi_op(op: Any) -> Any:
+    if op is None:
+        op = SUM
+    if isinstance(op, Op):
+        from mpi4py import MPI
+
+        return getattr(MPI, op.upper())
+    return op
+
+
+class HierComm:
+    """A communicator over several nodes (see the module documentation)."""
+
+    def __init__(self, mpi_comm: Any) -> None:
+        from .comm import Comm
+
+        self.mpi_comm = mpi_comm
+        self.rank = int(mpi_comm.Get_rank())
+        self.size = int(mpi_comm.Get_size())
+        color = node_color(mpi_comm)
+        self._node_mpi = mpi_comm.Split(color, key=self.rank)
+        self.local = Comm(self._node_mpi)
+        self.local_rank, self.local_size = self.local.rank, self.local.size
+        self.cross = mpi_comm.Split(self.local_rank, key=self.rank)
+        colors = mpi_comm.allgather(color)
+        nodes = sorted(set(colors))
+        self.nnodes = len(nodes)
+        self.node = nodes.index(color)
+        sizes = {c: colors.count(c) for c in nodes}
+        # node by node: rank = node*L + local
+        self.uniform = len(set(sizes.values())) == 1 and all(
+            colors[r] == nodes[r // self.local_size] for r in range(self.size)
+        )
+        self.fallbacks: dict[str, int] = {}
+        self._warned: set[str] = set()
+
+    # -- identity ---------------------------------------------------------------------
+    def Get_rank(self) -> int:
+        return self.rank
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"<shmcoll.HierComm rank {self.rank} of {self.size}: {self.nnodes} nodes x {self.local_size}>"
+
+    def Free(self) -> None:
+        self.local.Free()
+        self.cross.Free()
+        self._node_mpi.Free()
+
+    def __enter__(self) -> HierComm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.Free()
+
+    def empty(self, shape: Any, dtype: Any = float, order: str = "C") -> np.ndarray:
+        """An array in this node's shared heap (the node-local steps read it directly)."""
+        return self.local.empty(shape, dtype, order)
+
+    def zeros(self, shape: Any, dtype: Any = float, order: str = "C") -> np.ndarray:
+        return self.local.zeros(shape, dtype, order)
+
+    def _fallback(self, name: str, *args: Any, **kw: Any) -> Any:
+        """Run `name` on MPI itself (announced once, counted)."""
+        self.fallbacks[name] = self.fallbacks.get(name, 0) + 1
+        if name not in self._warned:
+            self._warned.add(name)
+            why = "" if self.uniform else " (nodes differ in size or are not numbered node by node)"
+            warnings.warn(f"shmcoll: {name} across nodes runs on MPI{why}", RuntimeWarning, stacklevel=3)
+        mpi_args = [self._mpi_spec(a) for a in args]
+        return getattr(self.mpi_comm, name)(*mpi_args, **kw)
+
+    @staticmethod
+    def _mpi_spec(a: Any) -> Any:
+        if is_in_place(a):
+            from mpi4py import MPI
+
+            return MPI.IN_PLACE
+        return a
+
+    # -- collectives ------------------------------------------------------------------
+    def Barrier(self) -> None:
+        self.local.Barrier()
+        if self.local_rank == 0:
+            self.cross.Barrier()
+        self.local.Barrier()
+
+    barrier = Barrier
+
+    def Bcast(self, buf: Any, root: int = 0) -> None:
+        if not self.uniform:
+            return self._fallback("Bcast", buf, root)
+        L = self.local_size
+        root_node, root_local = divmod(root, L)
+        b = parse_whole(buf)
+        if self.local_rank == root_local:
+            self.cross.Bcast([_as_bytes(b.buf), b.nbytes, _byte()], root=root_node)
+        self.local.Bcast(b.buf, root=root_local)
+        return None
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
+        if not self.uniform:
+            return self._fallback("Allgather", sendbuf, recvbuf)
+        N, a = self.nnodes, self.node
+        r = _as_bytes(parse_whole(recvbuf).buf)
+        part = r.size // N
+        mine = r[a * part : (a + 1) * part]
+        if is_in_place(sendbuf):
+            from .buffers import IN_PLACE
+
+            self.local.Allgather(IN_PLACE, mine)
+        else:
+            self.local.Allgather(_as_bytes(parse_whole(sendbuf).buf), mine)
+        from mpi4py import MPI
+
+        self.cross.Allgather(MPI.IN_PLACE, [r, part, _byte()])
+        return None
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        if not self.uniform:
+            return self._fallback("Alltoall", sendbuf, recvbuf)
+        L, N = self.local_size, self.nnodes
+        rs = parse_simple(recvbuf, self.size)
+        r = _as_bytes(rs.buf)
+        n = rs.bytes_per_rank or 0
+        if is_in_place(sendbuf):
+            s = r[: n * self.size].copy()
+        else:
+            s = _as_bytes(parse_simple(sendbuf, self.size).buf)[: n * self.size]
+        # send block (b, j) -> row j, column b: each local rank gets its N-block aggregate
+        by_local = np.ascontiguousarray(s.reshape(N, L, n).transpose(1, 0, 2))
+        got = np.empty_like(by_local)  # [source local i][destination node b]
+        self.local.Alltoall(by_local, got)
+        by_node = np.ascontiguousarray(got.transpose(1, 0, 2))  # [b][i]
+        self.cross.Alltoall([by_node, L * n, _byte()], [r, L * n, _byte()])
+        return None
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = SUM) -> None:
+        if not self.uniform:
+            return self._fallback("Allreduce", sendbuf, recvbuf, _mpi_op(op))
+        rw = parse_whole(recvbuf)
+        if rw.dtype is None:
+            return self._fallback("Allreduce", sendbuf, recvbuf, _mpi_op(op))
+        r = _typed(rw.buf, rw.dtype)
+        s = r.copy() if is_in_place(sendbuf) else _typed(parse_whole(sendbuf).buf, rw.dtype)
+        L, n = self.local_size, r.size
+        counts = [n * (j + 1) // L - n * j // L for j in range(L)]
+        displs = [n * j // L for j in range(L)]
+        mine = np.empty(counts[self.local_rank], rw.dtype)
+        self.local.Reduce_scatter(s, mine, counts, op)
+        from mpi4py import MPI
+
+        self.cross.Allreduce(MPI.IN_PLACE, mine, op=_mpi_op(op))
+        self.local.Allgatherv(mine, [r, counts, displs, None])
+        return None
+
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = SUM) -> None:
+        if not self.uniform or is_in_place(sendbuf):
+            return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, _mpi_op(op))
+        rw = parse_whole(recvbuf)
+        if rw.dtype is None:
+            return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, _mpi_op(op))
+        r = _typed(rw.buf, rw.dtype)
+        s = _typed(parse_whole(sendbuf).buf, rw.dtype)
+        L, N, n = self.local_size, self.nnodes, r.size
+        # block (b, i) -> part i, slot b: local rank i combines the blocks of every node's
+        # i-th rank over this node, then the nodes combine over `cross`.
+        by_local = np.ascontiguousarray(s[: N * L * n].reshape(N, L, n).transpose(1, 0, 2))
+        part = np.empty(N * n, rw.dtype)
+        self.local.Reduce_scatter_block(by_local.reshape(-1), part, op)
+        self.cross.Reduce_scatter_block(part, r, op=_mpi_op(op))
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        """Other mpi4py collectives run on MPI (announced once, counted)."""
+        if name[:1].isupper() and hasattr(self.mpi_comm, name):
+            return lambda *a, **k: self._fallback(name, *a, **k)
+        raise AttributeError(name)
+
+
+def _typed(buf: Any, dtype: np.dtype[Any]) -> np.ndarray:
+    """A flat, writable view of `buf`'s memory as `dtype`."""
+    if isinstance(buf, np.ndarray):
+        return buf.reshape(-1).view(dtype)
+    return np.frombuffer(memoryview(buf).cast("B"), dtype=dtype)
+
+
+def _as_bytes(buf: Any) -> np.ndarray:
+    return _typed(buf, np.dtype(np.uint8))
+
+
+def _byte() -> Any:
+    from mpi4py import MPI
+
+    return MPI.BYTE
