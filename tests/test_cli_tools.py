@@ -136,7 +136,7 @@ def test_tune_records_every_cell_with_medians(tuned: Tuned) -> None:
     doc = table.load(tuned.out)
     recs = doc["measurements"]
     plan = tuner.Plan(2, TUNE_SIZES, tuner.candidates("quick"), "", 0)
-    want = {(2, s, k, a, o, st) for (s, k, a, o, st) in plan.cells()}
+    want = {(op, 2, s, k, a, o, st) for (op, s, k, a, o, st) in plan.cells()}
     got = [tuner.cell_key(r) for r in recs]
     assert len(got) == len(set(got)), "a cell measured twice"
     assert set(got) == want
@@ -159,6 +159,7 @@ def test_tune_records_every_cell_with_medians(tuned: Tuned) -> None:
     by_key = {tuner.cell_key(r): r for r in recs}
     for row in rows:
         key = (
+            row["op"],
             int(row["nprocs"]),
             int(row["bytes"]),
             row["buffers"],
@@ -191,10 +192,11 @@ def test_explain_shows_the_tuned_table(tuned: Tuned) -> None:
     p = cli("explain", "-n", "2", env=hermetic(tuned.dir, SHMCOLL_TUNING_FILE=str(tuned.out)))
     assert p.returncode == 0, output(p)
     assert f"{tuned.out} (environment table)" in p.stdout, p.stdout
-    assert "model embedded" not in p.stdout
+    assert "model embedded" not in p.stdout.split("other collectives")[0]
     rows = table.rows_for(table.load(tuned.out), "alltoall", 2)
     assert rows is not None
-    lines = [line for line in p.stdout.splitlines() if line.startswith("│")]
+    alltoall = p.stdout.split("other collectives")[0]
+    lines = [line for line in alltoall.splitlines() if line.startswith("│")]
     assert len(lines) == len(rows), p.stdout
     for line, (lo, hi, cands) in zip(lines, rows, strict=True):
         cells = [c.strip() for c in line.split("│")[1:-1]]
@@ -299,7 +301,9 @@ def test_tune_resume_keeps_the_checkpointed_cells(tmp_path: Path) -> None:
     # the medians are impossible ones, so that the test sees whether they were kept (and
     # whether the table was built from them: staging wins everywhere)
     done = []
-    for i, (_, kind, algo, _, _) in enumerate(tuner.Plan(2, [8], tuner.candidates("quick"), "", 0).cells()):
+    for i, (_, _, kind, algo, _, _) in enumerate(
+        tuner.Plan(2, [8], tuner.candidates("quick"), "", 0).cells()
+    ):
         done.append(_fake(8, kind, algo, 0.001 if (algo, kind) == ("staging", "ordinary") else 5000.0 + i))
     done.append(_fake(64, "ordinary", "staging", 0.002))
     lines = "".join(json.dumps(r) + "\n" for r in done)
@@ -314,7 +318,7 @@ def test_tune_resume_keeps_the_checkpointed_cells(tmp_path: Path) -> None:
     keys = [tuner.cell_key(r) for r in recs]
     plan = tuner.Plan(2, [8, 64], tuner.candidates("quick"), "", 0)
     assert len(keys) == len(set(keys)), "a checkpointed cell was measured again"
-    assert set(keys) == {(2, *c) for c in plan.cells()}, "cells missing after resume"
+    assert set(keys) == {(c[0], 2, *c[1:]) for c in plan.cells()}, "cells missing after resume"
     assert "comment" not in doc, doc.get("comment")
     by_key = {tuner.cell_key(r): r for r in recs}
     for r in done:
@@ -550,8 +554,8 @@ BAD = [
     ["tune", "-n", "x"],
     ["tune", "-n", ","],
     ["tune", "-n", "2", "--effort", "bogus"],
-    ["tune", "-n", "2", "--ops", "allreduce"],
-    ["tune", "-n", "2", "--ops", "alltoall,bcast"],
+    ["tune", "-n", "2", "--ops", "allreduce_nope"],
+    ["tune", "-n", "2", "--ops", "alltoall,broadcast"],
     ["tune", "-n", "2", "--time-limit", "abc"],
     ["tune", "-n", "2", "--time-limit", "10x"],
     ["tune", "-n", "2", "--time-limit", "-5m"],
@@ -603,7 +607,8 @@ def test_explain_without_files_uses_the_model(tmp_path: Path) -> None:
     p = cli("explain", "-n", "2", env=hermetic(tmp_path))
     assert p.returncode == 0, output(p)
     assert "model embedded in shmcoll (no table file found)" in p.stdout
-    rows = [line for line in p.stdout.splitlines() if line.startswith("│")]
+    alltoall = p.stdout.split("other collectives")[0]
+    rows = [line for line in alltoall.splitlines() if line.startswith("│")]
     assert len(rows) == len(_core.model_table(2))
 
 

@@ -157,7 +157,7 @@ _SIZE0 = ["operations", "alltoall", 0, "sizes", 0]
         (["effort"], "extreme", "effort"),
         (["fingerprint", "l3_bytes"], "big", "fingerprint/l3_bytes"),
         (["fingerprint", "logical_cpus"], 0, "fingerprint/logical_cpus"),
-        (["operations", "allreduce"], [], "operations"),
+        (["operations", "alltoallw"], [], "operations"),
         (["operations", "alltoall", 0, "nprocs"], [1], "operations/alltoall/0/nprocs"),
         (["operations", "alltoall", 0, "nprocs"], [-1, 4], "operations/alltoall/0/nprocs/0"),
         (["operations", "alltoall", 0, "sizes"], [], "operations/alltoall/0/sizes"),

@@ -16,6 +16,8 @@ __all__ = [
     "__version__",
     "algorithms",
     "check_table",
+    "coll_algorithms",
+    "coll_model_table",
     "copy",
     "machine",
     "model_table",
@@ -208,6 +210,8 @@ class CommBase:
     def _stats(self) -> dict[str, int]:
         """Counters: "calls", "rejected", and calls per algorithm name."""
 
+    def _coll_table(self, op: str) -> list[tuple[int | None, list[str]]]: ...
+    def _set_coll_table(self, op: str, rows: list[tuple[int | None, list[str]]]) -> None: ...
     def _config(self) -> dict[str, Any]:
         """Settings as this communicator resolved them."""
 
@@ -216,6 +220,12 @@ _RangeRow = tuple[int, int | None, list[_CandidateRow]]
 
 def model_table(nranks: int) -> list[_RangeRow]:
     """The model table for `nranks` ranks on this machine (the embedded default)."""
+
+def coll_model_table(op: str, nranks: int, inline_bytes: int = 65536) -> list[tuple[int | None, list[str]]]:
+    """The model table of a collective family (rows: max bytes or None, algorithms)."""
+
+def coll_algorithms() -> list[tuple[str, str]]:
+    """(name, description) of the collectives' algorithms."""
 
 def check_table(rows: list[_RangeRow]) -> None:
     """Check a table (names, overlaps) without binding it; raises ArgumentError."""

@@ -437,9 +437,14 @@ def tune(
     from .tuning.tuner import run as run_tune
 
     counts = _parse_nprocs(nprocs)
-    unknown = [o for o in ops.split(",") if o.strip() and o.strip() != "alltoall"]
-    if unknown:
-        raise click.BadParameter(f"cannot tune {unknown}: only alltoall exists yet", param_hint="--ops")
+    from .tuning.table import OPERATIONS
+
+    op_list = [o.strip() for o in ops.split(",") if o.strip()]
+    unknown = [o for o in op_list if o not in OPERATIONS]
+    if unknown or not op_list:
+        raise click.BadParameter(
+            f"cannot tune {unknown or ops!r}; known: {', '.join(OPERATIONS)}", param_hint="--ops"
+        )
     size_list: list[int] | None = None
     if sizes and profile:
         raise click.UsageError("give --sizes or --profile, not both")
@@ -465,6 +470,7 @@ def tune(
         plot=plot_path,
         launcher=launcher,
         iters=iters,
+        ops=op_list,
     )
     try:
         doc = run_tune(opts)
@@ -474,6 +480,7 @@ def tune(
         import csv
 
         keys = [
+            "op",
             "nprocs",
             "bytes",
             "buffers",
@@ -553,6 +560,24 @@ def explain(nprocs: int | None) -> None:
             "[bold]forced by the environment (wins over the table):[/bold] "
             + ", ".join(f"{k}={v}" for k, v in forced.items())
         )
+    from .tuning.lookup import resolve_coll
+    from .tuning.table import COLL_OPERATIONS, FAMILY
+
+    c = Table(title=f"other collectives, {p} ranks (size: the largest contribution of a rank)")
+    c.add_column("operation")
+    c.add_column("bytes")
+    c.add_column("candidates (first that can serve wins; direct needs heap buffers)")
+    c.add_column("source")
+    for op in COLL_OPERATIONS:
+        cr = resolve_coll(op, p)
+        lo = 0
+        env = os.environ.get(f"SHMCOLL_{FAMILY[op].replace('_block', '').upper()}_ALGORITHM")
+        for hi, algos in cr.rows:
+            span = f"{fmt_size(lo)}..{'inf' if hi is None else fmt_size(hi)}"
+            names = ", ".join(algos) + (f" [forced: {env}]" if env else "")
+            c.add_row(FAMILY[op] if lo == 0 else "", span, names, cr.source if lo == 0 else "")
+            lo = 0 if hi is None else hi + 1
+    console.print(c)
     console.print(
         f"lookup order: {ENV_FILE}, user file, system file, model; per-call keywords and the "
         "environment win over the table"

@@ -91,6 +91,28 @@ def find_file() -> tuple[Path | None, str]:
     return None, "model"
 
 
+@dataclass(frozen=True)
+class CollResolved:
+    """The table of a collective other than Alltoall for one process count."""
+
+    rows: list[table.CollRow]
+    source: str
+    origin: str
+    covered: bool
+
+
+def resolve_coll(op: str, nprocs: int, inline_bytes: int = 65536) -> CollResolved:
+    """The rows for collective `op` ("allreduce", ...) at `nprocs` ranks: from the table
+    file when it covers them, else the model."""
+    path, origin = find_file()
+    if path is not None:
+        entry = table.entry_for(_load_cached(path), op, nprocs)
+        if entry is not None:
+            return CollResolved(table.coll_rows(entry), str(path), origin, True)
+    model = _core.coll_model_table(table.FAMILY[op], nprocs, inline_bytes)
+    return CollResolved(model, "model", origin, path is None)
+
+
 def resolve(op: str, nprocs: int) -> Resolved:
     path, origin = find_file()
     if path is not None:
@@ -102,7 +124,7 @@ def resolve(op: str, nprocs: int) -> Resolved:
     return Resolved(_core.model_table(nprocs), "model", "model", True)
 
 
-def digest(rows: list[table.RangeRow]) -> np.ndarray:
+def digest(rows: Any) -> np.ndarray:
     h = hashlib.sha256(json.dumps(rows).encode()).digest()[:8]
     return np.frombuffer(h, np.uint8)
 
@@ -112,7 +134,14 @@ def bind(comm: Any) -> Resolved:
     rank selecting differently from its peers would break the protocol)."""
     r = resolve("alltoall", comm.size)
     comm._set_table(r.rows, r.source)
-    mine = digest(r.rows)
+    bound: list[Any] = [r.rows]
+    inline = int(comm._config()["inline_bytes"])
+    for op in table.COLL_OPERATIONS:
+        c = resolve_coll(op, comm.size, inline)
+        if c.source != "model":
+            comm._set_coll_table(table.FAMILY[op], c.rows)
+        bound.append(comm._coll_table(table.FAMILY[op]))
+    mine = digest(bound)
     send = np.tile(mine, comm.size)
     recv = np.empty_like(send)
     comm.Alltoall(send, recv, **INTERNAL)

@@ -24,7 +24,22 @@ from ..errors import TuningTableError
 
 FORMAT = "shmcoll-tuning"
 VERSION = 1
-OPERATIONS = ("alltoall",)
+OPERATIONS = ("alltoall", "allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter")
+#: The collectives other than Alltoall: their choices name an algorithm only (inline,
+#: direct, cma, staging), and a size is the largest contribution of a rank in bytes.
+COLL_OPERATIONS = OPERATIONS[1:]
+#: Table operation -> the native collective family.
+FAMILY = {
+    "allreduce": "Allreduce",
+    "allgather": "Allgather",
+    "bcast": "Bcast",
+    "reduce_scatter": "Reduce_scatter_block",
+    "reduce": "Reduce",
+    "gather": "Gather",
+    "scatter": "Scatter",
+}
+#: (max bytes or None for inf, [algorithm, ...]) of a collective's table
+CollRow = tuple[int | None, list[str]]
 
 #: (algorithm, order, store, nt_threshold or None, chunk_bytes or None)
 CandidateRow = tuple[str, str, str, int | None, int | None]
@@ -85,8 +100,10 @@ def validate(doc: Any, origin: str) -> None:
         e = errors[0]
         raise TuningTableError(f"{origin}: entry {_pointer(e.absolute_path)}: {e.message}")
     algos, orders, stores = _core.algorithms()
-    names = {"algorithm": {a for a, _ in algos}, "order": set(orders), "store": set(stores)}
+    a2a_names = {"algorithm": {a for a, _ in algos}, "order": set(orders), "store": set(stores)}
+    coll_names = {"algorithm": {a for a, _ in _core.coll_algorithms()}}
     for op, entries in doc["operations"].items():
+        names = coll_names if op in COLL_OPERATIONS else a2a_names
         spans = []
         for i, entry in enumerate(entries):
             where = f"operations/{op}/{i}"
@@ -105,7 +122,10 @@ def validate(doc: Any, origin: str) -> None:
                                 f"{key} {choice[key]!r} (known: {', '.join(sorted(known))})"
                             )
             try:
-                _core.check_table(entry_rows(entry))
+                if op in COLL_OPERATIONS:
+                    check_coll_rows(entry)
+                else:
+                    _core.check_table(entry_rows(entry))
             except Exception as e:
                 raise TuningTableError(f"{origin}: entry {where}/sizes: {e}") from None
         spans.sort(key=lambda s: s[0])
@@ -130,6 +150,38 @@ def entry_rows(entry: dict[str, Any]) -> list[RangeRow]:
         ]
         rows.append((int(size["bytes"][0]), _bound(size["bytes"][1]), cands))
     return rows
+
+
+def check_coll_rows(entry: dict[str, Any]) -> None:
+    """Size ranges of a collective's entry must not overlap."""
+    spans = sorted((int(s["bytes"][0]), _bound(s["bytes"][1])) for s in entry["sizes"])
+    for (lo, hi), (lo2, _) in itertools.pairwise(spans):
+        if hi is None or lo2 <= hi:
+            raise ValueError(f"ranges {lo}..{hi} and {lo2}.. overlap")
+
+
+def coll_rows(entry: dict[str, Any]) -> list[CollRow]:
+    """A collective's process-count entry as the rows the native module binds (sizes in a
+    gap between ranges fall to the next row)."""
+    sizes = sorted(entry["sizes"], key=lambda s: int(s["bytes"][0]))
+    return [(_bound(s["bytes"][1]), [c["algorithm"] for c in s["choices"]]) for s in sizes]
+
+
+def coll_rows_to_sizes(rows: list[CollRow]) -> list[dict[str, Any]]:
+    out = []
+    lo = 0
+    for hi, algos in rows:
+        out.append({"bytes": [lo, "inf" if hi is None else hi], "choices": [{"algorithm": a} for a in algos]})
+        lo = 0 if hi is None else hi + 1
+    return out
+
+
+def entry_for(doc: dict[str, Any], op: str, nprocs: int) -> dict[str, Any] | None:
+    for entry in doc["operations"].get(op, []):
+        lo, hi = entry["nprocs"][0], _bound(entry["nprocs"][1])
+        if lo <= nprocs and (hi is None or nprocs <= hi):
+            return entry
+    return None
 
 
 def rows_for(doc: dict[str, Any], op: str, nprocs: int) -> list[RangeRow] | None:
@@ -178,6 +230,11 @@ def model_document(nprocs: list[int]) -> dict[str, Any]:
     doc["operations"]["alltoall"] = [
         {"nprocs": [p, p], "sizes": rows_to_sizes(_core.model_table(p))} for p in sorted(set(nprocs))
     ]
+    for op in COLL_OPERATIONS:
+        doc["operations"][op] = [
+            {"nprocs": [p, p], "sizes": coll_rows_to_sizes(_core.coll_model_table(FAMILY[op], p))}
+            for p in sorted(set(nprocs))
+        ]
     return doc
 
 

@@ -31,6 +31,9 @@ from . import table
 EFFORTS = ("quick", "measure", "exhaustive")
 
 HEAP_ONLY = {"push": "recv", "pull": "send"}
+#: The collectives' algorithms (bench names of the operations: table.COLL_OPERATIONS).
+COLL_ALGORITHMS = ("inline", "direct", "cma", "staging")
+COLL_HEAP_ONLY = ("direct",)
 
 
 def default_sizes(effort: str) -> list[int]:
@@ -51,9 +54,16 @@ def candidates(effort: str) -> list[tuple[str, str, str]]:
     return [(a, o, s) for a in algos for o in orders for s in stores]
 
 
-def kinds_for(algo: str) -> list[str]:
+def kinds_for(algo: str, op: str = "alltoall") -> list[str]:
     """Buffer kinds a candidate is measured on: heap-only algorithms on heap buffers."""
-    return ["heap"] if algo in HEAP_ONLY else ["heap", "ordinary"]
+    heap_only = HEAP_ONLY if op == "alltoall" else COLL_HEAP_ONLY
+    return ["heap"] if algo in heap_only else ["heap", "ordinary"]
+
+
+def op_candidates(op: str, effort: str) -> list[tuple[str, str, str]]:
+    if op == "alltoall":
+        return candidates(effort)
+    return [(a, "-", "-") for a in COLL_ALGORITHMS]
 
 
 @dataclass
@@ -66,13 +76,32 @@ class Plan:
     iters: int = 300
     rounds: int = 3
     skip: list[list[Any]] = field(default_factory=list)  # cells already measured
+    ops: list[str] = field(default_factory=lambda: ["alltoall"])
+    effort: str = "quick"
 
-    def cells(self) -> list[tuple[int, str, str, str, str]]:
-        return [(s, k, a, o, st) for s in self.sizes for (a, o, st) in self.cands for k in kinds_for(a)]
+    def op_cands(self, op: str) -> list[tuple[str, str, str]]:
+        return self.cands if op == "alltoall" else op_candidates(op, self.effort)
+
+    def cells(self) -> list[tuple[str, int, str, str, str, str]]:
+        return [
+            (op, s, k, a, o, st)
+            for op in self.ops
+            for s in self.sizes
+            for (a, o, st) in self.op_cands(op)
+            for k in kinds_for(a, op)
+        ]
 
 
 def cell_key(rec: dict[str, Any]) -> tuple[Any, ...]:
-    return (rec["nprocs"], rec["bytes"], rec["buffers"], rec["algorithm"], rec["order"], rec["store"])
+    return (
+        rec.get("op", "alltoall"),
+        rec["nprocs"],
+        rec["bytes"],
+        rec["buffers"],
+        rec["algorithm"],
+        rec["order"],
+        rec["store"],
+    )
 
 
 def read_checkpoint(path: str | Path) -> list[dict[str, Any]]:
@@ -94,6 +123,7 @@ def read_checkpoint(path: str | Path) -> list[dict[str, Any]]:
 def worker(plan: Plan) -> None:
     import shmcoll
 
+    from ..bench import collective
     from ..bench.alltoall import _make_variant, gather_times
     from ..bench.harness import measure, summarize
     from ..tuning.lookup import INTERNAL
@@ -101,7 +131,7 @@ def worker(plan: Plan) -> None:
     comm = shmcoll.Comm()
     p = comm.size
     done = {tuple(k) for k in plan.skip}
-    for size in plan.sizes:
+    for op, size in [(op, size) for op in plan.ops for size in plan.sizes]:
         # Rank 0 decides whether time is left; everyone follows (a collective decision).
         go = np.full(p, 1 if (plan.deadline == 0 or time.time() < plan.deadline) else 0, np.uint8)
         got = np.empty_like(go)
@@ -109,13 +139,18 @@ def worker(plan: Plan) -> None:
         if not got[0]:
             break
         variants = []
-        for a, o, st in plan.cands:
-            for kind in kinds_for(a):
-                if (p, size, kind, a, o, st) in done:
+        for a, o, st in plan.op_cands(op):
+            for kind in kinds_for(a, op):
+                if (op, p, size, kind, a, o, st) in done:
                     continue
                 heap = kind == "heap"
-                forced = {"algorithm": a, "order": o, "store": st}
-                v = _make_variant(f"{kind}|{a}|{o}|{st}", comm, None, heap, heap, forced)
+                label = f"{kind}|{a}|{o}|{st}"
+                if op == "alltoall":
+                    forced = {"algorithm": a, "order": o, "store": st}
+                    v = _make_variant(label, comm, None, heap, heap, forced)
+                else:
+                    copts = collective.Options(op=op, sizes=[size])
+                    v = collective.make_variant(copts, label, comm, None, heap, a)
                 variants.append(v)
         if not variants:
             continue
@@ -127,6 +162,7 @@ def worker(plan: Plan) -> None:
         for v in variants:
             kind, a, o, st = v.label.split("|")
             rec: dict[str, Any] = {
+                "op": op,
                 "nprocs": p,
                 "bytes": size,
                 "buffers": kind,
@@ -202,11 +238,47 @@ def choice_list(cells: list[dict[str, Any]]) -> list[table.CandidateRow]:
     return out
 
 
-def build_document(records: list[dict[str, Any]], effort: str) -> dict[str, Any]:
-    doc = table.new_document("measured", effort)
+def coll_choice_list(cells: list[dict[str, Any]]) -> list[str]:
+    """The ordered algorithms of a collective for one (process count, size): `direct`
+    first when it beats the best for private buffers on heap buffers, then that best, then
+    the rest that serve private buffers, staging last (it serves everything)."""
+    ok = [c for c in cells if "error" not in c and c.get("median_us") is not None]
+    ordinary = sorted((c for c in ok if c["buffers"] == "ordinary"), key=lambda c: c["median_us"])
+    heap = sorted((c for c in ok if c["buffers"] == "heap"), key=lambda c: c["median_us"])
+    out: list[str] = []
+    heap_wins = heap and (not ordinary or heap[0]["median_us"] < ordinary[0]["median_us"])
+    if heap_wins and heap[0]["algorithm"] in COLL_HEAP_ONLY:
+        out.append(heap[0]["algorithm"])
+    out += [c["algorithm"] for c in ordinary if c["algorithm"] not in out and c["algorithm"] != "staging"]
+    return [*out, "staging"]
+
+
+def build_coll_entries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     entries = []
     for p in sorted({r["nprocs"] for r in records}):
         recs = [r for r in records if r["nprocs"] == p]
+        sizes = sorted({r["bytes"] for r in recs})
+        rows: list[table.CollRow] = []
+        for (_, hi), s in zip(_boundaries(sizes), sizes, strict=True):
+            lst = coll_choice_list([r for r in recs if r["bytes"] == s])
+            if rows and rows[-1][1] == lst:
+                rows[-1] = (hi, lst)
+            else:
+                rows.append((hi, lst))
+        entries.append({"nprocs": [p, p], "sizes": table.coll_rows_to_sizes(rows)})
+    return entries
+
+
+def build_document(records: list[dict[str, Any]], effort: str) -> dict[str, Any]:
+    doc = table.new_document("measured", effort)
+    for op in table.COLL_OPERATIONS:
+        recs = [r for r in records if r.get("op") == op]
+        if recs:
+            doc["operations"][op] = build_coll_entries(recs)
+    entries = []
+    a2a = [r for r in records if r.get("op", "alltoall") == "alltoall"]
+    for p in sorted({r["nprocs"] for r in a2a}):
+        recs = [r for r in a2a if r["nprocs"] == p]
         sizes = sorted({r["bytes"] for r in recs})
         lists = [choice_list([r for r in recs if r["bytes"] == s]) for s in sizes]
         rows: list[table.RangeRow] = []
@@ -216,7 +288,8 @@ def build_document(records: list[dict[str, Any]], effort: str) -> dict[str, Any]
             else:
                 rows.append((lo, hi, lst))
         entries.append({"nprocs": [p, p], "sizes": table.rows_to_sizes(rows)})
-    doc["operations"]["alltoall"] = entries
+    if entries:
+        doc["operations"]["alltoall"] = entries
     doc["measurements"] = records
     return doc
 
@@ -233,6 +306,7 @@ class TuneOptions:
     plot: str | None = None
     launcher: str = "standalone"
     iters: int | None = None
+    ops: list[str] = field(default_factory=lambda: ["alltoall"])
 
 
 def run(opts: TuneOptions) -> dict[str, Any]:
@@ -254,7 +328,9 @@ def run(opts: TuneOptions) -> dict[str, Any]:
         checkpoint.write_text("".join(json.dumps(r) + "\n" for r in done))
     done_keys = [list(cell_key(r)) for r in done]
     deadline = time.time() + opts.time_limit if opts.time_limit else 0.0
-    total = sum(len(Plan(p, sizes, cands, "", 0).cells()) for p in opts.nprocs)
+    total = sum(
+        len(Plan(p, sizes, cands, "", 0, ops=opts.ops, effort=opts.effort).cells()) for p in opts.nprocs
+    )
     iters = opts.iters or (300 if opts.effort != "quick" else 100)
     env_extra = {"SHMCOLL_TUNING_FILE": "none"}  # measure candidates, not an older table
     with Progress(
@@ -268,7 +344,17 @@ def run(opts: TuneOptions) -> dict[str, Any]:
         task = bar.add_task("", total=total, completed=len(done))
         for p in opts.nprocs:
             bar.update(task, description=f"{p} ranks")
-            plan = Plan(p, sizes, cands, str(checkpoint), deadline, iters=iters, skip=done_keys)
+            plan = Plan(
+                p,
+                sizes,
+                cands,
+                str(checkpoint),
+                deadline,
+                iters=iters,
+                skip=done_keys,
+                ops=opts.ops,
+                effort=opts.effort,
+            )
             payload = json.dumps(asdict(plan))
             cmd = [sys.executable, "-m", "shmcoll.tuning.tuner", payload]
             old = {k: os.environ.get(k) for k in env_extra}

@@ -15,6 +15,7 @@ pub mod select;
 mod transfer;
 
 pub use alltoall::{AlltoallCall, Blocks, RawBuf};
+pub use collectives::model_coll_table;
 pub use collectives::select::CollRow;
 pub use collectives::{CollAlgo, CollCall, CollChoice, CollOp, CollTable, CollTables};
 pub use comm::{Comm, HeapBlock, Stats};

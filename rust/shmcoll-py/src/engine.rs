@@ -713,6 +713,31 @@ impl CommBase {
         Ok(())
     }
 
+    /// The selection table of a collective family: rows (max bytes or None, [algorithms]).
+    #[pyo3(name = "_coll_table")]
+    fn coll_table(
+        &mut self,
+        py: Python<'_>,
+        op: &str,
+    ) -> PyResult<Vec<crate::coll_table::CollRowPy>> {
+        let fam = crate::coll_table::family(py, op)?;
+        Ok(crate::coll_table::to_rows(self.comm(py)?.coll_table(fam)))
+    }
+
+    /// Bind a table for a collective family (every rank must bind the same one).
+    #[pyo3(name = "_set_coll_table")]
+    fn set_coll_table(
+        &mut self,
+        py: Python<'_>,
+        op: &str,
+        rows: Vec<crate::coll_table::CollRowPy>,
+    ) -> PyResult<()> {
+        let fam = crate::coll_table::family(py, op)?;
+        let t = crate::coll_table::from_rows(py, rows)?;
+        self.comm(py)?.set_coll_table(fam, t);
+        Ok(())
+    }
+
     /// Settings as this communicator resolved them.
     #[pyo3(name = "_config")]
     fn config<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

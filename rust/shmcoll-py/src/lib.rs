@@ -2,6 +2,7 @@
 //! knows Python; everything else lives in the engine crates.
 
 mod buffer;
+mod coll_table;
 mod collectives;
 mod engine;
 mod errors;
@@ -97,6 +98,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(machine::settings, m)?)?;
     m.add_function(wrap_pyfunction!(machine::algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(table::model_table, m)?)?;
+    m.add_function(wrap_pyfunction!(coll_table::coll_model_table, m)?)?;
+    m.add_function(wrap_pyfunction!(coll_table::coll_algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(table::check_table, m)?)?;
     m.add_function(wrap_pyfunction!(table::resolve, m)?)?;
     m.add("SEGMENT_PREFIX", shmcoll_shm::NAME_PREFIX)?;

@@ -1,0 +1,91 @@
+//! Selection tables of the collectives other than Alltoall, as Python sees them: per
+//! family, rows `(max_bytes or None for inf, [algorithm names])`, first row that covers a
+//! call's largest contribution wins, first algorithm that can serve it within the row.
+
+use pyo3::prelude::*;
+
+use shmcoll_coll::{model_coll_table, CollAlgo, CollOp, CollRow, CollTable, Error};
+
+use crate::errors::to_py;
+
+/// `(max bytes or None, [algorithm, ...])`
+pub type CollRowPy = (Option<usize>, Vec<String>);
+
+/// The family an operation name belongs to ("Allreduce", "Reduce_scatter", ...).
+pub fn family(py: Python<'_>, op: &str) -> PyResult<CollOp> {
+    CollOp::parse(op).map(CollOp::family).ok_or_else(|| {
+        to_py(
+            py,
+            Error::InvalidArgument(format!("unknown collective {op:?}")),
+        )
+    })
+}
+
+pub fn to_rows(t: &CollTable) -> Vec<CollRowPy> {
+    t.rows()
+        .iter()
+        .map(|r| {
+            (
+                (r.max_bytes != usize::MAX).then_some(r.max_bytes),
+                r.candidates.iter().map(|a| a.name().to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+pub fn from_rows(py: Python<'_>, rows: Vec<CollRowPy>) -> PyResult<CollTable> {
+    let mut out = Vec::with_capacity(rows.len());
+    for (max, names) in rows {
+        let candidates = names
+            .iter()
+            .map(|n| {
+                CollAlgo::parse(n).ok_or_else(|| {
+                    to_py(
+                        py,
+                        Error::InvalidArgument(format!(
+                            "unknown algorithm {n:?}; known: inline, direct, cma, staging"
+                        )),
+                    )
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        if candidates.is_empty() {
+            return Err(to_py(
+                py,
+                Error::InvalidArgument("a row without candidates".into()),
+            ));
+        }
+        out.push(CollRow {
+            max_bytes: max.unwrap_or(usize::MAX),
+            candidates,
+        });
+    }
+    Ok(CollTable::new(out))
+}
+
+/// The model table of a collective family for `nranks` ranks (the embedded default).
+#[pyfunction]
+#[pyo3(signature = (op, nranks, inline_bytes=65536))]
+pub fn coll_model_table(
+    py: Python<'_>,
+    op: &str,
+    nranks: usize,
+    inline_bytes: usize,
+) -> PyResult<Vec<CollRowPy>> {
+    let fam = family(py, op)?;
+    Ok(to_rows(&model_coll_table(
+        fam,
+        shmcoll_kernels::hw::machine(),
+        nranks,
+        inline_bytes,
+    )))
+}
+
+/// Names and descriptions of the collectives' algorithms.
+#[pyfunction]
+pub fn coll_algorithms() -> Vec<(String, String)> {
+    CollAlgo::ALL
+        .iter()
+        .map(|a| (a.name().to_string(), a.describe().to_string()))
+        .collect()
+}

@@ -1,0 +1,133 @@
+"""Tuning tables for the collectives other than Alltoall: the embedded model covers them,
+a table file's rows bind and change what serves a call, bad rows are rejected with the
+entry named, `shmcoll tune --ops allreduce,bcast` measures them and writes rows that
+bind, and `shmcoll explain` shows them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shmcoll
+from conftest import run_ranks
+from shmcoll import _core
+from shmcoll.errors import TuningTableError
+from shmcoll.tuning import table
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_the_model_document_covers_every_collective_and_validates() -> None:
+    doc = table.model_document([2, 4])
+    assert set(doc["operations"]) == set(table.OPERATIONS)
+    table.validate(doc, "model")
+    rows = table.coll_rows(table.entry_for(doc, "allreduce", 2) or {})
+    assert rows == [(hi, algos) for hi, algos in _core.coll_model_table("Allreduce", 2)]
+    assert rows[-1][0] is None and rows[-1][1][-1] == "staging"
+
+
+def forced_by_table(size: int) -> tuple[str | None, list[Any]]:
+    comm = shmcoll.Comm()
+    x = np.ones(size // 8)
+    comm.Allreduce(x, np.empty_like(x))
+    c = comm.last_choice()
+    rows = comm._coll_table("Allreduce")
+    comm.Free()
+    return (None if c is None else c.algorithm), rows
+
+
+def write(tmp: Path, ops: dict[str, Any]) -> Path:
+    doc = table.new_document("measured", "quick")
+    doc["operations"] = ops
+    path = tmp / "t.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_table_file_changes_what_serves_a_collective(tmp_path: Path) -> None:
+    rows = [
+        {"bytes": [0, 1024], "choices": [{"algorithm": "staging"}]},
+        {"bytes": [1025, "inf"], "choices": [{"algorithm": "cma"}, {"algorithm": "staging"}]},
+    ]
+    path = write(tmp_path, {"allreduce": [{"nprocs": [2, 2], "sizes": rows}]})
+    small = run_ranks(2, forced_by_table, 64, env={"SHMCOLL_TUNING_FILE": str(path)})
+    assert [s[0] for s in small] == ["staging", "staging"]
+    assert small[0][1] == [(1024, ["staging"]), (None, ["cma", "staging"])]
+    big = run_ranks(2, forced_by_table, 8192, env={"SHMCOLL_TUNING_FILE": str(path)})
+    assert [b[0] for b in big] == ["cma", "cma"]
+    # not covered (3 ranks): the model
+    three = run_ranks(3, forced_by_table, 64, env={"SHMCOLL_TUNING_FILE": str(path)})
+    assert three[0][1] == [(hi, a) for hi, a in _core.coll_model_table("Allreduce", 3)]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ([{"bytes": [0, "inf"], "choices": [{"algorithm": "pull"}]}], "unknown algorithm 'pull'"),
+        (
+            [
+                {"bytes": [0, 100], "choices": [{"algorithm": "inline"}]},
+                {"bytes": [50, "inf"], "choices": [{"algorithm": "staging"}]},
+            ],
+            "overlap",
+        ),
+    ],
+)
+def test_bad_collective_rows_are_rejected_naming_the_entry(tmp_path: Path, sizes: Any, message: str) -> None:
+    path = write(tmp_path, {"bcast": [{"nprocs": [1, "inf"], "sizes": sizes}]})
+    with pytest.raises(TuningTableError, match="operations/bcast/0") as e:
+        table.load(path)
+    assert message in str(e.value)
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shmcoll.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def test_tune_measures_collectives_and_the_result_binds(tmp_path: Path) -> None:
+    out = tmp_path / "tuned.json"
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "SHMCOLL_TUNING_FILE": ""}
+    p = cli(
+        "tune",
+        "-n",
+        "2",
+        "--ops",
+        "allreduce,bcast",
+        "--effort",
+        "quick",
+        "--sizes",
+        "8,64K",
+        "--out",
+        str(out),
+        env=env,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = table.load(out)
+    assert set(doc["operations"]) == {"allreduce", "bcast"}
+    recs = doc["measurements"]
+    # every algorithm measured, direct on heap buffers only
+    assert {(r["op"], r["algorithm"]) for r in recs} >= {
+        (o, a) for o in ("allreduce", "bcast") for a in ("inline", "cma", "staging", "direct")
+    }
+    assert all(r["buffers"] == "heap" for r in recs if r["algorithm"] == "direct")
+    for op in ("allreduce", "bcast"):
+        rows = table.coll_rows(doc["operations"][op][0])
+        assert rows[-1][0] is None and all(algos[-1] == "staging" for _, algos in rows)
+    bound = run_ranks(2, forced_by_table, 64, env={"SHMCOLL_TUNING_FILE": str(out)})
+    assert bound[0][1] == table.coll_rows(doc["operations"]["allreduce"][0])
+    e = cli("explain", "-n", "2", env={**env, "SHMCOLL_TUNING_FILE": str(out), "COLUMNS": "400"})
+    assert e.returncode == 0 and "Allreduce" in e.stdout and str(out) in e.stdout.replace("\n", ""), e.stdout
