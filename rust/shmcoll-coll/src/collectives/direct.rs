@@ -71,17 +71,19 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
 /// each non-root reads the whole buffer from the root.
 fn bcast(r: &mut Reach, x: &Call) {
     let (me, p, root, n) = (r.c.rank, r.c.size, x.root, x.contrib_len);
-    let store = resolve_store(Store::Hybrid, n, r.c.cfg.nt_threshold);
     let root_in_heap = x.peers[root].flags & F_SEND_HEAP != 0;
     let dests_reachable =
         r.c.cma_ok || (0..p).all(|j| j == root || x.peers[j].flags & F_RECV_HEAP != 0);
     if !root_in_heap || !dests_reachable || n < SPLIT_MIN {
         if me != root {
+            let store = resolve_store(Store::Hybrid, n, r.c.cfg.nt_threshold);
             r.read(x, at(root, Side::Contrib, 0), x.recv, n, store);
         }
         return;
     }
     let (off, len) = part(n, p, me);
+    // Streaming pays once what this rank writes no longer fits its cache share.
+    let store = resolve_store(Store::Hybrid, len * (p - 1), r.c.cfg.nt_threshold);
     let src = r.c.seg.ptr(x.peers[root].send_off as usize + off, len) as usize;
     for j in (0..p).filter(|&j| j != root) {
         r.write(x, at(j, Side::Recv, off), src, len, store);
