@@ -142,9 +142,8 @@ def _split(spec: Any) -> tuple[Any, list[Any]]:
     return spec, []
 
 
-def parse_simple(spec: Any, size: int) -> Simple:
-    """Resolve a send or receive specification of Alltoall."""
-    buf, rest = _split(spec)
+def _items(rest: list[Any]) -> tuple[Any, int | None, int]:
+    """(datatype, count, displacement) of the items after the buffer in a specification."""
     dtype: Any = None
     count: int | None = None
     displ = 0
@@ -157,6 +156,13 @@ def parse_simple(spec: Any, size: int) -> Simple:
             dtype = item
         else:
             raise ArgumentError(f"cannot interpret {item!r} in a buffer specification")
+    return dtype, count, displ
+
+
+def parse_simple(spec: Any, size: int) -> Simple:
+    """Resolve a send or receive specification of Alltoall."""
+    buf, rest = _split(spec)
+    dtype, count, displ = _items(rest)
     isz = datatype_size(dtype) if dtype is not None else _itemsize(buf)
     if count is not None and count < 0:
         raise ArgumentError(f"negative count {count}")
@@ -278,18 +284,7 @@ def parse_whole(spec: Any, blocks: int = 1) -> Whole:
             raise BadBufferError("the buffer is not C-contiguous")
         return Whole(spec, int(spec.nbytes), spec.dtype)
     buf, rest = _split(spec)
-    dtype: Any = None
-    count: int | None = None
-    displ = 0
-    for item in rest:
-        if _is_int(item) and count is None:
-            count = int(item)
-        elif isinstance(item, tuple | list) and len(item) == 2 and count is None:
-            count, displ = int(item[0]), int(item[1])
-        elif item is not None and dtype is None:
-            dtype = item
-        else:
-            raise ArgumentError(f"cannot interpret {item!r} in a buffer specification")
+    dtype, count, displ = _items(rest)
     isz = datatype_size(dtype) if dtype is not None else _itemsize(buf)
     if (count is not None and count < 0) or displ < 0:
         raise ArgumentError("counts and displacements must not be negative")

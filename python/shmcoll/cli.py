@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 import click
 
@@ -72,46 +73,69 @@ def bench() -> None:
     """Benchmarks against MPI (through mpi4py), run in the same launch."""
 
 
+def _bench_options(size_help: str) -> Any:
+    """The options every `shmcoll bench <collective>` shares (OSU's vocabulary, launcher)."""
+    options = [
+        click.option(
+            "-n", "nprocs", type=click.IntRange(1, 4096), default=2, show_default=True, help="ranks"
+        ),
+        click.option(
+            "-m",
+            "sizes",
+            default="8:16M",
+            show_default=True,
+            help=f"{size_help}: MIN:MAX (powers of 2) or one size",
+        ),
+        click.option(
+            "-i",
+            "iters",
+            type=click.IntRange(1),
+            default=1000,
+            show_default=True,
+            help="iterations (a tenth above 64 KiB)",
+        ),
+        click.option(
+            "-x", "warmup", type=click.IntRange(0), default=100, show_default=True, help="warm-up iterations"
+        ),
+        click.option("-c", "validate", is_flag=True, help="check every result"),
+        click.option(
+            "--rounds",
+            type=click.IntRange(1),
+            default=5,
+            show_default=True,
+            help="interleaved rounds per size",
+        ),
+        click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV"),
+        click.option(
+            "--launcher",
+            type=click.Choice(["auto", "mpiexec", "standalone"]),
+            default="auto",
+            show_default=True,
+        ),
+        click.option(
+            "--mpiexec",
+            "mpiexec",
+            default=None,
+            help="the MPI launcher (default: the one beside this Python, else PATH)",
+        ),
+        click.option("--no-mpi", is_flag=True, help="do not run MPI's collective"),
+        click.option("--no-heap", is_flag=True, help="skip shared-heap buffers"),
+        click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers"),
+    ]
+
+    def apply(f: Any) -> Any:
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+
+    return apply
+
+
 @bench.command("alltoall")
-@click.option("-n", "nprocs", type=click.IntRange(1, 4096), default=2, show_default=True, help="ranks")
-@click.option(
-    "-m",
-    "sizes",
-    default="8:16M",
-    show_default=True,
-    help="bytes per rank: MIN:MAX (powers of 2) or one size",
-)
-@click.option(
-    "-i",
-    "iters",
-    type=click.IntRange(1),
-    default=1000,
-    show_default=True,
-    help="iterations (a tenth above 64 KiB)",
-)
-@click.option(
-    "-x", "warmup", type=click.IntRange(0), default=100, show_default=True, help="warm-up iterations"
-)
-@click.option("-c", "validate", is_flag=True, help="check every result")
+@_bench_options("bytes per rank")
 @click.option("-z", "percentiles", is_flag=True, help="also show P90/P99")
-@click.option(
-    "--rounds", type=click.IntRange(1), default=5, show_default=True, help="interleaved rounds per size"
-)
 @click.option("--variants", default="", help="forced variants ALGO/ORDER/STORE, comma-separated, or 'all'")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON")
-@click.option(
-    "--launcher", type=click.Choice(["auto", "mpiexec", "standalone"]), default="auto", show_default=True
-)
-@click.option(
-    "--mpiexec",
-    "mpiexec",
-    default=None,
-    help="the MPI launcher (default: the one beside this Python, else PATH)",
-)
-@click.option("--no-mpi", is_flag=True, help="do not run MPI's Alltoall")
-@click.option("--no-heap", is_flag=True, help="skip shared-heap buffers")
-@click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers")
 @click.option("--no-ceiling", is_flag=True, help="skip measuring the NT copy ceiling")
 @click.option("--persistent", is_flag=True, help="also time a persistent request (Alltoall_init + Start)")
 @click.option(
@@ -217,27 +241,10 @@ def _collective_bench(op: str) -> None:
     @bench.command(
         op, help=f"{op} latency: shmcoll (automatic and forced algorithms) against MPI's, in one launch."
     )
-    @click.option("-n", "nprocs", type=click.IntRange(1, 4096), default=2, show_default=True, help="ranks")
-    @click.option(
-        "-m", "sizes", default="8:16M", show_default=True, help="bytes: MIN:MAX (powers of 2) or one size"
-    )
-    @click.option("-i", "iters", type=click.IntRange(1), default=1000, show_default=True, help="iterations")
-    @click.option(
-        "-x", "warmup", type=click.IntRange(0), default=100, show_default=True, help="warm-up iterations"
-    )
-    @click.option("-c", "validate", is_flag=True, help="check every validated iteration's result")
-    @click.option("--rounds", type=click.IntRange(1), default=5, show_default=True, help="interleaved rounds")
+    @_bench_options("bytes (the vector; a rank's block for allgather, gather, scatter)")
     @click.option(
         "--algorithms", default="", help="forced algorithms to add (inline,direct,cma,staging or 'all')"
     )
-    @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
-    @click.option(
-        "--launcher", type=click.Choice(["auto", "mpiexec", "standalone"]), default="auto", show_default=True
-    )
-    @click.option("--mpiexec", "mpiexec", default=None, help="the MPI launcher")
-    @click.option("--no-mpi", is_flag=True, help="do not run MPI's collective")
-    @click.option("--no-heap", is_flag=True, help="skip shared-heap buffers")
-    @click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers")
     def command(
         nprocs: int,
         sizes: str,

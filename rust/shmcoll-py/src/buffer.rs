@@ -83,3 +83,28 @@ pub enum BorrowError {
     Python(PyErr),
     Shm(Error),
 }
+
+/// Borrow `obj`'s buffer for the duration of the call (kept in `held`).
+pub fn hold(
+    held: &mut Vec<Borrowed>,
+    pyerr: &mut Option<PyErr>,
+    obj: &Bound<'_, PyAny>,
+    writable: bool,
+    what: &str,
+) -> Result<RawBuf, Error> {
+    match Borrowed::new(obj, writable, what) {
+        Ok(b) => {
+            let raw = b.raw();
+            held.push(b);
+            Ok(raw)
+        }
+        Err(BorrowError::Shm(e)) => Err(e),
+        Err(BorrowError::Python(pe)) => {
+            let e = Error::Buffer(format!(
+                "the {what} does not support the buffer protocol ({pe})"
+            ));
+            *pyerr = Some(pe);
+            Err(e)
+        }
+    }
+}

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use shmcoll_coll::{Blocks, CollAlgo, CollCall, CollOp, Comm, Error, RawBuf};
 use shmcoll_kernels::{Dtype, Op};
 
-use crate::buffer::{BorrowError, Borrowed};
+use crate::buffer::{hold, Borrowed};
 use crate::errors::to_py;
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 
@@ -25,7 +25,7 @@ pub struct CollArgs<'a, 'py> {
     pub algorithm: Option<&'a str>,
 }
 
-fn parse<T>(
+pub fn parse<T>(
     what: &str,
     s: Option<&str>,
     f: impl Fn(&str) -> Option<T>,
@@ -46,22 +46,8 @@ fn borrow(
     writable: bool,
     what: &str,
 ) -> Result<Option<RawBuf>, Error> {
-    let Some(obj) = obj else { return Ok(None) };
-    match Borrowed::new(obj, writable, what) {
-        Ok(b) => {
-            let raw = b.raw();
-            held.push(b);
-            Ok(Some(raw))
-        }
-        Err(BorrowError::Shm(e)) => Err(e),
-        Err(BorrowError::Python(pe)) => {
-            let e = Error::Buffer(format!(
-                "the {what} does not support the buffer protocol ({pe})"
-            ));
-            *pyerr = Some(pe);
-            Err(e)
-        }
-    }
+    obj.map(|o| hold(held, pyerr, o, writable, what))
+        .transpose()
 }
 
 /// Run one collective; every rank takes part even when its own arguments are rejected

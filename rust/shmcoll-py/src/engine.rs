@@ -13,7 +13,7 @@ use pyo3::types::{PyDict, PyModule};
 use shmcoll_coll::{AlltoallCall, Blocks, CollOp, Comm, Config, Error, Forced, RawBuf};
 use shmcoll_shm::Segment;
 
-use crate::buffer::{BorrowError, Borrowed};
+use crate::buffer::{hold, BorrowError, Borrowed};
 use crate::errors::{to_py, IntoPyResult};
 use crate::fastpath::try_fast;
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
@@ -119,31 +119,6 @@ fn stash(slot: &mut Option<PyErr>, e: PyErr) -> Error {
     let msg = e.to_string();
     *slot = Some(e);
     Error::InvalidArgument(msg)
-}
-
-/// Borrow `obj`'s buffer for the duration of the call (kept in `held`).
-fn hold(
-    held: &mut Vec<Borrowed>,
-    pyerr: &mut Option<PyErr>,
-    obj: &Bound<'_, PyAny>,
-    writable: bool,
-    what: &str,
-) -> Result<RawBuf, Error> {
-    match Borrowed::new(obj, writable, what) {
-        Ok(b) => {
-            let raw = b.raw();
-            held.push(b);
-            Ok(raw)
-        }
-        Err(BorrowError::Shm(e)) => Err(e),
-        Err(BorrowError::Python(pe)) => {
-            let e = Error::Buffer(format!(
-                "the {what} does not support the buffer protocol ({pe})"
-            ));
-            *pyerr = Some(pe);
-            Err(e)
-        }
-    }
 }
 
 /// The buffers and keywords of one call, borrowed for its duration. A rejected argument

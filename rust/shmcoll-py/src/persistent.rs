@@ -13,7 +13,7 @@ use pyo3::types::PyList;
 use shmcoll_coll::{AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Error, Forced, RawBuf};
 use shmcoll_kernels::{Dtype, Op};
 
-use crate::buffer::{BorrowError, Borrowed};
+use crate::buffer::{hold, Borrowed};
 use crate::engine::CommBase;
 use crate::errors::{to_py, IntoPyResult};
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
@@ -74,14 +74,10 @@ fn borrow(
     what: &str,
 ) -> PyResult<Option<RawBuf>> {
     let Some(obj) = obj else { return Ok(None) };
-    match Borrowed::new(obj, writable, what) {
-        Ok(b) => {
-            let raw = b.raw();
-            held.push(b);
-            Ok(Some(raw))
-        }
-        Err(BorrowError::Python(e)) => Err(e),
-        Err(BorrowError::Shm(e)) => Err(to_py(obj.py(), e)),
+    let mut pyerr = None;
+    match hold(held, &mut pyerr, obj, writable, what) {
+        Ok(raw) => Ok(Some(raw)),
+        Err(e) => Err(pyerr.unwrap_or_else(|| to_py(obj.py(), e))),
     }
 }
 
@@ -91,13 +87,7 @@ fn parse<T>(
     s: Option<&str>,
     f: impl Fn(&str) -> Option<T>,
 ) -> PyResult<Option<T>> {
-    match s {
-        None => Ok(None),
-        Some(v) if v.eq_ignore_ascii_case("auto") => Ok(None),
-        Some(v) => f(v)
-            .map(Some)
-            .ok_or_else(|| to_py(py, Error::InvalidArgument(format!("unknown {what} {v:?}")))),
-    }
+    crate::collectives::parse(what, s, f).map_err(|e| to_py(py, e))
 }
 
 impl Prequest {

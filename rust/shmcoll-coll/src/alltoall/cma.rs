@@ -7,23 +7,8 @@ use shmcoll_shm::cma::{read_from, write_to, Direction};
 
 use super::Exchange;
 use crate::comm::Comm;
-use crate::error::{Error, Result};
-use crate::transfer::{resolve_store, Mover};
-
-fn os_error(c: &Comm, what: &str, j: usize, e: std::io::Error) -> Error {
-    // The peer is gone: the same failure as a death noticed while waiting.
-    if e.raw_os_error() == Some(libc::ESRCH) {
-        return Error::Shm(shmcoll_shm::ShmError::PeerDied {
-            what: "a CMA transfer",
-            peer: j,
-            pid: c.pid_of(j),
-        });
-    }
-    Error::Shm(shmcoll_shm::ShmError::Os {
-        context: format!("{what} with rank {j}"),
-        source: e,
-    })
-}
+use crate::error::Result;
+use crate::transfer::{cma_error, resolve_store, Mover};
 
 /// Copy our own block locally (the kernel is not needed for it).
 fn own_block(c: &Comm, x: &Exchange, m: &mut Mover) {
@@ -89,7 +74,7 @@ fn transfer(c: &mut Comm, x: &Exchange, dir: Direction) -> Result<()> {
             } else {
                 "process_vm_writev"
             };
-            failure.get_or_insert(os_error(c, call, j, e));
+            failure.get_or_insert(cma_error(c, call, j, e));
         }
     }
     m.fence();

@@ -9,7 +9,7 @@ use super::Call;
 use crate::comm::Comm;
 use crate::desc::{F_RECV_HEAP, F_SEND_HEAP};
 use crate::error::Error;
-use crate::transfer::Mover;
+use crate::transfer::{cma_error, Mover};
 
 /// Which of a peer's buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,20 +18,6 @@ pub(super) enum Side {
     Contrib,
     /// Its receive buffer.
     Recv,
-}
-
-fn os_error(c: &Comm, what: &str, j: usize, e: std::io::Error) -> Error {
-    if e.raw_os_error() == Some(libc::ESRCH) {
-        return Error::Shm(shmcoll_shm::ShmError::PeerDied {
-            what: "a CMA transfer",
-            peer: j,
-            pid: c.pid_of(j),
-        });
-    }
-    Error::Shm(shmcoll_shm::ShmError::Os {
-        context: format!("{what} with rank {j}"),
-        source: e,
-    })
 }
 
 /// A place in a peer's buffer: rank, which buffer, byte offset.
@@ -102,7 +88,7 @@ impl<'c> Reach<'c> {
                 if let Err(e) = unsafe { read_from(self.c.pid_of(j), remote, dst as *mut u8, len) }
                 {
                     self.failure
-                        .get_or_insert(os_error(self.c, "process_vm_readv", j, e));
+                        .get_or_insert(cma_error(self.c, "process_vm_readv", j, e));
                 }
             }
         }
@@ -124,7 +110,7 @@ impl<'c> Reach<'c> {
                 if let Err(e) = unsafe { write_to(self.c.pid_of(j), remote, src as *const u8, len) }
                 {
                     self.failure
-                        .get_or_insert(os_error(self.c, "process_vm_writev", j, e));
+                        .get_or_insert(cma_error(self.c, "process_vm_writev", j, e));
                 }
             }
         }
