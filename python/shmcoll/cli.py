@@ -337,6 +337,12 @@ def info(no_probe: bool) -> None:
         a.add_row(name, desc)
     console.print(a)
     console.print(f"copy orders: {', '.join(orders)}; store policies: {', '.join(stores)}")
+    c = Table(title="algorithms of the other collectives (Bcast, Allgather, Allreduce, ...)")
+    c.add_column("name")
+    c.add_column("what it does")
+    for name, desc in _core.coll_algorithms():
+        c.add_row(name, desc)
+    console.print(c)
 
 
 @bench.command("copy")
