@@ -487,3 +487,27 @@ def env_forcing() -> str:
 def test_environment_forces_the_algorithm() -> None:
     assert run_ranks(2, env_forcing, env={"SHMCOLL_ALLREDUCE_ALGORITHM": "staging"}) == ["staging"] * 2
     assert run_ranks(2, env_forcing) == ["inline"] * 2
+
+
+def auto_choice(nbytes: int, heap: bool) -> str:
+    comm = shmcoll.Comm()
+    n = nbytes // 8
+    x = comm.empty(n) if heap else np.empty(n)
+    y = comm.empty(n) if heap else np.empty(n)
+    x[:] = 1
+    comm.Allreduce(x, y)
+    c = comm.last_choice()
+    comm.Free()
+    return "" if c is None else c.algorithm
+
+
+def test_model_serves_private_buffers_inline_and_heap_buffers_directly() -> None:
+    """Between the tiny and the large sizes the model lists direct before inline: heap
+    buffers get direct, private ones still get inline (each rank copies its contribution
+    inline unless its buffers are in the heap), not CMA with its system calls."""
+    rows = shmcoll._core.coll_model_table("Allreduce", 2)
+    mid = rows[1][0]
+    assert rows[1][1][:2] == ["direct", "inline"], rows
+    assert run_ranks(2, auto_choice, mid, False) == ["inline"] * 2
+    assert run_ranks(2, auto_choice, mid, True) == ["direct"] * 2
+    assert run_ranks(2, auto_choice, 64 << 10, False) == ["cma"] * 2

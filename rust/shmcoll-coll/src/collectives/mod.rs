@@ -330,11 +330,16 @@ impl Comm {
                 return Err(e);
             }
         };
-        // Small contributions travel inline; decided from this rank's size alone.
+        // Small contributions travel inline; decided from this rank's size and buffers.
         let contrib_len = core.send_bpp as usize;
+        let in_heap =
+            core.flags & F_SEND_HEAP != 0 && (call.recv.is_none() || core.flags & F_RECV_HEAP != 0);
         let wants_inline = match call.forced {
             Some(a) => a == CollAlgo::Inline,
-            None => self.coll_tables.get(op.family()).wants_inline(contrib_len),
+            None => self
+                .coll_tables
+                .get(op.family())
+                .wants_inline(contrib_len, in_heap),
         };
         if wants_inline {
             inline::write_payload(self, seq, &call, &mut core);

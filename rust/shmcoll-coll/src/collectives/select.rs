@@ -38,9 +38,20 @@ impl CollTable {
             .map_or(&[], |r| r.candidates.as_slice())
     }
 
-    /// Whether a rank contributing `bytes` should copy them inline before arriving.
-    pub fn wants_inline(&self, bytes: usize) -> bool {
-        self.candidates(bytes).first() == Some(&CollAlgo::Inline)
+    /// Whether a rank contributing `bytes` should copy them inline before arriving: when
+    /// `inline` is a candidate that selection can reach for this rank's buffers (`direct`
+    /// before it serves heap buffers, so those skip the copy). Decided per rank before the
+    /// arrive; if the ranks decide differently, `inline` cannot serve and the next
+    /// candidate does.
+    pub fn wants_inline(&self, bytes: usize, in_heap: bool) -> bool {
+        for a in self.candidates(bytes) {
+            match a {
+                CollAlgo::Inline => return true,
+                CollAlgo::Direct if in_heap => return false,
+                _ => {}
+            }
+        }
+        false
     }
 }
 
