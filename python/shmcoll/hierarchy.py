@@ -17,10 +17,15 @@ local), the collectives run as:
   MPI Reduce_scatter_block over `cross`;
 * Allgather: node-local Allgather into this node's part, MPI Allgather over `cross`;
 * Bcast: MPI Bcast over the root's `cross`, then a node-local Bcast;
+* Reduce: node-local Reduce_scatter, MPI Reduce of each slice to the root's node over
+  `cross`, node-local Gatherv to the root;
+* Gather / Scatter: node-local Gather to (Scatter from) the rank with the root's local
+  index, MPI Gather (Scatter) of node blocks over its `cross`;
 * Barrier: node-local, MPI Barrier over `cross`, node-local.
 
-Other collectives, and any call when nodes differ in size or are not numbered node by
-node, run on `mpi_comm` itself: announced once with a RuntimeWarning and counted in
+Other collectives (the vector variants, Reduce_scatter, in-place Reduce, Gather and
+Scatter), and any call when nodes differ in size or are not numbered node by node, run on
+`mpi_comm` itself: announced once with a RuntimeWarning and counted in
 `HierComm.fallbacks`.
 """
 
@@ -253,6 +258,61 @@ class HierComm:
         part = np.empty(N * n, rw.dtype)
         self.local.Reduce_scatter_block(by_local.reshape(-1), part, op)
         self.cross.Reduce_scatter_block(part, r, op=_mpi_op(op))
+        return None
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Any = SUM, root: int = 0) -> None:
+        if not self.uniform or is_in_place(sendbuf):
+            return self._fallback("Reduce", sendbuf, recvbuf, _mpi_op(op), root)
+        sw = parse_whole(sendbuf)
+        if sw.dtype is None:
+            return self._fallback("Reduce", sendbuf, recvbuf, _mpi_op(op), root)
+        s = _typed(sw.buf, sw.dtype)
+        L, n = self.local_size, s.size
+        root_node, root_local = divmod(root, L)
+        counts = [n * (j + 1) // L - n * j // L for j in range(L)]
+        displs = [n * j // L for j in range(L)]
+        mine = np.empty(counts[self.local_rank], sw.dtype)
+        self.local.Reduce_scatter(s, mine, counts, op)
+        from mpi4py import MPI
+
+        if self.node == root_node:
+            self.cross.Reduce(MPI.IN_PLACE, mine, op=_mpi_op(op), root=root_node)
+            r = _typed(parse_whole(recvbuf).buf, sw.dtype) if self.rank == root else None
+            self.local.Gatherv(mine, None if r is None else [r, counts, displs, None], root=root_local)
+        else:
+            self.cross.Reduce(mine, None, op=_mpi_op(op), root=root_node)
+        return None
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        if not self.uniform or is_in_place(sendbuf):
+            return self._fallback("Gather", sendbuf, recvbuf, root)
+        L = self.local_size
+        root_node, root_local = divmod(root, L)
+        s = _as_bytes(parse_whole(sendbuf).buf)
+        n = s.size
+        node_part = np.empty(L * n, np.uint8) if self.local_rank == root_local else None
+        self.local.Gather(s, node_part, root=root_local)
+        if self.local_rank == root_local:
+            r = _as_bytes(parse_whole(recvbuf).buf) if self.rank == root else None
+            self.cross.Gather(
+                [node_part, L * n, _byte()], None if r is None else [r, L * n, _byte()], root=root_node
+            )
+        return None
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        if not self.uniform or is_in_place(recvbuf):
+            return self._fallback("Scatter", sendbuf, recvbuf, root)
+        L = self.local_size
+        root_node, root_local = divmod(root, L)
+        r = _as_bytes(parse_whole(recvbuf).buf)
+        n = r.size
+        node_part = np.empty(L * n, np.uint8) if self.local_rank == root_local else None
+        if self.local_rank == root_local:
+            s = _as_bytes(parse_whole(sendbuf).buf) if self.rank == root else None
+            self.cross.Scatter(
+                None if s is None else [s, L * n, _byte()], [node_part, L * n, _byte()], root=root_node
+            )
+        self.local.Scatter(node_part, r, root=root_local)
         return None
 
     def __getattr__(self, name: str) -> Any:

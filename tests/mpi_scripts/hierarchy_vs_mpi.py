@@ -104,7 +104,14 @@ def run(c: object) -> None:
                     W.Reduce_scatter_block(xs, qref, op=getattr(MPI, opn))
                     comm.Reduce_scatter_block(xs, q, op)
                     same(f"Reduce_scatter_block {opn} {tag}", q, qref, exact=dt.kind in "iu")
-                # collectives that fall back to MPI
+                # Scatter
+                src = None
+                if root == ME:
+                    src = np.concatenate([gen(j, n, dt, k + 5) for j in range(P)])
+                got = buf(n)
+                comm.Scatter(src, got, root=root)
+                same(f"Scatter {tag}", got, gen(ME, n, dt, k + 5))
+                # Gather, Reduce
                 gg = np.empty(n * P, dt) if root == ME else None
                 ggref = np.empty(n * P, dt) if root == ME else None
                 W.Gather(mine, ggref, root=root)
@@ -115,6 +122,13 @@ def run(c: object) -> None:
                 W.Reduce(mine, rrref, op=MPI.SUM, root=root)
                 comm.Reduce(mine, rr, op=MPI.SUM, root=root)
                 same(f"Reduce {tag}", rr, rrref, exact=dt.kind in "iu")
+    # a collective without a hierarchical algorithm: runs on MPI (announced, counted)
+    counts = [(j % 3) + 1 for j in range(P)]
+    mine = np.full(counts[ME], ME, np.int64)
+    got, ref = np.empty(sum(counts), np.int64), np.empty(sum(counts), np.int64)
+    W.Allgatherv(mine, [ref, counts])
+    comm.Allgatherv(mine, [got, counts])
+    same("Allgatherv (MPI fallback)", got, ref)
     comm.Barrier()
 
 
