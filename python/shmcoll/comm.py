@@ -103,38 +103,62 @@ def _mpi_segment(mpi_comm: Any) -> Any:
 
 
 def _dup_segment(parent: Comm) -> Any:
-    """Create (rank 0) or open a new segment for the ranks of `parent`, exchanging its name
-    through `parent` itself; collective over `parent`."""
+    """A new segment for all ranks of `parent` (collective over `parent`)."""
+    seg, _, _ = _split_segment(parent, 0, parent.rank)
+    return seg
+
+
+def _split_segment(parent: Comm, color: int, key: int) -> tuple[Any, int, int]:
+    """(segment, rank, size) of this rank's group: the ranks of `parent` with the same
+    `color`, ordered by (key, parent rank). The first of each group creates the segment
+    and sends its name to the group through `parent`; collective over `parent`."""
     p, rank = parent.size, parent.rank
+    mine = np.array([color, key], np.int64)
+    everyone = np.empty(2 * p, np.int64)
+    parent.Alltoall(np.tile(mine, p), everyone, **INTERNAL)
+    pairs = everyone.reshape(p, 2)
+    group = sorted((int(pairs[j, 1]), j) for j in range(p) if pairs[j, 0] == color)
+    members = [j for _, j in group]
+    leader = members[0]
     send = np.zeros((p, _NAME_BYTES), np.uint8)
     handle = None
-    if rank == 0:
+    if rank == leader:
         try:
-            handle = _core.SegmentHandle(p)
+            handle = _core.SegmentHandle(len(members))
             msg = b"N" + handle.name.encode()
         except ShmcollError as e:
             msg = b"E" + str(e).encode()[: _NAME_BYTES - 2]
-        send[:, : len(msg)] = np.frombuffer(msg, np.uint8)
+        for j in members:
+            send[j, : len(msg)] = np.frombuffer(msg, np.uint8)
     recv = np.zeros_like(send)
     parent.Alltoall(send, recv, **INTERNAL)
-    msg = bytes(recv[0]).rstrip(b"\0")
+    msg = bytes(recv[leader]).rstrip(b"\0")
+    err: BaseException | None = None
     if msg[:1] == b"E":
-        raise ShmcollError(f"rank 0 could not create a segment: {msg[1:].decode(errors='replace')}")
-    seg, err = handle, None
+        err = ShmcollError(f"rank {leader} could not create a segment: {msg[1:].decode(errors='replace')}")
+    seg = handle
     try:
-        if seg is None:
+        if seg is None and err is None:
             seg = _core.SegmentHandle.open(msg[1:].decode())
     except ShmcollError as e:
         err = e
     ok = np.full(p, 0 if err is None else 1, np.uint8)
-    everyone = np.empty_like(ok)
-    parent.Alltoall(ok, everyone, **INTERNAL)
-    if everyone.any():
+    flags = np.empty_like(ok)
+    parent.Alltoall(ok, flags, **INTERNAL)
+    if flags.any():
         if err is not None:
             raise err
-        bad = [int(r) for r in np.flatnonzero(everyone)]
-        raise ShmcollError(f"ranks {bad} could not map the new segment")
-    return seg
+        bad = [int(r) for r in np.flatnonzero(flags)]
+        raise ShmcollError(f"ranks {bad} could not map their new segment")
+    return seg, members.index(rank), len(members)
+
+
+class _Prepared(NamedTuple):
+    """A segment and a rank in it (what `Comm.Split` hands to the constructor)."""
+
+    segment: Any
+    rank: int
+    mpi: Any
 
 
 class Comm(Collectives, Persistent, _core.CommBase):
@@ -182,6 +206,10 @@ class Comm(Collectives, Persistent, _core.CommBase):
 
     def _join_for(self, comm: Any) -> None:
         global _world
+        if isinstance(comm, _Prepared):
+            self._join(comm.segment, comm.rank)
+            self._mpi = comm.mpi
+            return
         if comm is None:
             if ENV_SEGMENT in os.environ:
                 with _world_lock:
@@ -221,6 +249,20 @@ class Comm(Collectives, Persistent, _core.CommBase):
     def Dup(self) -> Comm:
         """A new communicator over the same ranks, with its own segment (collective)."""
         return Comm(self)
+
+    def Split(self, color: int = 0, key: int = 0) -> Comm | None:
+        """Communicators of the ranks with the same `color`, ranked by (`key`, rank), as
+        mpi4py's Split (collective). A negative color (MPI.UNDEFINED) gives None."""
+        if self._mpi is not None:
+            from mpi4py import MPI
+
+            sub = self._mpi.Split(MPI.UNDEFINED if color < 0 else color, key)
+            return None if sub == MPI.COMM_NULL else Comm(sub)
+        seg, rank, _ = _split_segment(self, int(color), int(key))
+        if color < 0:
+            seg.unlink()
+            return None
+        return Comm(_Prepared(seg, rank, None))
 
     # -- collectives ------------------------------------------------------------------
     def Alltoallv(
