@@ -337,17 +337,23 @@ impl Comm {
     /// The done round: tell peers this rank no longer touches their memory for `seq`, and
     /// wait until they say the same (so that buffers may be reused on return).
     pub(crate) fn done_round(&self, seq: u64) -> Result<()> {
-        self.seg.publish(self.seg.seq(self.rank, Line::Done), seq);
+        self.round(Line::Done, seq, "completion")
+    }
+
+    /// Publish `value` on this rank's `line` and wait until every peer's reaches it.
+    /// Peers are visited starting after this rank, so that no line is polled by all at once.
+    fn round(&self, line: Line, value: u64, what: &'static str) -> Result<()> {
+        self.seg.publish(self.seg.seq(self.rank, line), value);
         for k in 1..self.size {
             let j = (self.rank + k) % self.size;
             wait_counter(
                 &self.seg,
                 Some(&self.peers),
                 &self.cfg.wait,
-                "completion",
+                what,
                 j,
-                self.seg.seq(j, Line::Done),
-                seq,
+                self.seg.seq(j, line),
+                value,
             )?;
         }
         Ok(())
@@ -359,21 +365,7 @@ impl Comm {
     /// stay in lockstep; a rank that hit a local error keeps stepping and reports later.
     pub(crate) fn step_all(&mut self) -> Result<()> {
         self.steps += 1;
-        let s = self.steps;
-        self.seg.publish(self.seg.seq(self.rank, Line::Step), s);
-        for k in 1..self.size {
-            let j = (self.rank + k) % self.size;
-            wait_counter(
-                &self.seg,
-                Some(&self.peers),
-                &self.cfg.wait,
-                "a step",
-                j,
-                self.seg.seq(j, Line::Step),
-                s,
-            )?;
-        }
-        Ok(())
+        self.round(Line::Step, self.steps, "a step")
     }
 
     /// Block until every rank has called `barrier`.
