@@ -1,0 +1,148 @@
+"""Serial 1-D transforms along one axis of a local array, from numpy, scipy or pyFFTW.
+
+Why an adapter: the distributed transform only ever needs four operations (c2c forward and
+inverse, r2c, c2r) along one axis, written into a preallocated output; each library spells
+them differently (numpy >= 2 takes ``out=``; scipy takes ``workers=``; pyFFTW wants its
+plans cached). Normalisation is numpy's ``norm`` keyword throughout: forward transforms
+are never scaled, inverse ones divide by the length unless the caller asks for ``"forward"``
+(which leaves them unscaled, see :class:`~shmcoll.fft.PFFT`'s ``normalize``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, ShmcollError
+
+#: The backends PFFT knows, in the order `available_backends` lists them.
+BACKENDS = ("numpy", "scipy", "pyfftw")
+
+
+class BackendUnavailableError(ShmcollError, ImportError):
+    """The FFT library a backend needs is not installed."""
+
+
+def _threads() -> int:
+    """Threads for the local transforms: one per rank by default (ranks already fill the
+    cores); ``SHMCOLL_FFT_THREADS`` overrides."""
+    return max(1, int(os.environ.get("SHMCOLL_FFT_THREADS", "1")))
+
+
+class Backend:
+    """numpy.fft: always available; writes straight into `out` (numpy >= 2)."""
+
+    name = "numpy"
+
+    def __init__(self) -> None:
+        self._np_out = int(np.__version__.split(".")[0]) >= 2
+
+    def _call(self, f: Callable[..., np.ndarray], a: np.ndarray, out: np.ndarray, **kw: Any) -> np.ndarray:
+        if self._np_out:
+            return f(a, out=out, **kw)
+        np.copyto(out, f(a, **kw), casting="same_kind")
+        return out
+
+    def fft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
+        return self._call(np.fft.fft, a, out, axis=axis, norm=norm)
+
+    def ifft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
+        return self._call(np.fft.ifft, a, out, axis=axis, norm=norm)
+
+    def rfft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
+        return self._call(np.fft.rfft, a, out, axis=axis, norm=norm)
+
+    def irfft(self, a: np.ndarray, n: int, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
+        return self._call(np.fft.irfft, a, out, n=n, axis=axis, norm=norm)
+
+
+class _Copying(Backend):
+    """A library whose functions return a new array: the result is copied into `out`.
+
+    `_mod` is the module with numpy-compatible ``fft/ifft/rfft/irfft`` and `_kw` the extra
+    keywords (threads)."""
+
+    _mod: Any
+    _kw: dict[str, Any]
+
+    def _call(self, f: Callable[..., np.ndarray], a: np.ndarray, out: np.ndarray, **kw: Any) -> np.ndarray:
+        np.copyto(out, f(a, **kw, **self._kw), casting="same_kind")
+        return out
+
+    def fft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
+        return self._call(self._mod.fft, a, out, axis=axis, norm=norm)
+
+    def ifft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
+        return self._call(self._mod.ifft, a, out, axis=axis, norm=norm)
+
+    def rfft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
+        return self._call(self._mod.rfft, a, out, axis=axis, norm=norm)
+
+    def irfft(self, a: np.ndarray, n: int, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
+        return self._call(self._mod.irfft, a, out, n=n, axis=axis, norm=norm)
+
+
+class ScipyBackend(_Copying):
+    """scipy.fft, with ``workers=`` threads (keeps float32 in single precision)."""
+
+    name = "scipy"
+
+    def __init__(self) -> None:
+        super().__init__()
+        try:
+            mod = importlib.import_module("scipy.fft")
+        except ImportError as e:
+            raise BackendUnavailableError(
+                "backend='scipy' needs scipy (pip install scipy); backend='numpy' always works"
+            ) from e
+        self._mod = mod
+        self._kw = {"workers": _threads()}
+
+
+class PyfftwBackend(_Copying):
+    """pyFFTW's numpy-compatible interface with its plan cache on: the FFTW plan for a
+    shape is built once (wisdom accumulates in the process) and reused on every call."""
+
+    name = "pyfftw"
+
+    def __init__(self) -> None:
+        super().__init__()
+        try:
+            cache = importlib.import_module("pyfftw.interfaces.cache")
+            mod = importlib.import_module("pyfftw.interfaces.numpy_fft")
+        except ImportError as e:
+            raise BackendUnavailableError(
+                "backend='pyfftw' needs pyFFTW (pip install pyfftw); backend='numpy' always works"
+            ) from e
+        cache.enable()
+        cache.set_keepalive_time(3600.0)
+        self._mod = mod
+        self._kw = {"threads": _threads(), "planner_effort": "FFTW_MEASURE"}
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called `name`; ArgumentError for an unknown name,
+    :class:`BackendUnavailableError` (an ImportError) when its library is missing."""
+    if name == "numpy":
+        return Backend()
+    if name == "scipy":
+        return ScipyBackend()
+    if name == "pyfftw":
+        return PyfftwBackend()
+    raise ArgumentError(f"unknown FFT backend {name!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def available_backends() -> list[str]:
+    """The backends whose library imports here."""
+    out = []
+    for name in BACKENDS:
+        try:
+            get_backend(name)
+        except BackendUnavailableError:
+            continue
+        out.append(name)
+    return out

@@ -1,0 +1,303 @@
+"""PFFT: the distributed N-D FFT (slab or pencil), planned once, with mpi4py-fft's interface.
+
+Why the plan does everything up front: the grid, the sub-communicators of its dimensions,
+each layout on the way, the transposes' geometry and heap buffers, and the work arrays are
+fixed by (comm, shape, axes, dtype, grid); a call then runs serial 1-D transforms and
+:class:`~shmcoll.fft.transpose.TransposePlan` exchanges with no planning or allocation
+(except the output array when the caller passes none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+import numpy as np
+
+from ..comm import Comm
+from ..errors import ArgumentError
+from .backends import Backend, get_backend
+from .decomposition import Layout, resolve_grid
+from .distarray import DistArray, newDistArray
+from .transpose import TransposePlan
+
+
+@dataclass
+class _Step:
+    """Transform `axis` in layout `layout`; `plan` (if any) brings the data from the
+    previous step's layout into this one; `buf` indexes the work array of this layout."""
+
+    axis: int
+    layout: Layout
+    plan: TransposePlan | None
+    buf: int
+
+
+_A = TypeVar("_A", bound=np.ndarray)
+
+
+def _complex_of(dt: np.dtype) -> np.dtype:
+    return np.result_type(dt, np.complex64)
+
+
+class PFFT:
+    """A planned distributed FFT over the axes `axes` of a global array of shape `shape`.
+
+    comm: a :class:`shmcoll.Comm` or an mpi4py intra-communicator (wrapped, then freed by
+        :meth:`destroy`).
+    axes: the transformed axes (default: all); the last one is transformed first (r2c for
+        real `dtype`, giving ``n // 2 + 1``), then the others in reverse order.
+    dtype: of the input (float32/float64: r2c; complex64/complex128: c2c).
+    grid / slab: the process grid, as in mpi4py-fft (see the package docstring).
+    backend: "numpy", "scipy" or "pyfftw" (serial 1-D transforms).
+    transposed_out: leave the forward output in the layout of the last transform (no
+        transposes back); :meth:`backward` then expects that layout.
+    normalize: whether the backward transform divides by the product of the transformed
+        lengths (numpy's convention; forward is never scaled).
+
+    Every method that moves data is collective over `comm`.
+    """
+
+    def __init__(
+        self,
+        comm: Any,
+        shape: Sequence[int],
+        axes: Sequence[int] | int | None = None,
+        dtype: Any = np.complex128,
+        grid: Sequence[int] | None = None,
+        slab: bool = False,
+        backend: str = "numpy",
+        transposed_out: bool = False,
+        normalize: bool = True,
+    ) -> None:
+        self._own_comm = not isinstance(comm, Comm)
+        if self._own_comm and not hasattr(comm, "Split_type"):
+            raise ArgumentError(
+                f"comm must be a shmcoll.Comm or an mpi4py communicator, not {type(comm).__name__}"
+            )
+        self._backend: Backend = get_backend(backend)
+        self.comm: Any = Comm(comm) if self._own_comm else comm
+        self._subcomms: dict[int, Any] = {}
+        try:
+            self._plan(shape, axes, dtype, grid, slab, transposed_out, normalize)
+        except BaseException:
+            self.destroy()
+            raise
+
+    # -- planning ---------------------------------------------------------------------
+    def _plan(
+        self,
+        shape: Sequence[int],
+        axes: Sequence[int] | int | None,
+        dtype: Any,
+        grid: Sequence[int] | None,
+        slab: bool,
+        transposed_out: bool,
+        normalize: bool,
+    ) -> None:
+        gshape = tuple(int(n) for n in np.atleast_1d(np.asarray(shape)))
+        ndim = len(gshape)
+        if ndim == 0 or min(gshape) < 1:
+            raise ArgumentError(f"shape must have at least one axis and positive lengths, got {tuple(shape)}")
+        ax = list(range(ndim)) if axes is None else [int(a) for a in np.atleast_1d(np.asarray(axes))]
+        ax = [a + ndim if a < 0 else a for a in ax]
+        if not ax or any(not 0 <= a < ndim for a in ax) or len(set(ax)) != len(ax):
+            raise ArgumentError(f"axes {axes} must be distinct axes of a {ndim}-D array")
+        self.axes = tuple(ax)
+        self._dtype_in = np.dtype(dtype)
+        if self._dtype_in.kind not in "fc":
+            raise ArgumentError(f"dtype must be a floating or complex type, not {self._dtype_in}")
+        self._real = self._dtype_in.kind == "f"
+        self._dtype_out = _complex_of(self._dtype_in)
+        self.transposed_out = bool(transposed_out)
+        self._inv_norm = "backward" if normalize else "forward"
+        comm = self.comm
+        order = ax[::-1]
+        dims = resolve_grid(comm.size, ndim, order[0], grid, slab)
+        self.grid = dims
+        coords = tuple(int(c) for c in np.unravel_index(comm.rank, dims))
+        for d, p in enumerate(dims):  # same order on every rank: Split is collective
+            if 1 < p < comm.size:
+                rest = list(coords)
+                rest[d] = 0
+                self._subcomms[d] = comm.Split(int(np.ravel_multi_index(rest, dims)), coords[d])
+            elif p == comm.size > 1:
+                self._subcomms[d] = comm
+        owner = tuple(a if dims[a] > 1 else None for a in range(ndim))
+        self._in_layout = Layout(gshape, owner, dims, coords)
+        first = self._in_layout
+        if self._real:
+            first = first.resized(order[0], gshape[order[0]] // 2 + 1)
+        # Walk the axes: each step moves the grid dimension cutting its axis onto the axis
+        # transformed before (mpi4py-fft's Pencil.pencil), through one transpose.
+        geometry: list[tuple[int, Layout, tuple[int, Layout, int, int] | None]] = [(order[0], first, None)]
+        cur, prev = first, order[0]
+        for a in order[1:]:
+            g = cur.owner[a]
+            if g is None:
+                geometry.append((a, cur, None))
+            else:
+                new = cur.moved(a, prev)
+                geometry.append((a, new, (g, cur, prev, a)))
+                cur = new
+            prev = a
+        need: dict[int, int] = {}
+        for _, layout, t in geometry:
+            if t is not None:
+                n = max(int(np.prod(t[1].shape, dtype=np.int64)), int(np.prod(layout.shape, dtype=np.int64)))
+                need[t[0]] = max(need.get(t[0], 0), n)
+        bufs = {d: (self._subcomms[d].empty(n, self._dtype_out), self._subcomms[d].empty(n, self._dtype_out))
+                for d, n in need.items()}  # fmt: skip
+        self._steps: list[_Step] = []
+        self._work: list[np.ndarray] = []
+        for a, layout, t in geometry:
+            plan = None
+            if t is not None or not self._work:
+                self._work.append(np.empty(layout.shape, self._dtype_out))
+            if t is not None:
+                d, src, i, j = t
+                plan = TransposePlan(self._subcomms[d], src, layout, i, j, *bufs[d])
+            self._steps.append(_Step(a, layout, plan, len(self._work) - 1))
+        self._out_layout = self._steps[-1].layout if self.transposed_out else self._steps[0].layout
+
+    # -- layout queries (mpi4py-fft's names) ------------------------------------------
+    def shape(self, forward_output: bool = True) -> tuple[int, ...]:
+        """This rank's local shape of the forward output (True) or input (False)."""
+        return (self._out_layout if forward_output else self._in_layout).shape
+
+    def local_slice(self, forward_output: bool = True) -> tuple[slice, ...]:
+        """The part of the global output (True) or input (False) array this rank holds."""
+        return (self._out_layout if forward_output else self._in_layout).slices
+
+    def global_shape(self, forward_output: bool = False) -> tuple[int, ...]:
+        """The global shape of the input (False, mpi4py-fft's default) or output (True)."""
+        return (self._out_layout if forward_output else self._in_layout).global_shape
+
+    def dtype(self, forward_output: bool = False) -> np.dtype:
+        """The dtype of the input (False, mpi4py-fft's default) or output (True)."""
+        return self._dtype_out if forward_output else self._dtype_in
+
+    def dimensions(self) -> int:
+        """The number of axes of the arrays."""
+        return len(self._in_layout.global_shape)
+
+    # -- timing -----------------------------------------------------------------------
+    @property
+    def plans(self) -> list[TransposePlan]:
+        """The transposes, in forward order."""
+        return [s.plan for s in self._steps if s.plan is not None]
+
+    def transpose_seconds(self) -> float:
+        """Seconds spent in transposes (pack, exchange, unpack) since planning or reset."""
+        return sum(p.transpose_seconds for p in self.plans)
+
+    def exchange_seconds(self) -> float:
+        """Seconds spent in the Alltoallv calls since planning or reset."""
+        return sum(p.exchange_seconds for p in self.plans)
+
+    def reset_timers(self) -> None:
+        for p in self.plans:
+            p.transpose_seconds = p.exchange_seconds = 0.0
+
+    # -- transforms -------------------------------------------------------------------
+    def _checked(self, a: Any, forward_output: bool, name: str, writable: bool) -> np.ndarray:
+        want_shape, want_dtype = self.shape(forward_output), self.dtype(forward_output)
+        arr = a if writable else np.asarray(a)
+        if not isinstance(arr, np.ndarray) or arr.shape != want_shape:
+            got = getattr(arr, "shape", None)
+            raise ArgumentError(
+                f"{name} must have this rank's local shape {want_shape} (see PFFT.shape({forward_output})), "
+                f"got {got}"
+            )
+        if arr.dtype != want_dtype:
+            if writable or not np.can_cast(arr.dtype, want_dtype, "same_kind"):
+                raise ArgumentError(f"{name} must have dtype {want_dtype}, got {arr.dtype}")
+            arr = arr.astype(want_dtype)
+        if writable and not arr.flags.writeable:
+            raise ArgumentError(f"{name} is read-only")
+        return arr
+
+    @overload
+    def forward(self, u: Any, u_hat: None = None) -> DistArray: ...
+    @overload
+    def forward(self, u: Any, u_hat: _A) -> _A: ...
+    def forward(self, u: Any, u_hat: np.ndarray | None = None) -> np.ndarray:
+        """The forward transform of `u` (layout ``shape(False)``) into `u_hat` (layout
+        ``shape(True)``; a new heap DistArray when None), returned. Unscaled."""
+        u = self._checked(u, False, "u", writable=False)
+        u_hat = newDistArray(self, True) if u_hat is None else self._checked(u_hat, True, "u_hat", True)
+        steps = self._steps
+        result = steps[-1].buf if self.transposed_out else steps[0].buf
+        work = [u_hat if k == result else w for k, w in enumerate(self._work)]
+        be = self._backend
+        s0 = steps[0]
+        cur = work[s0.buf]
+        (be.rfft if self._real else be.fft)(u, s0.axis, cur, "backward")
+        for s in steps[1:]:
+            if s.plan is not None:
+                s.plan.forward(cur, work[s.buf])
+                cur = work[s.buf]
+            be.fft(cur, s.axis, cur, "backward")
+        if not self.transposed_out:
+            for k in range(len(steps) - 1, 0, -1):
+                plan = steps[k].plan
+                if plan is not None:
+                    plan.backward(cur, work[steps[k - 1].buf])
+                    cur = work[steps[k - 1].buf]
+        return u_hat
+
+    @overload
+    def backward(self, u_hat: Any, u: None = None) -> DistArray: ...
+    @overload
+    def backward(self, u_hat: Any, u: _A) -> _A: ...
+    def backward(self, u_hat: Any, u: np.ndarray | None = None) -> np.ndarray:
+        """The inverse of :meth:`forward`: `u_hat` (layout ``shape(True)``, left unchanged)
+        into `u` (layout ``shape(False)``; a new heap DistArray when None), returned.
+        Divided by the transformed size when `normalize` was True."""
+        u_hat = self._checked(u_hat, True, "u_hat", writable=False)
+        u = newDistArray(self, False) if u is None else self._checked(u, False, "u", True)
+        steps, work, be, norm = self._steps, self._work, self._backend, self._inv_norm
+        cur = u_hat
+        if not self.transposed_out:
+            for s in steps[1:]:
+                if s.plan is not None:
+                    s.plan.forward(cur, work[s.buf])
+                    cur = work[s.buf]
+        for k in range(len(steps) - 1, 0, -1):
+            s = steps[k]
+            be.ifft(cur, s.axis, work[s.buf], norm)
+            cur = work[s.buf]
+            if s.plan is not None:
+                s.plan.backward(cur, work[steps[k - 1].buf])
+                cur = work[steps[k - 1].buf]
+        s0 = steps[0]
+        if self._real:
+            be.irfft(cur, self._in_layout.global_shape[s0.axis], s0.axis, u, norm)
+        else:
+            be.ifft(cur, s0.axis, u, norm)
+        return u
+
+    # -- lifetime ---------------------------------------------------------------------
+    def destroy(self) -> None:
+        """Free the sub-communicators this plan created (and `comm`, if it wrapped an mpi4py
+        one); collective. The plan is unusable afterwards; heap arrays from
+        :func:`newDistArray` must not be used after their communicator is freed."""
+        self._steps = []
+        self._work = []
+        for d, sub in list(self._subcomms.items()):
+            if sub is not self.comm:
+                sub.Free()
+            del self._subcomms[d]
+        if self._own_comm and getattr(self, "comm", None) is not None:
+            self.comm.Free()
+            self.comm = None
+
+    def __enter__(self) -> PFFT:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+
+__all__ = ["PFFT", "DistArray", "newDistArray"]

@@ -1,0 +1,360 @@
+"""shmcoll.fft.PFFT on 1 to 4 forked ranks against numpy.fft on the global array.
+
+Every rank builds the same global input from a seeded RNG, transforms its block, and
+compares its block of the output with ``numpy.fft.fftn`` / ``rfftn`` of the global array
+(and the round trip with its input). Shapes are ragged on purpose (12x10x9 splits unevenly
+over 3 and 4 ranks), so the per-rank counts of the Alltoallv differ."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shmcoll
+from conftest import TESTS_DIR, check_all, run_mpiexec, run_ranks, subprocess_env
+from shmcoll.fft import PFFT, BackendUnavailableError, available_backends, block, compute_dims, newDistArray
+
+pytestmark = pytest.mark.timeout(120)
+
+BACKENDS = available_backends()
+
+
+def tolerance(dtype: Any) -> float:
+    return 1e-5 if np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.complex64)) else 1e-12
+
+
+def global_input(shape: tuple[int, ...], dtype: Any, seed: int = 7) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dtype)
+
+
+def rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    scale = max(float(np.abs(want).max()) if want.size else 0.0, 1e-300)
+    return float(np.abs(got - want).max()) / scale if got.size else 0.0
+
+
+def roundtrip_case(
+    comm: shmcoll.Comm,
+    shape: tuple[int, ...],
+    dtype: Any,
+    kw: dict[str, Any],
+    heap: bool,
+    axes: tuple[int, ...] | None = None,
+) -> list[str]:
+    """One configuration on this rank: forward vs numpy, backward vs the input, layout
+    queries vs the arrays."""
+    bad: list[str] = []
+    with PFFT(comm, shape, axes=axes, dtype=dtype, **kw) as fft:
+        tag = f"{shape} {np.dtype(dtype)} {kw} heap={heap} axes={axes} grid={fft.grid}"
+        U = global_input(shape, dtype)
+        ax = tuple(range(len(shape))) if axes is None else axes
+        want = np.fft.rfftn(U, axes=ax) if np.dtype(dtype).kind == "f" else np.fft.fftn(U, axes=ax)
+        isl, osl = fft.local_slice(False), fft.local_slice(True)
+        if fft.shape(False) != U[isl].shape or fft.shape(True) != want[osl].shape:
+            bad.append(f"{tag}: shape() {fft.shape(False)}/{fft.shape(True)} != slices")
+        if fft.global_shape(True) != want.shape or fft.global_shape() != shape:
+            bad.append(f"{tag}: global_shape {fft.global_shape()} / {fft.global_shape(True)}")
+        if heap:
+            du = newDistArray(fft, False)
+            du[...] = U[isl]
+            u: np.ndarray = du
+            if not comm.in_heap(du) or du.local_slice() != isl or du.global_shape != shape:
+                bad.append(f"{tag}: newDistArray input is not a heap DistArray of the input layout")
+            u_hat = newDistArray(fft, True)
+            out = fft.forward(u, u_hat)
+            if out is not u_hat:
+                bad.append(f"{tag}: forward did not return u_hat")
+        else:
+            u = np.ascontiguousarray(U[isl])
+            out = fft.forward(u)
+            if out.local_slice() != osl or out.dtype != fft.dtype(True):
+                bad.append(f"{tag}: forward output {out.local_slice()} {out.dtype}")
+        tol = tolerance(dtype)
+        e = rel_err(out, want[osl])
+        if e > tol:
+            bad.append(f"{tag}: forward rel. error {e:.2e}")
+        keep = np.array(out, copy=True)
+        back = fft.backward(out, newDistArray(fft, False) if heap else None)
+        if not np.array_equal(out, keep):
+            bad.append(f"{tag}: backward modified its input")
+        if back.dtype != np.dtype(dtype) or back.shape != U[isl].shape:
+            bad.append(f"{tag}: backward gave {back.dtype} {back.shape}")
+        else:
+            e = rel_err(back, U[isl])
+            if e > tol:
+                bad.append(f"{tag}: round trip rel. error {e:.2e}")
+        # A second call reuses the plan and its buffers.
+        again = fft.forward(u)
+        if rel_err(again, want[osl]) > tol:
+            bad.append(f"{tag}: second forward differs")
+    return bad
+
+
+def many(cases: list[tuple[Any, ...]]) -> list[str]:
+    """All `cases` on this rank, on one communicator (a rank joins the launcher's once)."""
+    bad: list[str] = []
+    with shmcoll.Comm() as comm:
+        for c in cases:
+            bad += roundtrip_case(comm, *c)
+    return bad
+
+
+def _cases(nranks: int) -> list[tuple[Any, ...]]:
+    """The configurations run at `nranks` ranks (shape, dtype, PFFT keywords, heap)."""
+    grids: list[dict[str, Any]] = [{"slab": True}, {}]
+    if nranks == 4:
+        grids.append({"grid": (2, 2)})
+    if nranks == 3:
+        grids += [{"grid": (3, 1)}, {"grid": (1, 3)}]
+    out: list[tuple[Any, ...]] = []
+    for i, g in enumerate(grids):
+        for shape in ((8, 8, 8), (12, 10, 9)):
+            for j, dtype in enumerate((np.complex128, np.float64, np.complex64, np.float32)):
+                to = (i + j) % 2 == 1
+                heap = (i + j + len(shape)) % 2 == 0
+                out.append((shape, dtype, {**g, "transposed_out": to}, heap))
+                if j < 2:  # both output layouts for the double-precision types
+                    out.append((shape, dtype, {**g, "transposed_out": not to}, not heap))
+    return out
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+def test_forward_matches_numpy_and_roundtrips(nranks: int) -> None:
+    check_all(run_ranks(nranks, many, _cases(nranks)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_installed_backend(backend: str) -> None:
+    cases = [
+        ((12, 10, 9), np.float64, {"backend": backend}, True),
+        ((12, 10, 9), np.complex64, {"backend": backend, "grid": (2, 1), "transposed_out": True}, False),
+    ]
+    check_all(run_ranks(2, many, cases))
+
+
+def test_larger_shapes() -> None:
+    cases = [
+        ((32, 32, 32), np.complex128, {}, True),
+        ((64, 48, 40), np.float64, {"slab": True, "transposed_out": True}, True),
+    ]
+    check_all(run_ranks(2, many, cases))
+
+
+def test_axes_subset_and_2d() -> None:
+    cases = [
+        ((12, 10, 9), np.complex128, {}, True, (1, 2)),
+        ((12, 10, 9), np.float64, {"transposed_out": True}, False, (0, 2)),
+        ((10, 7), np.float64, {}, True, None),
+        ((10, 7), np.complex128, {"transposed_out": True}, False, None),
+    ]
+    check_all(run_ranks(3, many, cases))
+
+
+def test_mpi4py_fft_layouts() -> None:
+    """transposed_out=True gives mpi4py-fft's output layout; default grids match
+    MPI.Compute_dims; the split is n // p, the first n % p ranks one more."""
+    assert [block(10, 4, r) for r in range(4)] == [(3, 0), (3, 3), (2, 6), (2, 8)]
+    assert compute_dims(4, 2) == [2, 2] and compute_dims(12, 2) == [4, 3] and compute_dims(3, 2) == [3, 1]
+
+    def layouts() -> list[Any]:
+        comm = shmcoll.Comm()
+        try:
+            res = []
+            for kw in ({"slab": True}, {"grid": (2, 2)}, {}):
+                with PFFT(comm, (8, 10, 12), transposed_out=True, **kw) as f:
+                    res.append((f.grid, f.local_slice(False), f.local_slice(True)))
+            with PFFT(comm, (8, 10, 12), dtype=np.float64) as f:
+                res.append((f.grid, f.local_slice(False), f.local_slice(True)))
+            return res
+        finally:
+            comm.Free()
+
+    res = run_ranks(4, layouts)
+    s = slice
+    # rank 1 of 4: slab cuts axis 0 on input and axis 1 on output (mpi4py-fft's slab).
+    assert res[1][0] == ((4, 1, 1), (s(2, 4), s(0, 10), s(0, 12)), (s(0, 8), s(3, 6), s(0, 12)))
+    # pencil (2, 2), rank 1 = coords (0, 1): input axes 0, 1 cut; output axes 1 (P), 2 (Q).
+    assert res[1][1] == ((2, 2, 1), (s(0, 4), s(5, 10), s(0, 12)), (s(0, 8), s(0, 5), s(6, 12)))
+    assert res[1][2][0] == (2, 2, 1)
+    # default output: the input's distribution, r2c axis shortened to 12 // 2 + 1.
+    assert res[3][3] == ((2, 2, 1), (s(4, 8), s(5, 10), s(0, 12)), (s(4, 8), s(5, 10), s(0, 7)))
+
+
+def bad_arguments() -> list[str]:
+    bad: list[str] = []
+    comm = shmcoll.Comm()
+
+    def expect(exc: type[BaseException], what: str, fn: Any) -> None:
+        try:
+            fn()
+        except exc as e:
+            if not str(e):
+                bad.append(f"{what}: empty message")
+        except BaseException as e:
+            bad.append(f"{what}: raised {type(e).__name__}: {e}")
+        else:
+            bad.append(f"{what}: did not raise {exc.__name__}")
+
+    try:
+        expect(ValueError, "unknown backend", lambda: PFFT(comm, (8, 8, 8), backend="fftpack"))
+        expect(ValueError, "grid not matching size", lambda: PFFT(comm, (8, 8, 8), grid=(3, 1)))
+        expect(ValueError, "grid cutting the first axis", lambda: PFFT(comm, (8, 8, 8), grid=(1, 1, 2)))
+        expect(ValueError, "grid too long", lambda: PFFT(comm, (8, 8), grid=(2, 1, 1)))
+        expect(ValueError, "grid and slab", lambda: PFFT(comm, (8, 8, 8), grid=(2,), slab=True))
+        expect(ValueError, "integer dtype", lambda: PFFT(comm, (8, 8, 8), dtype=np.int32))
+        expect(ValueError, "repeated axes", lambda: PFFT(comm, (8, 8, 8), axes=(0, 0, 1)))
+        expect(ValueError, "axis out of range", lambda: PFFT(comm, (8, 8, 8), axes=(3,)))
+        expect(ValueError, "empty shape", lambda: PFFT(comm, (8, 0, 8)))
+        with PFFT(comm, (8, 8, 8), dtype=np.float64) as f:
+            expect(ValueError, "global-shaped input", lambda: f.forward(np.zeros((8, 8, 8))))
+            expect(ValueError, "complex input to r2c", lambda: f.forward(np.zeros(f.shape(False), complex)))
+            expect(
+                ValueError,
+                "wrong u_hat dtype",
+                lambda: f.forward(np.zeros(f.shape(False)), np.zeros(f.shape(True))),
+            )
+            expect(ValueError, "wrong backward input", lambda: f.backward(np.zeros(f.shape(False), complex)))
+        for name in ("scipy", "pyfftw"):
+            if name not in BACKENDS:
+                expect(ImportError, f"missing {name}", lambda n=name: PFFT(comm, (8, 8, 8), backend=n))
+                expect(
+                    BackendUnavailableError,
+                    f"missing {name}",
+                    lambda n=name: PFFT(comm, (8, 8, 8), backend=n),
+                )
+    finally:
+        comm.Free()
+    return bad
+
+
+def test_bad_arguments() -> None:
+    check_all(run_ranks(2, bad_arguments))
+
+
+def test_mpi4py_communicator_is_wrapped() -> None:
+    """A non-communicator is refused with a clear message."""
+    with pytest.raises(ValueError, match=r"shmcoll\.Comm or an mpi4py communicator"):
+        PFFT(object(), (4, 4))
+
+
+MPI_SCRIPT = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from shmcoll.fft import PFFT, newDistArray
+
+shape = (12, 10, 9)
+rng = np.random.default_rng(3)
+U = rng.standard_normal(shape)
+bad = []
+for kw in ({"grid": (2, 2)}, {"slab": True, "transposed_out": True}):
+    with PFFT(MPI.COMM_WORLD, shape, dtype=np.float64, **kw) as fft:
+        u = newDistArray(fft, False)
+        u[...] = U[fft.local_slice(False)]
+        u_hat = fft.forward(u)
+        want = np.fft.rfftn(U)[fft.local_slice(True)]
+        if np.abs(u_hat - want).max() > 1e-12 * np.abs(want).max():
+            bad.append(f"forward {kw}")
+        if np.abs(fft.backward(u_hat) - u).max() > 1e-12:
+            bad.append(f"backward {kw}")
+bad = MPI.COMM_WORLD.allgather(bad)
+if any(bad):
+    print(bad)
+    sys.exit(1)
+print("OK")
+"""
+
+
+@pytest.mark.mpi
+def test_under_mpiexec_with_an_mpi4py_communicator(tmp_path: Any) -> None:
+    """PFFT on MPI.COMM_WORLD (wrapped; sub-communicators through MPI's Split)."""
+    script = tmp_path / "pfft_mpi.py"
+    script.write_text(MPI_SCRIPT)
+    proc = run_mpiexec(4, script, timeout=60)
+    assert "OK" in proc.stdout
+
+
+@pytest.mark.mpi
+def test_benchmark_script_runs_under_mpiexec() -> None:
+    bench = TESTS_DIR.parent / "bench" / "fft.py"
+    proc = run_mpiexec(2, bench, "--shape", "16", "16", "16", "--iters", "2", "--warmup", "1", timeout=60)
+    assert "shmcoll.fft  np=2" in proc.stdout and "mpi4py-fft" in proc.stdout
+
+
+def test_benchmark_script_standalone() -> None:
+    """The benchmark starts its own ranks without a launcher and reports the np=1 run."""
+    bench = TESTS_DIR.parent / "bench" / "fft.py"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(bench),
+            "-n",
+            "2",
+            "--shape",
+            "16",
+            "12",
+            "10",
+            "--iters",
+            "2",
+            "--dtype",
+            "float64",
+        ],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "np=2" in proc.stdout and "np=1" in proc.stdout and "speedup" in proc.stdout
+
+
+def _fake_library(kind: str) -> None:
+    """Register a stand-in for scipy.fft or pyFFTW's interfaces (numpy.fft underneath,
+    checking the extra keywords the adapter passes), so that the adapters' glue is tested
+    where the libraries are not installed. Runs in forked ranks only."""
+    import types
+
+    def wrap(f: Any, extra: set[str]) -> Any:
+        def call(a: np.ndarray, **kw: Any) -> np.ndarray:
+            assert extra <= set(kw), f"missing keywords {extra - set(kw)}"
+            return f(a, **{k: v for k, v in kw.items() if k not in extra})
+
+        return call
+
+    extra = {"workers"} if kind == "scipy" else {"threads", "planner_effort"}
+    mod = types.ModuleType(f"fake_{kind}")
+    for name in ("fft", "ifft", "rfft", "irfft"):
+        setattr(mod, name, wrap(getattr(np.fft, name), extra))
+    if kind == "scipy":
+        sys.modules["scipy"] = types.ModuleType("scipy")
+        sys.modules["scipy.fft"] = mod
+    else:
+        cache = types.ModuleType("pyfftw.interfaces.cache")
+        cache.enable = lambda: None  # type: ignore[attr-defined]
+        cache.set_keepalive_time = lambda t: None  # type: ignore[attr-defined]
+        for name in ("pyfftw", "pyfftw.interfaces"):
+            sys.modules[name] = types.ModuleType(name)
+        sys.modules["pyfftw.interfaces.cache"] = cache
+        sys.modules["pyfftw.interfaces.numpy_fft"] = mod
+
+
+def with_fake_library(kind: str, cases: list[tuple[Any, ...]]) -> list[str]:
+    _fake_library(kind)
+    return many(cases)
+
+
+@pytest.mark.parametrize("backend", [b for b in ("scipy", "pyfftw") if b not in BACKENDS])
+def test_backend_adapters_with_a_stand_in_library(backend: str) -> None:
+    cases = [
+        ((12, 10, 9), np.float32, {"backend": backend}, True),
+        ((12, 10, 9), np.complex128, {"backend": backend, "transposed_out": True, "normalize": True}, False),
+    ]
+    check_all(run_ranks(2, with_fake_library, backend, cases))
