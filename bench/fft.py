@@ -113,7 +113,9 @@ def run_mpi4py_fft(mpi_comm: Any, a: argparse.Namespace) -> float | None:
     except ImportError:
         return None
     MPFFT, mp_new = mpi4py_fft.PFFT, mpi4py_fft.newDistArray
-    kw: dict[str, Any] = {"dtype": np.dtype(a.dtype), "backend": a.backend}
+    # FFTW on both sides: shmcoll through pyFFTW, mpi4py-fft through its own FFTW wrappers.
+    backend = "fftw" if a.backend == "pyfftw" else a.backend
+    kw: dict[str, Any] = {"dtype": np.dtype(a.dtype), "backend": backend}
     if a.slab:
         kw["grid"] = (-1,)
     elif a.grid is not None:
