@@ -34,42 +34,22 @@ def _threads() -> int:
 
 
 class Backend:
-    """numpy.fft: always available; writes straight into `out` (numpy >= 2)."""
+    """numpy.fft: always available; writes straight into `out` (numpy >= 2).
+
+    Subclasses for other numpy-compatible modules set `_mod` (the module with ``fft``,
+    ``ifft``, ``rfft``, ``irfft``) and `_kw` (extra keywords, e.g. threads)."""
 
     name = "numpy"
+    _mod: Any = np.fft
+    _kw: dict[str, Any]
 
     def __init__(self) -> None:
         self._np_out = int(np.__version__.split(".")[0]) >= 2
+        self._kw = {}
 
     def _call(self, f: Callable[..., np.ndarray], a: np.ndarray, out: np.ndarray, **kw: Any) -> np.ndarray:
-        if self._np_out:
+        if self._np_out and self._mod is np.fft:
             return f(a, out=out, **kw)
-        np.copyto(out, f(a, **kw), casting="same_kind")
-        return out
-
-    def fft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._call(np.fft.fft, a, out, axis=axis, norm=norm)
-
-    def ifft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._call(np.fft.ifft, a, out, axis=axis, norm=norm)
-
-    def rfft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._call(np.fft.rfft, a, out, axis=axis, norm=norm)
-
-    def irfft(self, a: np.ndarray, n: int, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._call(np.fft.irfft, a, out, n=n, axis=axis, norm=norm)
-
-
-class _Copying(Backend):
-    """A library whose functions return a new array: the result is copied into `out`.
-
-    `_mod` is the module with numpy-compatible ``fft/ifft/rfft/irfft`` and `_kw` the extra
-    keywords (threads)."""
-
-    _mod: Any
-    _kw: dict[str, Any]
-
-    def _call(self, f: Callable[..., np.ndarray], a: np.ndarray, out: np.ndarray, **kw: Any) -> np.ndarray:
         np.copyto(out, f(a, **kw, **self._kw), casting="same_kind")
         return out
 
@@ -86,7 +66,7 @@ class _Copying(Backend):
         return self._call(self._mod.irfft, a, out, n=n, axis=axis, norm=norm)
 
 
-class ScipyBackend(_Copying):
+class ScipyBackend(Backend):
     """scipy.fft, with ``workers=`` threads (keeps float32 in single precision)."""
 
     name = "scipy"
