@@ -53,17 +53,30 @@ class Backend:
         np.copyto(out, f(a, **kw, **self._kw), casting="same_kind")
         return out
 
-    def fft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._call(self._mod.fft, a, out, axis=axis, norm=norm)
+    # Each transform runs over `axes` (numpy's order: for the real transforms the last
+    # axis is the halved one); one axis uses the 1-D function, several the n-D one, which
+    # the libraries run as one multi-dimensional plan.
+    def fft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+        if len(axes) == 1:
+            return self._call(self._mod.fft, a, out, axis=axes[0], norm=norm)
+        return self._call(self._mod.fftn, a, out, axes=axes, norm=norm)
 
-    def ifft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._call(self._mod.ifft, a, out, axis=axis, norm=norm)
+    def ifft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+        if len(axes) == 1:
+            return self._call(self._mod.ifft, a, out, axis=axes[0], norm=norm)
+        return self._call(self._mod.ifftn, a, out, axes=axes, norm=norm)
 
-    def rfft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._call(self._mod.rfft, a, out, axis=axis, norm=norm)
+    def rfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+        if len(axes) == 1:
+            return self._call(self._mod.rfft, a, out, axis=axes[0], norm=norm)
+        return self._call(self._mod.rfftn, a, out, axes=axes, norm=norm)
 
-    def irfft(self, a: np.ndarray, n: int, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._call(self._mod.irfft, a, out, n=n, axis=axis, norm=norm)
+    def irfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+        """The inverse of rfft; the lengths come from `out` (the last axis is the halved one)."""
+        if len(axes) == 1:
+            return self._call(self._mod.irfft, a, out, n=out.shape[axes[0]], axis=axes[0], norm=norm)
+        s = [out.shape[ax] for ax in axes]
+        return self._call(self._mod.irfftn, a, out, s=s, axes=axes, norm=norm)
 
 
 class ScipyBackend(Backend):
@@ -103,17 +116,17 @@ class PyfftwBackend(Backend):
         self._plans: dict[tuple[Any, ...], Any] = {}
         self._threads = _threads()
 
-    def _run(self, kind: str, a: np.ndarray, out: np.ndarray, axis: int, norm: str) -> np.ndarray:
+    def _run(self, kind: str, a: np.ndarray, out: np.ndarray, axes: tuple[int, ...], norm: str) -> np.ndarray:
         inverse = kind in ("ifft", "irfft")
         in_place = a is out or (a.__array_interface__["data"][0] == out.__array_interface__["data"][0])
-        key = (kind, a.shape, a.dtype.str, a.strides, out.shape, out.dtype.str, out.strides, axis, in_place)
+        key = (kind, a.shape, a.dtype.str, a.strides, out.shape, out.dtype.str, out.strides, axes, in_place)
         plan = self._plans.get(key)
         if plan is None:
             # Plan on scratch arrays (FFTW_MEASURE overwrites them) with the same layout.
             tin = self._fftw.empty_aligned(a.shape, a.dtype)
             tout = tin if in_place else self._fftw.empty_aligned(out.shape, out.dtype)
             plan = self._fftw.FFTW(
-                tin, tout, axes=(axis,), direction="FFTW_BACKWARD" if inverse else "FFTW_FORWARD",
+                tin, tout, axes=axes, direction="FFTW_BACKWARD" if inverse else "FFTW_FORWARD",
                 flags=("FFTW_MEASURE", "FFTW_UNALIGNED"), threads=self._threads,
             )  # fmt: skip
             self._plans[key] = plan
@@ -124,7 +137,7 @@ class PyfftwBackend(Backend):
         else:
             plan.update_arrays(a, out)
         plan.execute()
-        n = out.shape[axis] if inverse else a.shape[axis]
+        n = int(np.prod([(out if inverse else a).shape[ax] for ax in axes]))
         # FFTW computes unscaled transforms; apply numpy's `norm` convention.
         scale = {"backward": 1.0 / n if inverse else 1.0, "forward": 1.0 if inverse else 1.0 / n}.get(norm)
         if scale is None:  # "ortho"
@@ -133,21 +146,17 @@ class PyfftwBackend(Backend):
             out *= scale
         return out
 
-    def fft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._run("fft", a, out, axis, norm)
+    def fft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+        return self._run("fft", a, out, axes, norm)
 
-    def ifft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._run("ifft", a, out, axis, norm)
+    def ifft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+        return self._run("ifft", a, out, axes, norm)
 
-    def rfft(self, a: np.ndarray, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        return self._run("rfft", a, out, axis, norm)
+    def rfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+        return self._run("rfft", a, out, axes, norm)
 
-    def irfft(self, a: np.ndarray, n: int, axis: int, out: np.ndarray, norm: str) -> np.ndarray:
-        if out.shape[axis] != n:
-            raise ArgumentError(
-                f"irfft: the output holds {out.shape[axis]} points along axis {axis}, not {n}"
-            )
-        return self._run("irfft", a, out, axis, norm)
+    def irfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+        return self._run("irfft", a, out, axes, norm)
 
 
 def get_backend(name: str) -> Backend:

@@ -2,7 +2,8 @@
 
 Why the plan does everything up front: the grid, the sub-communicators of its dimensions,
 each layout on the way, the transposes' geometry and heap buffers, and the work arrays are
-fixed by (comm, shape, axes, dtype, grid); a call then runs serial 1-D transforms and
+fixed by (comm, shape, axes, dtype, grid); a call then runs serial transforms (one
+multi-axis transform for the axes between two exchanges) and
 :class:`~shmcoll.fft.transpose.TransposePlan` exchanges with no planning or allocation
 (except the output array when the caller passes none).
 """
@@ -30,6 +31,16 @@ class _Step:
 
     axis: int
     layout: Layout
+    plan: TransposePlan | None
+    buf: int
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Consecutive steps without a transpose between them: one transform over `axes`
+    (numpy's order), after `plan` (if any) brought the data into work array `buf`."""
+
+    axes: tuple[int, ...]
     plan: TransposePlan | None
     buf: int
 
@@ -160,6 +171,16 @@ class PFFT:
                 plan = TransposePlan(self._subcomms[d], src, layout, i, j, *bufs[d])
             self._steps.append(_Step(a, layout, plan, len(self._work) - 1))
         self._out_layout = self._steps[-1].layout if self.transposed_out else self._steps[0].layout
+        # Steps with no transpose between them run as one multi-axis transform (one FFTW
+        # plan for the axes this rank holds whole); axes in numpy's order (the first
+        # transformed, halved for real input, last).
+        self._groups: list[_Group] = []
+        for st in self._steps:
+            if self._groups and st.plan is None:
+                last = self._groups[-1]
+                self._groups[-1] = _Group((st.axis, *last.axes), last.plan, last.buf)
+            else:
+                self._groups.append(_Group((st.axis,), st.plan, st.buf))
 
     # -- layout queries (mpi4py-fft's names) ------------------------------------------
     def shape(self, forward_output: bool = True) -> tuple[int, ...]:
@@ -227,24 +248,24 @@ class PFFT:
         ``shape(True)``; a new heap DistArray when None), returned. Unscaled."""
         u = self._checked(u, False, "u", writable=False)
         u_hat = newDistArray(self, True) if u_hat is None else self._checked(u_hat, True, "u_hat", True)
-        steps = self._steps
-        result = steps[-1].buf if self.transposed_out else steps[0].buf
+        groups = self._groups
+        result = groups[-1].buf if self.transposed_out else groups[0].buf
         work = [u_hat if k == result else w for k, w in enumerate(self._work)]
         be = self._backend
-        s0 = steps[0]
-        cur = work[s0.buf]
-        (be.rfft if self._real else be.fft)(u, s0.axis, cur, "backward")
-        for s in steps[1:]:
-            if s.plan is not None:
-                s.plan.forward(cur, work[s.buf])
-                cur = work[s.buf]
-            be.fft(cur, s.axis, cur, "backward")
+        g0 = groups[0]
+        cur = work[g0.buf]
+        (be.rfft if self._real else be.fft)(u, g0.axes, cur, "backward")
+        for g in groups[1:]:
+            if g.plan is not None:
+                g.plan.forward(cur, work[g.buf])
+                cur = work[g.buf]
+            be.fft(cur, g.axes, cur, "backward")
         if not self.transposed_out:
-            for k in range(len(steps) - 1, 0, -1):
-                plan = steps[k].plan
+            for k in range(len(groups) - 1, 0, -1):
+                plan = groups[k].plan
                 if plan is not None:
-                    plan.backward(cur, work[steps[k - 1].buf])
-                    cur = work[steps[k - 1].buf]
+                    plan.backward(cur, work[groups[k - 1].buf])
+                    cur = work[groups[k - 1].buf]
         return u_hat
 
     @overload
@@ -257,25 +278,22 @@ class PFFT:
         Divided by the transformed size when `normalize` was True."""
         u_hat = self._checked(u_hat, True, "u_hat", writable=False)
         u = newDistArray(self, False) if u is None else self._checked(u, False, "u", True)
-        steps, work, be, norm = self._steps, self._work, self._backend, self._inv_norm
+        groups, work, be, norm = self._groups, self._work, self._backend, self._inv_norm
         cur = u_hat
         if not self.transposed_out:
-            for s in steps[1:]:
-                if s.plan is not None:
-                    s.plan.forward(cur, work[s.buf])
-                    cur = work[s.buf]
-        for k in range(len(steps) - 1, 0, -1):
-            s = steps[k]
-            be.ifft(cur, s.axis, work[s.buf], norm)
-            cur = work[s.buf]
-            if s.plan is not None:
-                s.plan.backward(cur, work[steps[k - 1].buf])
-                cur = work[steps[k - 1].buf]
-        s0 = steps[0]
-        if self._real:
-            be.irfft(cur, self._in_layout.global_shape[s0.axis], s0.axis, u, norm)
-        else:
-            be.ifft(cur, s0.axis, u, norm)
+            for g in groups[1:]:
+                if g.plan is not None:
+                    g.plan.forward(cur, work[g.buf])
+                    cur = work[g.buf]
+        for k in range(len(groups) - 1, 0, -1):
+            g = groups[k]
+            be.ifft(cur, g.axes, work[g.buf], norm)
+            cur = work[g.buf]
+            if g.plan is not None:
+                g.plan.backward(cur, work[groups[k - 1].buf])
+                cur = work[groups[k - 1].buf]
+        g0 = groups[0]
+        (be.irfft if self._real else be.ifft)(cur, g0.axes, u, norm)
         return u
 
     # -- lifetime ---------------------------------------------------------------------
