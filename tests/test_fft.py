@@ -358,3 +358,38 @@ def test_backend_adapters_with_a_stand_in_library(backend: str) -> None:
         ((12, 10, 9), np.complex128, {"backend": backend, "transposed_out": True, "normalize": True}, False),
     ]
     check_all(run_ranks(2, with_fake_library, backend, cases))
+
+
+def _paths(grid: tuple[int, ...]) -> list[str]:
+    import shmcoll.fft as sf
+
+    comm = shmcoll.Comm()
+    fail: list[str] = []
+    shape = (12, 10, 9)
+    fft = sf.PFFT(comm, shape, dtype=np.complex128, grid=grid, transposed_out=True)
+    rng = np.random.default_rng(5)
+    glob = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    u = sf.newDistArray(fft, False)
+    u[...] = glob[fft.local_slice(False)]
+    u_hat = fft.forward(u)
+    if not np.allclose(u_hat, np.fft.fftn(glob)[fft.local_slice(True)]):
+        fail.append("forward differs from numpy")
+    if not np.allclose(fft.backward(u_hat), u):
+        fail.append("round trip differs")
+    direct = sum(p.direct_count for p in fft.plans)
+    total = 2 * len(fft.plans)
+    if len(fft.plans) == 1 and direct != total:
+        # a slab's work arrays live in the heap of the one communicator of the exchange
+        fail.append(f"{direct} of {total} transposes read peers' arrays in place")
+    if len(fft.plans) == 2 and not 0 < direct < total:
+        # a pencil's middle array lives in one sub-communicator's heap: the other exchange
+        # that reads it packs instead (the fallback), the rest read in place
+        fail.append(f"{direct} of {total} transposes read peers' arrays in place")
+    fft.destroy()
+    comm.Free()
+    return fail
+
+
+@pytest.mark.parametrize(("nranks", "grid"), [(2, (-1,)), (4, (2, 2))])
+def test_transposes_read_peers_heap_arrays_in_place(nranks: int, grid: tuple[int, ...]) -> None:
+    check_all(run_ranks(nranks, _paths, grid))

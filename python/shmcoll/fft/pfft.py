@@ -162,10 +162,15 @@ class PFFT:
                 for d, n in need.items()}  # fmt: skip
         self._steps: list[_Step] = []
         self._work: list[np.ndarray] = []
-        for a, layout, t in geometry:
+        # The grid dimension of the transpose that reads each work array forward (the next
+        # one), else of the one that reads it backward (the one that wrote it): the array
+        # lives in that sub-communicator's heap, so that the transpose reads it in place.
+        readers: list[int | None] = [t[0] if t is not None else None for _, _, t in geometry]
+        for k, (a, layout, t) in enumerate(geometry):
             plan = None
             if t is not None or not self._work:
-                self._work.append(np.empty(layout.shape, self._dtype_out))
+                reader = next((d for d in readers[k + 1 :] if d is not None), readers[k])
+                self._work.append(self._alloc(layout.shape, reader))
             if t is not None:
                 d, src, i, j = t
                 plan = TransposePlan(self._subcomms[d], src, layout, i, j, *bufs[d])
@@ -181,6 +186,13 @@ class PFFT:
                 self._groups[-1] = _Group((st.axis, *last.axes), last.plan, last.buf)
             else:
                 self._groups.append(_Group((st.axis,), st.plan, st.buf))
+
+    def _alloc(self, shape: tuple[int, ...], dim: int | None) -> np.ndarray:
+        """A work array in the heap of grid dimension `dim`'s sub-communicator (ordinary
+        memory without one)."""
+        if dim is None:
+            return np.empty(shape, self._dtype_out)
+        return self._subcomms[dim].empty(shape, self._dtype_out)
 
     # -- layout queries (mpi4py-fft's names) ------------------------------------------
     def shape(self, forward_output: bool = True) -> tuple[int, ...]:

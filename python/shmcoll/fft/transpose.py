@@ -6,6 +6,13 @@ only on the layouts, so it is computed once when the FFT is planned and every ca
 ``np.copyto`` into fixed views, one ``Alltoallv`` and ``np.copyto`` out of fixed views:
 no allocation per call. The buffers live in the shared heap of the communicator that runs
 the exchange, so the engine moves each byte once (peers read or write them directly).
+
+When the source array itself lives in the shared heap of that communicator (the work
+arrays of a plan do), there is no packing at all: each rank copies the sub-blocks it
+needs straight out of its peers' arrays into its own transposed layout (one strided copy
+per byte instead of pack, exchange and unpack). An Allgather of the arrays' heap offsets
+starts the transpose (every peer has finished writing its array) and a Barrier ends it
+(nobody rewrites an array a peer still reads).
 """
 
 from __future__ import annotations
@@ -83,6 +90,49 @@ class TransposePlan:
         #: Seconds spent in the Alltoallv calls, and in whole transposes (pack + exchange + unpack).
         self.exchange_seconds = 0.0
         self.transpose_seconds = 0.0
+        # Local shapes of every rank in layouts a and b (for reading peers' arrays in place).
+        self._a_shapes = [(*a.shape[:j], block(nj, p, q)[0], *a.shape[j + 1 :]) for q in range(p)]
+        self._b_shapes = [(*b.shape[:i], block(ni, p, q)[0], *b.shape[i + 1 :]) for q in range(p)]
+        self._offsets = np.empty(p, np.int64)
+        self._peer_arrays: dict[tuple[int, int, str], np.ndarray] = {}
+        #: Transposes done by reading peers' arrays in place (the rest packed).
+        self.direct_count = 0
+
+    def _peer(self, q: int, off: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+        """Rank q's array at heap offset `off` (read-only), cached."""
+        key = (q, off, dtype.str + str(shape))
+        arr = self._peer_arrays.get(key)
+        if arr is None:
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            arr = np.frombuffer(self.comm._peer_view(off, nbytes), dtype=dtype).reshape(shape)
+            if len(self._peer_arrays) > 64:
+                self._peer_arrays.clear()
+            self._peer_arrays[key] = arr
+        return arr
+
+    def _direct(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        src_shapes: list[tuple[int, ...]],
+        src_slices: list[tuple[slice, ...]],
+        dst_slices: list[tuple[slice, ...]],
+    ) -> bool:
+        """The one-copy transpose when every rank's `src` is in the heap; False (on every
+        rank alike) when some rank's is not."""
+        off = self.comm._heap_offset(src) if src.flags.c_contiguous else None
+        mine = np.array([-1 if off is None else off], np.int64)
+        self.comm.Allgather(mine, self._offsets)
+        if (self._offsets < 0).any():
+            return False
+        me = self.comm.rank
+        for k in range(self.comm.size):
+            q = (me + k) % self.comm.size
+            peer = src if q == me else self._peer(q, int(self._offsets[q]), src_shapes[q], src.dtype)
+            np.copyto(dst[dst_slices[q]], peer[src_slices[me]])
+        self.comm.Barrier()
+        self.direct_count += 1
+        return True
 
     def _run(
         self,
@@ -107,8 +157,16 @@ class TransposePlan:
 
     def forward(self, src: np.ndarray, dst: np.ndarray) -> None:
         """`src` in layout a -> `dst` in layout b (collective over the plan's communicator)."""
+        t0 = time.perf_counter()
+        if self._direct(src, dst, self._a_shapes, self._islices, self._jslices):
+            self.transpose_seconds += time.perf_counter() - t0
+            return
         self._run(src, dst, self._islices, self._fwd_send, self._fwd_specs, self._fwd_recv, self._jslices)
 
     def backward(self, src: np.ndarray, dst: np.ndarray) -> None:
         """`src` in layout b -> `dst` in layout a (collective over the plan's communicator)."""
+        t0 = time.perf_counter()
+        if self._direct(src, dst, self._b_shapes, self._jslices, self._islices):
+            self.transpose_seconds += time.perf_counter() - t0
+            return
         self._run(src, dst, self._jslices, self._bwd_send, self._bwd_specs, self._bwd_recv, self._islices)

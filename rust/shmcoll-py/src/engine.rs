@@ -17,7 +17,7 @@ use crate::buffer::{hold, BorrowError, Borrowed};
 use crate::errors::{to_py, IntoPyResult};
 use crate::fastpath::try_fast;
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
-use crate::heap::HeapBuffer;
+use crate::heap::{HeapBuffer, PeerView};
 use crate::persistent::Prequest;
 use crate::table::{from_rows, to_rows, RangeRow};
 
@@ -631,6 +631,35 @@ impl CommBase {
         };
         let r = b.raw();
         Ok(self.comm(py)?.heap_offset(r.addr, r.len.max(1)).is_some())
+    }
+
+    /// The segment offset of `buf` when it lies in the shared heap, else None.
+    #[pyo3(name = "_heap_offset")]
+    fn heap_offset(&mut self, py: Python<'_>, buf: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        let b = match Borrowed::new(buf, false, "buffer") {
+            Ok(b) => b,
+            Err(BorrowError::Shm(_)) => return Ok(None),
+            Err(BorrowError::Python(pe)) => return Err(pe),
+        };
+        let r = b.raw();
+        Ok(self.comm(py)?.heap_offset(r.addr, r.len.max(1)))
+    }
+
+    /// A read-only view of `nbytes` of the shared heap at segment offset `offset` (any
+    /// rank's part): the caller's protocol must keep the owner from rewriting it meanwhile.
+    #[pyo3(name = "_peer_view")]
+    fn peer_view(&mut self, py: Python<'_>, offset: usize, nbytes: usize) -> PyResult<PeerView> {
+        let comm = self.comm(py)?;
+        let heap = comm.segment().layout().heap_range();
+        if offset < heap.start || offset.checked_add(nbytes).is_none_or(|e| e > heap.end) {
+            return Err(to_py(
+                py,
+                Error::InvalidArgument(format!(
+                    "{nbytes} bytes at offset {offset} are not in the shared heap"
+                )),
+            ));
+        }
+        Ok(PeerView::new(comm.segment().clone(), offset, nbytes))
     }
 
     /// (algorithm, order, store, forced?) of the last successful collective, or None.

@@ -91,6 +91,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::CommBase>()?;
     m.add_class::<engine::SegmentHandle>()?;
     m.add_class::<heap::HeapBuffer>()?;
+    m.add_class::<heap::PeerView>()?;
     m.add_class::<persistent::Prequest>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;
