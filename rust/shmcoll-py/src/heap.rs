@@ -39,24 +39,9 @@ impl HeapBuffer {
         flags: c_int,
     ) -> PyResult<()> {
         let this = slf.get();
-        let ptr = this.block.as_ptr();
-        // SAFETY: `view` is the caller's struct to fill; the memory (len bytes inside the
-        // block) stays mapped while the exporter `slf` lives, and the view holds a
-        // reference to it. Writable: the heap is this rank's to write.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                ptr as *mut std::ffi::c_void,
-                this.len as ffi::Py_ssize_t,
-                0,
-                flags,
-            )
-        };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
+        // SAFETY: the block's `len` bytes stay mapped while `slf` lives (forwarded contract).
+        // Writable: the heap is this rank's to write.
+        unsafe { export(&slf, this.block.as_ptr(), this.len, false, view, flags) }
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
@@ -92,24 +77,40 @@ impl PeerView {
     ) -> PyResult<()> {
         let this = slf.get();
         let ptr = this.seg.ptr(this.off, this.len.max(1));
-        // SAFETY: `view` is the caller's struct to fill; `ptr..ptr+len` lies inside the
-        // mapping (Segment::ptr checks), which `slf` keeps alive (the view references it).
-        // Read-only: the memory belongs to another rank.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                ptr as *mut std::ffi::c_void,
-                this.len as ffi::Py_ssize_t,
-                1,
-                flags,
-            )
-        };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
+        // SAFETY: `ptr..ptr+len` lies inside the mapping (Segment::ptr checks), which `slf`
+        // keeps alive. Read-only: the memory belongs to another rank.
+        unsafe { export(&slf, ptr, this.len, true, view, flags) }
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
+
+/// Fill `view` with `len` bytes at `ptr`, owned by the exporter `owner`.
+///
+/// # Safety
+/// `view` must be the caller's buffer struct to fill, and `ptr..ptr+len` must stay valid
+/// while `owner` lives (the view holds a reference to it).
+unsafe fn export<T: pyo3::PyClass>(
+    owner: &Bound<'_, T>,
+    ptr: *mut u8,
+    len: usize,
+    readonly: bool,
+    view: *mut ffi::Py_buffer,
+    flags: c_int,
+) -> PyResult<()> {
+    // SAFETY: forwarded from this function's contract.
+    let rc = unsafe {
+        ffi::PyBuffer_FillInfo(
+            view,
+            owner.as_ptr(),
+            ptr as *mut std::ffi::c_void,
+            len as ffi::Py_ssize_t,
+            c_int::from(readonly),
+            flags,
+        )
+    };
+    if rc != 0 {
+        return Err(PyErr::fetch(owner.py()));
+    }
+    Ok(())
 }
