@@ -11,6 +11,7 @@ __all__ = [
     "SEGMENT_PREFIX",
     "CommBase",
     "HeapBuffer",
+    "PeerView",
     "Prequest",
     "SegmentHandle",
     "__version__",
@@ -56,6 +57,15 @@ class HeapBuffer:
     def address(self) -> int:
         """Address of the first byte (for tests and diagnostics)."""
     # The buffer protocol (bf_getbuffer); Python shows it as methods from 3.12 on.
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int, /) -> memoryview: ...
+        def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+
+@final
+class PeerView:
+    """A read-only view of part of a peer's shared heap (buffer protocol)."""
+
+    def __len__(self) -> int: ...
     if sys.version_info >= (3, 12):
         def __buffer__(self, flags: int, /) -> memoryview: ...
         def __release_buffer__(self, buffer: memoryview, /) -> None: ...
@@ -195,6 +205,10 @@ class CommBase:
         reduce_op: str | None = None,
         algorithm: str | None = None,
     ) -> Prequest: ...
+    def _heap_offset(self, buf: Any) -> int | None:
+        """The segment offset of `buf` when it lies in the shared heap."""
+    def _peer_view(self, offset: int, nbytes: int) -> PeerView:
+        """A read-only view of the shared heap at a segment offset (any rank's part)."""
     def _barrier(self) -> None: ...
     def _heap_alloc(self, nbytes: int) -> HeapBuffer: ...
     def _heap_usage(self) -> tuple[int, int]: ...
