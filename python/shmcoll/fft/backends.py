@@ -119,15 +119,31 @@ class PyfftwBackend(Backend):
     def _run(self, kind: str, a: np.ndarray, out: np.ndarray, axes: tuple[int, ...], norm: str) -> np.ndarray:
         inverse = kind in ("ifft", "irfft")
         in_place = a is out or (a.__array_interface__["data"][0] == out.__array_interface__["data"][0])
-        key = (kind, a.shape, a.dtype.str, a.strides, out.shape, out.dtype.str, out.strides, axes, in_place)
+        # SIMD-aligned arrays (heap arrays are) get FFTW's aligned codelets; others a plan
+        # made for any alignment.
+        align = self._fftw.simd_alignment
+        aligned = (a.ctypes.data % align == 0) and (out.ctypes.data % align == 0)
+        key = (
+            kind,
+            a.shape,
+            a.dtype.str,
+            a.strides,
+            out.shape,
+            out.dtype.str,
+            out.strides,
+            axes,
+            in_place,
+            aligned,
+        )
         plan = self._plans.get(key)
         if plan is None:
             # Plan on scratch arrays (FFTW_MEASURE overwrites them) with the same layout.
             tin = self._fftw.empty_aligned(a.shape, a.dtype)
             tout = tin if in_place else self._fftw.empty_aligned(out.shape, out.dtype)
+            flags = ("FFTW_MEASURE",) if aligned else ("FFTW_MEASURE", "FFTW_UNALIGNED")
             plan = self._fftw.FFTW(
                 tin, tout, axes=axes, direction="FFTW_BACKWARD" if inverse else "FFTW_FORWARD",
-                flags=("FFTW_MEASURE", "FFTW_UNALIGNED"), threads=self._threads,
+                flags=flags, threads=self._threads,
             )  # fmt: skip
             self._plans[key] = plan
         if kind == "irfft":
