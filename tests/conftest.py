@@ -96,6 +96,18 @@ def cma_works() -> bool:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def fftw_wisdom_in_a_temporary_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """pyFFTW plans save wisdom for later runs: keep the tests' out of the user's cache."""
+    old = os.environ.get("SHMCOLL_FFTW_WISDOM")
+    os.environ["SHMCOLL_FFTW_WISDOM"] = str(tmp_path_factory.mktemp("fftw") / "wisdom.pickle")
+    yield
+    if old is None:
+        os.environ.pop("SHMCOLL_FFTW_WISDOM", None)
+    else:
+        os.environ["SHMCOLL_FFTW_WISDOM"] = old
+
+
+@pytest.fixture(scope="session", autouse=True)
 def no_segment_left_after_session() -> Iterator[None]:
     """Fail the session if any shmcoll segment that was not there at the start remains."""
     before = shm_segments()

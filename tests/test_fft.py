@@ -393,3 +393,31 @@ def _paths(grid: tuple[int, ...]) -> list[str]:
 @pytest.mark.parametrize(("nranks", "grid"), [(2, (-1,)), (4, (2, 2))])
 def test_transposes_read_peers_heap_arrays_in_place(nranks: int, grid: tuple[int, ...]) -> None:
     check_all(run_ranks(nranks, _paths, grid))
+
+
+def _small_pyfftw() -> bool:
+    import shmcoll.fft as sf
+
+    comm = shmcoll.Comm()
+    fft = sf.PFFT(comm, (8, 6, 4), dtype=np.complex128, backend="pyfftw")
+    u = sf.newDistArray(fft, False)
+    u[...] = 1.0
+    ok = bool(np.allclose(fft.backward(fft.forward(u)), u))
+    fft.destroy()
+    comm.Free()
+    return ok
+
+
+def test_fftw_wisdom_is_kept_between_runs(tmp_path: Any) -> None:
+    pytest.importorskip("pyfftw")
+    import pickle
+
+    wisdom = tmp_path / "wisdom.pickle"
+    env = {"SHMCOLL_FFTW_WISDOM": str(wisdom)}
+    assert run_ranks(2, _small_pyfftw, env=env) == [True, True]
+    saved = pickle.loads(wisdom.read_bytes())
+    assert isinstance(saved, tuple) and any(len(w) for w in saved)
+    # the next run loads it; a damaged file only costs planning time
+    assert run_ranks(2, _small_pyfftw, env=env) == [True, True]
+    wisdom.write_bytes(b"not a pickle")
+    assert run_ranks(2, _small_pyfftw, env=env) == [True, True]

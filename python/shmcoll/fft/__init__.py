@@ -40,7 +40,8 @@ Conventions (the same as mpi4py-fft's unless noted):
   output by N to compare.)
 * ``dtype()`` and ``global_shape()`` default to the input side (``forward_output=False``),
   ``shape()`` and ``local_slice()`` to the output side, as in mpi4py-fft.
-* Backends: "numpy" (always), "scipy" (``workers=`` threads), "pyfftw" (cached plans);
+* Backends: "numpy" (always), "scipy" (``workers=`` threads), "pyfftw" (cached plans;
+  FFTW wisdom kept between runs in the user cache, or ``SHMCOLL_FFTW_WISDOM``);
   threads per rank from ``SHMCOLL_FFT_THREADS`` (default 1: the ranks fill the cores).
   Naming a missing library raises :class:`BackendUnavailableError` (an ImportError).
 """

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -115,6 +117,37 @@ class PyfftwBackend(Backend):
             ) from e
         self._plans: dict[tuple[Any, ...], Any] = {}
         self._threads = _threads()
+        self._load_wisdom()
+
+    @staticmethod
+    def wisdom_file() -> Path:
+        """Where FFTW wisdom is kept between runs (``SHMCOLL_FFTW_WISDOM`` overrides)."""
+        env = os.environ.get("SHMCOLL_FFTW_WISDOM")
+        if env:
+            return Path(env)
+        import platformdirs
+
+        return platformdirs.user_cache_path("shmcoll") / "fftw-wisdom.pickle"
+
+    def _load_wisdom(self) -> None:
+        """Reuse the wisdom of earlier runs, so that plans are found, not measured again."""
+        try:
+            with self.wisdom_file().open("rb") as f:
+                self._fftw.import_wisdom(pickle.load(f))
+        except (OSError, ValueError, TypeError, pickle.UnpicklingError, EOFError):
+            pass  # no wisdom yet, or unusable: plans are measured
+
+    def _save_wisdom(self) -> None:
+        """Store the wisdom (after a new plan), atomically: ranks may write at once."""
+        path = self.wisdom_file()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            with tmp.open("wb") as f:
+                pickle.dump(self._fftw.export_wisdom(), f)
+            tmp.replace(path)
+        except OSError:
+            pass  # a read-only cache only costs planning time
 
     def _run(self, kind: str, a: np.ndarray, out: np.ndarray, axes: tuple[int, ...], norm: str) -> np.ndarray:
         inverse = kind in ("ifft", "irfft")
@@ -146,6 +179,7 @@ class PyfftwBackend(Backend):
                 flags=flags, threads=self._threads,
             )  # fmt: skip
             self._plans[key] = plan
+            self._save_wisdom()
         if kind == "irfft":
             # FFTW's c2r transforms overwrite their input: run on the plan's own input array.
             np.copyto(plan.input_array, a)
