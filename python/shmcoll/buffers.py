@@ -104,7 +104,10 @@ def _is_int(x: Any) -> bool:
 
 
 def _is_seq(x: Any) -> bool:
-    return isinstance(x, Sequence | np.ndarray) and not isinstance(x, str | bytes | bytearray | memoryview)
+    # Plain lists, tuples and arrays first: the ABC check below costs a microsecond.
+    if type(x) in (list, tuple) or isinstance(x, np.ndarray):
+        return True
+    return isinstance(x, Sequence) and not isinstance(x, str | bytes | bytearray | memoryview)
 
 
 def _offset(buf: Any, nbytes_off: int) -> Any:
