@@ -22,6 +22,7 @@ __all__ = [
     "copy",
     "machine",
     "model_table",
+    "reduction_supported",
     "register_mpi",
     "resolve",
     "settings",
@@ -254,6 +255,9 @@ def resolve(
     cma_ok: bool = True,
 ) -> tuple[str, str, str, int, int]:
     """What `rows` selects for such a call: (algorithm, order, store, nt_threshold, chunk_bytes)."""
+
+def reduction_supported(op: str, dtype: str) -> bool:
+    """Whether the reduction kernels combine `dtype` (a NumPy name) with `op`."""
 
 def register_mpi(in_place: Any, ops: list[tuple[Any, str]]) -> None:
     """Tell the native fast path mpi4py's IN_PLACE and predefined operators."""

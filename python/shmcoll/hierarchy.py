@@ -233,8 +233,7 @@ class HierComm:
         r = _typed(rw.buf, rw.dtype)
         s = r.copy() if is_in_place(sendbuf) else _typed(parse_whole(sendbuf).buf, rw.dtype)
         L, n = self.local_size, r.size
-        counts = [n * (j + 1) // L - n * j // L for j in range(L)]
-        displs = [n * j // L for j in range(L)]
+        counts, displs = _slices(n, L)
         mine = np.empty(counts[self.local_rank], rw.dtype)
         self.local.Reduce_scatter(s, mine, counts, op)
         from mpi4py import MPI
@@ -269,8 +268,7 @@ class HierComm:
         s = _typed(sw.buf, sw.dtype)
         L, n = self.local_size, s.size
         root_node, root_local = divmod(root, L)
-        counts = [n * (j + 1) // L - n * j // L for j in range(L)]
-        displs = [n * j // L for j in range(L)]
+        counts, displs = _slices(n, L)
         mine = np.empty(counts[self.local_rank], sw.dtype)
         self.local.Reduce_scatter(s, mine, counts, op)
         from mpi4py import MPI
@@ -320,6 +318,14 @@ class HierComm:
         if name[:1].isupper() and hasattr(self.mpi_comm, name):
             return lambda *a, **k: self._fallback(name, *a, **k)
         raise AttributeError(name)
+
+
+def _slices(n: int, parts: int) -> tuple[list[int], list[int]]:
+    """(counts, displacements) of `n` elements cut into `parts` nearly equal slices, as the
+    engine's reduce-scatter cuts them."""
+    displs = [n * j // parts for j in range(parts)]
+    counts = [n * (j + 1) // parts - d for j, d in enumerate(displs)]
+    return counts, displs
 
 
 def _typed(buf: Any, dtype: np.dtype[Any]) -> np.ndarray:

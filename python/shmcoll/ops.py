@@ -37,25 +37,6 @@ LAND = Op("land")
 LOR = Op("lor")
 OPS = (SUM, PROD, MIN, MAX, BAND, BOR, BXOR, LAND, LOR)
 
-#: NumPy dtypes the native kernels reduce.
-DTYPES = frozenset(
-    [
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float32",
-        "float64",
-        "complex64",
-        "complex128",
-    ]
-)
-_INTEGER_ONLY = frozenset({BAND, BOR, BXOR, LAND, LOR})
-
 _mpi_ops: dict[int, Op] | None = None
 
 
@@ -95,14 +76,10 @@ def op_name(op: Any) -> Op | None:
 
 
 def supports(op: Op, dtype: np.dtype) -> bool:
-    """Whether the native kernels reduce `dtype` with `op`."""
-    if dtype.name not in DTYPES:
-        return False
-    if op in _INTEGER_ONLY:
-        return dtype.kind in "iu"
-    if op in (MIN, MAX):
-        return dtype.kind != "c"
-    return True
+    """Whether the native kernels reduce `dtype` with `op` (the kernels' own rules)."""
+    from . import _core
+
+    return bool(_core.reduction_supported(str(op), dtype.name))
 
 
 _warned: set[str] = set()

@@ -119,3 +119,11 @@ pub fn reject(comm: &mut Comm, op: &str, err: Error) -> Result<(), Error> {
         None => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
     }
 }
+
+/// Whether the reduction kernels combine `dtype` (a NumPy name) with `op` ("sum", ...).
+#[pyfunction]
+pub fn reduction_supported(op: &str, dtype: &str) -> bool {
+    Op::parse(op)
+        .zip(Dtype::parse(dtype))
+        .is_some_and(|(o, d)| o.supports(d))
+}

@@ -68,14 +68,18 @@ fn operator(py: Python<'_>, op: Option<&Bound<'_, PyAny>>) -> Option<Op> {
         .map(|(_, op)| *op)
 }
 
-/// The element type of a NumPy array (None for anything else).
+/// The element type of a NumPy array (None for anything else), from its dtype's `str`
+/// ("<f8", "|u1", ...): one attribute lookup on the hot path.
 fn dtype(arr: &Bound<'_, PyAny>) -> Option<Dtype> {
     let py = arr.py();
     let dt = arr.getattr(intern!(py, "dtype")).ok()?;
-    let kind: char = dt.getattr(intern!(py, "kind")).ok()?.extract().ok()?;
-    let size: usize = dt.getattr(intern!(py, "itemsize")).ok()?.extract().ok()?;
-    let byteorder: char = dt.getattr(intern!(py, "byteorder")).ok()?.extract().ok()?;
-    if byteorder == '>' {
+    let s = dt.getattr(intern!(py, "str")).ok()?;
+    let s: &str = s.extract().ok()?;
+    let mut chars = s.chars();
+    let order = chars.next()?;
+    let kind = chars.next()?;
+    let size: usize = chars.as_str().parse().ok()?;
+    if order == '>' {
         return None;
     }
     Some(match (kind, size) {

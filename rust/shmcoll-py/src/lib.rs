@@ -95,6 +95,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<persistent::Prequest>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;
+    m.add_function(wrap_pyfunction!(collectives::reduction_supported, m)?)?;
     m.add_function(wrap_pyfunction!(machine::machine, m)?)?;
     m.add_function(wrap_pyfunction!(machine::settings, m)?)?;
     m.add_function(wrap_pyfunction!(machine::algorithms, m)?)?;

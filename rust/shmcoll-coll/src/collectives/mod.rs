@@ -357,19 +357,21 @@ impl Comm {
         let checked = self
             .read_descs(seq, op.code(), &mut cores)
             .and_then(|_| {
-                // Algorithms read buffer offsets: take every full descriptor.
-                let peers: Vec<DescCore> = (0..self.size)
-                    .map(|j| Desc::slot(&self.seg, j, parity).core())
-                    .collect();
-                self.coll_facts(seq, op, &core, &peers)
-                    .map(|facts| (facts, peers))
+                // Algorithms read buffer offsets: the full descriptors replace the heads
+                // (every rank wrote its slot, F_FULL), in the same reused vector.
+                for (j, c) in cores.iter_mut().enumerate() {
+                    *c = Desc::slot(&self.seg, j, parity).core();
+                }
+                self.coll_facts(seq, op, &core, &cores)
             })
-            .and_then(|(facts, peers)| {
-                self.select_coll(op, &facts, call.forced)
-                    .map(|a| (a, peers))
-            });
-        self.scratch = cores;
-        let (algo, peers) = checked?;
+            .and_then(|facts| self.select_coll(op, &facts, call.forced));
+        let algo = match checked {
+            Ok(a) => a,
+            Err(e) => {
+                self.scratch = cores;
+                return Err(e);
+            }
+        };
         let (root, dt, rop) = unpack_extra(core.extra);
         let in_place = core.flags & F_IN_PLACE != 0;
         let x = Call {
@@ -385,13 +387,15 @@ impl Comm {
             reduce: Dtype::from_code(dt)
                 .zip(Op::from_code(rop))
                 .filter(|_| op.reduces()),
-            peers,
+            peers: cores,
         };
-        match algo {
+        let r = match algo {
             CollAlgo::Inline => inline::run(self, &x),
             CollAlgo::Direct | CollAlgo::Cma => direct::run(self, &x),
             CollAlgo::Staging => staging::run(self, &x),
-        }?;
+        };
+        self.scratch = x.peers;
+        r?;
         let choice = CollChoice {
             op,
             algo,
