@@ -274,3 +274,7 @@ def settings() -> list[tuple[str, str]]:
 
 def algorithms() -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """The registry: algorithms (name, description), copy orders, store policies."""
+
+# --- codecs: zfp (rust/shmcoll-py/src/codec_zfp.rs) ---
+
+# --- codecs: bq, cast, mpc (rust/shmcoll-py/src/codec_misc.rs) ---

@@ -71,6 +71,10 @@ class ForeignTableWarning(UserWarning):
     """A tuning table measured on other hardware (its fingerprint differs) is in use."""
 
 
+class CodecError(ShmcollError, ValueError):
+    """A codec parameter outside its domain, an output buffer too small, or a corrupt stream."""
+
+
 class SpawnError(ShmcollError, RuntimeError):
     """One or more ranks of :func:`shmcoll.spawn` failed; the message holds their tracebacks."""
 
@@ -78,6 +82,7 @@ class SpawnError(ShmcollError, RuntimeError):
 __all__ = [
     "AlgorithmError",
     "ArgumentError",
+    "CodecError",
     "BadBufferError",
     "CommBrokenError",
     "ForeignTableWarning",

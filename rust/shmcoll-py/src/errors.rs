@@ -63,3 +63,22 @@ impl<T> IntoPyResult<T> for Result<T, Error> {
         self.map_err(|e| to_py(py, e))
     }
 }
+
+/// Convert a codec error: `shmcoll.errors.CodecError` (a ValueError).
+#[allow(dead_code)] // scaffold: used once the codec bindings land
+pub fn codec_to_py(py: Python<'_>, e: shmcoll_codec::CodecError) -> PyErr {
+    let msg = e.to_string();
+    let module = ERRORS.get_or_try_init(py, || {
+        PyModule::import(py, "shmcoll.errors").map(|m| m.unbind())
+    });
+    match module
+        .ok()
+        .and_then(|m| m.bind(py).getattr("CodecError").ok())
+    {
+        Some(cls) => match cls.call1((msg,)) {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(err) => err,
+        },
+        None => PyRuntimeError::new_err(msg),
+    }
+}

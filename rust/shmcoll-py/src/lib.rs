@@ -2,6 +2,8 @@
 //! knows Python; everything else lives in the engine crates.
 
 mod buffer;
+mod codec_misc;
+mod codec_zfp;
 mod coll_table;
 mod collectives;
 mod engine;
@@ -104,6 +106,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coll_table::coll_algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(table::check_table, m)?)?;
     m.add_function(wrap_pyfunction!(table::resolve, m)?)?;
+    codec_zfp::register(m)?;
+    codec_misc::register(m)?;
     m.add("SEGMENT_PREFIX", shmcoll_shm::NAME_PREFIX)?;
     Ok(())
 }
