@@ -230,66 +230,43 @@ impl CommBase {
     /// Send block j of `sendbuf` to rank j and receive block i of `recvbuf` from rank i
     /// (mpi4py's signature and buffer specifications; `sendbuf` may be IN_PLACE). The
     /// keywords force the algorithm, copy order and store policy.
-    #[pyo3(name = "Alltoall", signature = (sendbuf, recvbuf, *, algorithm=None, order=None, store=None))]
+    /// `compress=` (a codec or its configuration) or `traffic=` (a class of the active
+    /// compression policy) send compressed blocks (`shmcoll.compress`).
+    #[pyo3(name = "Alltoall", signature = (sendbuf, recvbuf, *, algorithm=None, order=None, store=None, compress=None, traffic=None))]
+    #[allow(clippy::too_many_arguments)]
     fn alltoall_py(
-        &mut self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
         algorithm: Option<&str>,
         order: Option<&str>,
         store: Option<&str>,
+        compress: Option<&Bound<'_, PyAny>>,
+        traffic: Option<&str>,
     ) -> PyResult<()> {
-        if is_buffer(recvbuf) && is_buffer(sendbuf) {
-            return self.alltoall(
-                py,
-                Some(sendbuf),
-                recvbuf,
-                None,
-                None,
-                algorithm,
-                order,
-                store,
-            );
+        let py = slf.py();
+        if compress.is_some() || traffic.is_some() {
+            return compressed(slf, "Alltoall", (sendbuf, recvbuf), compress, traffic);
         }
-        let p = self.comm(py)?.size();
-        let resolved = resolver(py).and_then(|f| f.call1((sendbuf, recvbuf, p)));
-        let resolved = match resolved {
-            Ok(r) => r,
-            Err(e) => {
-                // Tell the peers, so that they raise instead of waiting for us.
-                let _ = self.reject(py, "Alltoall", &e.to_string(), "argument");
-                return Err(e);
-            }
-        };
-        let (send, recv, sbpp, rbpp): (
-            Option<Bound<'_, PyAny>>,
-            Bound<'_, PyAny>,
-            Option<usize>,
-            Option<usize>,
-        ) = resolved.extract()?;
-        self.alltoall(
-            py,
-            send.as_ref(),
-            &recv,
-            sbpp,
-            rbpp,
-            algorithm,
-            order,
-            store,
-        )
+        slf.borrow_mut()
+            .alltoall_any(py, sendbuf, recvbuf, algorithm, order, store)
     }
 
     /// Combine every rank's `sendbuf` element-wise with `op` (default SUM) into every
     /// `recvbuf` (mpi4py's signature; `sendbuf` may be IN_PLACE).
-    #[pyo3(name = "Allreduce", signature = (sendbuf, recvbuf, op=None, *, algorithm=None))]
+    #[pyo3(name = "Allreduce", signature = (sendbuf, recvbuf, op=None, *, algorithm=None, compress=None, traffic=None))]
     fn allreduce_py(
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
         op: Option<&Bound<'_, PyAny>>,
         algorithm: Option<&str>,
+        compress: Option<&Bound<'_, PyAny>>,
+        traffic: Option<&str>,
     ) -> PyResult<()> {
+        if compress.is_some() || traffic.is_some() {
+            return compressed(slf, "Allreduce", (sendbuf, recvbuf, op), compress, traffic);
+        }
         let fast = Fast {
             op: CollOp::Allreduce,
             send: Some(sendbuf),
@@ -323,13 +300,18 @@ impl CommBase {
     }
 
     /// Broadcast the root's `buf` to every rank's `buf`.
-    #[pyo3(name = "Bcast", signature = (buf, root=0, *, algorithm=None))]
+    #[pyo3(name = "Bcast", signature = (buf, root=0, *, algorithm=None, compress=None, traffic=None))]
     fn bcast_py(
         slf: &Bound<'_, Self>,
         buf: &Bound<'_, PyAny>,
         root: usize,
         algorithm: Option<&str>,
+        compress: Option<&Bound<'_, PyAny>>,
+        traffic: Option<&str>,
     ) -> PyResult<()> {
+        if compress.is_some() || traffic.is_some() {
+            return compressed(slf, "Bcast", (buf, root), compress, traffic);
+        }
         let fast = Fast {
             op: CollOp::Bcast,
             send: None,
@@ -342,13 +324,18 @@ impl CommBase {
     }
 
     /// Gather every rank's `sendbuf` into every rank's `recvbuf`, in rank order.
-    #[pyo3(name = "Allgather", signature = (sendbuf, recvbuf, *, algorithm=None))]
+    #[pyo3(name = "Allgather", signature = (sendbuf, recvbuf, *, algorithm=None, compress=None, traffic=None))]
     fn allgather_py(
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
         algorithm: Option<&str>,
+        compress: Option<&Bound<'_, PyAny>>,
+        traffic: Option<&str>,
     ) -> PyResult<()> {
+        if compress.is_some() || traffic.is_some() {
+            return compressed(slf, "Allgather", (sendbuf, recvbuf), compress, traffic);
+        }
         let fast = Fast {
             op: CollOp::Allgather,
             send: Some(sendbuf),
@@ -361,14 +348,25 @@ impl CommBase {
     }
 
     /// Combine every rank's `sendbuf` (p equal blocks) with `op`; rank i gets block i.
-    #[pyo3(name = "Reduce_scatter_block", signature = (sendbuf, recvbuf, op=None, *, algorithm=None))]
+    #[pyo3(name = "Reduce_scatter_block", signature = (sendbuf, recvbuf, op=None, *, algorithm=None, compress=None, traffic=None))]
     fn reduce_scatter_block_py(
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
         op: Option<&Bound<'_, PyAny>>,
         algorithm: Option<&str>,
+        compress: Option<&Bound<'_, PyAny>>,
+        traffic: Option<&str>,
     ) -> PyResult<()> {
+        if compress.is_some() || traffic.is_some() {
+            return compressed(
+                slf,
+                "Reduce_scatter_block",
+                (sendbuf, recvbuf, op),
+                compress,
+                traffic,
+            );
+        }
         let fast = Fast {
             op: CollOp::ReduceScatterBlock,
             send: Some(sendbuf),
@@ -775,6 +773,73 @@ impl CommBase {
     fn free(&mut self) {
         self.comm = None;
     }
+}
+
+impl CommBase {
+    /// Alltoall on any buffer specification: two plain buffers go straight to the engine,
+    /// anything else through `shmcoll.buffers.resolve_alltoall` first.
+    fn alltoall_any(
+        &mut self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        algorithm: Option<&str>,
+        order: Option<&str>,
+        store: Option<&str>,
+    ) -> PyResult<()> {
+        if is_buffer(recvbuf) && is_buffer(sendbuf) {
+            return self.alltoall(
+                py,
+                Some(sendbuf),
+                recvbuf,
+                None,
+                None,
+                algorithm,
+                order,
+                store,
+            );
+        }
+        let p = self.comm(py)?.size();
+        let resolved = resolver(py).and_then(|f| f.call1((sendbuf, recvbuf, p)));
+        let resolved = match resolved {
+            Ok(r) => r,
+            Err(e) => {
+                // Tell the peers, so that they raise instead of waiting for us.
+                let _ = self.reject(py, "Alltoall", &e.to_string(), "argument");
+                return Err(e);
+            }
+        };
+        let (send, recv, sbpp, rbpp): (
+            Option<Bound<'_, PyAny>>,
+            Bound<'_, PyAny>,
+            Option<usize>,
+            Option<usize>,
+        ) = resolved.extract()?;
+        self.alltoall(
+            py,
+            send.as_ref(),
+            &recv,
+            sbpp,
+            rbpp,
+            algorithm,
+            order,
+            store,
+        )
+    }
+
+}
+
+/// Hand a call with `compress=` or `traffic=` to the Python implementation
+/// (`Comm._compressed`, shmcoll.compress), which picks the codec and runs the exchange.
+fn compressed<'py, A: pyo3::call::PyCallArgs<'py> + pyo3::IntoPyObject<'py>>(
+    slf: &Bound<'py, CommBase>,
+    name: &str,
+    args: A,
+    compress: Option<&Bound<'py, PyAny>>,
+    traffic: Option<&str>,
+) -> PyResult<()> {
+    slf.call_method1("_compressed", (name, args, compress, traffic))
+        .map(|_| ())
 }
 
 /// The arguments of a call that may take the native fast path.

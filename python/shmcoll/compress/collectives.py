@@ -1,0 +1,394 @@
+"""Compressed collectives: encode before the exchange, decode after.
+
+Every call opens with one small metadata exchange (an Alltoall or Allgather of four
+int64 per rank: status, element count, codec key, compressed bytes). It lets every rank
+raise the same error when one rank's arguments are bad or the ranks disagree on the
+codec, and it carries the compressed sizes of variable-size codecs (MPC), so one
+protocol serves fixed- and variable-size codecs alike.
+
+Compressed Allreduce (SUM) is a reduce-scatter by Alltoall followed by an Allgather of
+compressed bytes: each rank quantizes its contribution once, chunk i goes to rank i,
+rank i decodes the p chunks it received and sums them in rank order, quantizes the sum
+once, and every rank (the owner too) decodes the same compressed bytes of every chunk.
+So all replicas end with bitwise identical results, the property data-parallel training
+needs. Bcast and Allgather decode on every rank, the root and the owner included, for
+the same reason.
+
+CuPy arrays are encoded and decoded on the GPU; only compressed bytes cross to the host
+(see device.py).
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+import zlib
+from typing import Any
+
+import numpy as np
+
+from ..buffers import is_in_place
+from ..errors import ArgumentError, MismatchError, PeerRejectedError, UnsupportedError
+from ..ops import op_name
+from .device import array_module, is_device_array, to_device_like, to_host
+from .feedback import ErrorFeedback
+
+_META = 4  # status, elements, codec key, compressed bytes
+_OK, _BAD = 0, 1
+
+#: Counters per operation: calls, bytes before and after compression (this rank's sends).
+_stats: dict[str, list[int]] = {}
+
+
+def stats() -> dict[str, dict[str, int]]:
+    """Compressed calls per operation on this process: calls, raw bytes, wire bytes."""
+    return {op: {"calls": c, "raw_bytes": r, "wire_bytes": w} for op, (c, r, w) in _stats.items()}
+
+
+def _count(op: str, raw: int, wire: int) -> None:
+    s = _stats.setdefault(op, [0, 0, 0])
+    s[0] += 1
+    s[1] += raw
+    s[2] += wire
+
+
+# -- scratch buffers ---------------------------------------------------------------------
+_scratch: weakref.WeakKeyDictionary[Any, dict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def _buf(comm: Any, tag: str, nbytes: int) -> np.ndarray:
+    """A reusable uint8 array of `nbytes` for `comm`, in its shared heap when it has one
+    (peers then read it directly: one copy per exchange)."""
+    per = _scratch.setdefault(comm, {})
+    b = per.get(tag)
+    if b is None or b.size < nbytes:
+        cap = max(nbytes, 2 * (b.size if b is not None else 0), 64)
+        empty = getattr(comm, "empty", None)
+        b = empty(cap, np.uint8) if callable(empty) else np.empty(cap, np.uint8)
+        per[tag] = b
+    return b[:nbytes]
+
+
+# -- codec plumbing ----------------------------------------------------------------------
+def codec_key(codec: Any) -> int:
+    """A 31-bit digest of the codec's configuration (ranks must agree on it)."""
+    cfg = codec.get_config() if hasattr(codec, "get_config") else {"repr": repr(codec)}
+    return zlib.crc32(json.dumps(cfg, sort_keys=True, default=str).encode()) & 0x7FFFFFFF
+
+
+def _encode(codec: Any, x: Any) -> Any:
+    """Compressed bytes of the 1-D array `x` as a uint8 array on x's device."""
+    enc = codec.encode_raw(x)
+    if is_device_array(enc):
+        return enc.view(array_module(enc).uint8).ravel()
+    if isinstance(enc, np.ndarray):
+        return enc.view(np.uint8).ravel()
+    return np.frombuffer(enc, np.uint8)
+
+
+def _decode(codec: Any, data: np.ndarray, dtype: np.dtype, n: int, out: Any) -> None:
+    """Decode host bytes `data` into `out` (n elements, on out's device)."""
+    if n == 0:
+        return
+    codec.decode_raw(to_device_like(data, out), dtype, n, out=out)
+
+
+def _flat(a: Any, what: str) -> Any:
+    if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
+        raise ArgumentError(f"compressed collectives take arrays; the {what} is {type(a).__name__}")
+    if not a.flags.c_contiguous:
+        raise ArgumentError(f"the {what} must be C-contiguous")
+    return a.reshape(-1)
+
+
+def _check_sum(op: Any) -> None:
+    if op is not None and op_name(op) != "sum":
+        raise UnsupportedError(f"compressed reductions implement SUM only, not {op!r}")
+
+
+def _chunks(n: int, p: int) -> tuple[list[int], list[int]]:
+    """Counts and offsets of n elements split into p near-equal chunks (the first n % p
+    one larger)."""
+    counts = [n // p + (1 if i < n % p else 0) for i in range(p)]
+    offs = [0] * p
+    for i in range(1, p):
+        offs[i] = offs[i - 1] + counts[i - 1]
+    return counts, offs
+
+
+def _pack(comm: Any, pieces: list[Any], tag: str) -> tuple[np.ndarray, list[int]]:
+    """Concatenate compressed pieces into one host buffer; (buffer, sizes)."""
+    sizes = [int(p.size) for p in pieces]
+    total = sum(sizes)
+    if pieces and is_device_array(pieces[0]):
+        xp = array_module(pieces[0])
+        dev = xp.concatenate(pieces) if pieces else xp.empty(0, xp.uint8)
+        host = _buf(comm, tag, total)
+        host[:] = to_host(dev, tag)
+        return host, sizes
+    host = _buf(comm, tag, total)
+    o = 0
+    for p, s in zip(pieces, sizes, strict=True):
+        host[o : o + s] = p
+        o += s
+    return host, sizes
+
+
+def _displs(sizes: list[int]) -> list[int]:
+    d = [0] * len(sizes)
+    for i in range(1, len(sizes)):
+        d[i] = d[i - 1] + sizes[i - 1]
+    return d
+
+
+# -- the metadata round ------------------------------------------------------------------
+def _agree(comm: Any, rows: np.ndarray, error: BaseException | None, *, gather: bool) -> np.ndarray:
+    """Exchange per-destination metadata rows (Alltoall) or this rank's row (Allgather);
+    raise on every rank when a rank rejected its part or ranks disagree on the codec."""
+    p = comm.size
+    if error is not None:
+        rows[:, 0] = _BAD
+    got = np.empty((p, _META), np.int64)
+    if gather:
+        comm.Allgather(rows[0], got)
+    else:
+        comm.Alltoall(rows, got)
+    if error is not None:
+        raise error
+    bad = np.flatnonzero(got[:, 0] != _OK)
+    if bad.size:
+        e = PeerRejectedError(f"rank {int(bad[0])} rejected its part of the compressed collective")
+        e.rank = int(bad[0])
+        raise e
+    if np.any(got[:, 2] != got[0, 2]):
+        raise MismatchError("ranks use different codecs or codec settings for the same collective")
+    return got
+
+
+def _rows(p: int, elems: int, key: int, nbytes: list[int] | None = None) -> np.ndarray:
+    rows = np.zeros((p, _META), np.int64)
+    rows[:, 1] = elems
+    rows[:, 2] = key
+    if nbytes is not None:
+        rows[:, 3] = nbytes
+    return rows
+
+
+# -- the collectives -------------------------------------------------------------------------
+def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
+    """Alltoall of compressed blocks: block j of `sendbuf` is encoded, sent to rank j and
+    decoded into block i of rank j's `recvbuf`."""
+    p, key = comm.size, codec_key(codec)
+    err: BaseException | None = None
+    pieces: list[Any] = []
+    n = 0
+    try:
+        r = _flat(recvbuf, "receive buffer")
+        s = r.copy() if is_in_place(sendbuf) else _flat(sendbuf, "send buffer")
+        if s.size % p or s.size != r.size or s.dtype != r.dtype:
+            raise ArgumentError(
+                f"send ({s.size} {s.dtype}) and receive ({r.size} {r.dtype}) buffers must hold the "
+                f"same number of elements of one dtype, split into {p} blocks"
+            )
+        n = s.size // p
+        pieces = [_encode(codec, s[j * n : (j + 1) * n]) for j in range(p)]
+    except Exception as e:
+        err = e
+    got = _agree(comm, _rows(p, n, key, [int(x.size) for x in pieces] or None), err, gather=False)
+    if np.any(got[:, 1] != n):
+        raise MismatchError(f"ranks send different block sizes: {got[:, 1].tolist()} elements")
+    send, ssizes = _pack(comm, pieces, "a2a-send")
+    rsizes = [int(v) for v in got[:, 3]]
+    recv = _buf(comm, "a2a-recv", sum(rsizes))
+    rd = _displs(rsizes)
+    comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
+    for j in range(p):
+        _decode(codec, recv[rd[j] : rd[j] + rsizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
+    _count("alltoall", s.nbytes, sum(ssizes))
+
+
+def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
+    """Allgather of compressed contributions; every rank decodes every block (its own
+    too), so all ranks hold the same values."""
+    p, key = comm.size, codec_key(codec)
+    err: BaseException | None = None
+    piece: Any = np.empty(0, np.uint8)
+    n = 0
+    try:
+        r = _flat(recvbuf, "receive buffer")
+        if r.size % p:
+            raise ArgumentError(f"the receive buffer ({r.size} elements) does not split into {p} blocks")
+        n = r.size // p
+        s = r[comm.rank * n : (comm.rank + 1) * n].copy() if is_in_place(sendbuf) else _flat(sendbuf, "send")
+        if s.size != n or s.dtype != r.dtype:
+            raise ArgumentError(
+                f"the send buffer must hold {n} elements of {r.dtype}, not {s.size} {s.dtype}"
+            )
+        piece = _encode(codec, s)
+    except Exception as e:
+        err = e
+    got = _agree(comm, _rows(1, n, key, [int(piece.size)]), err, gather=True)
+    if np.any(got[:, 1] != n):
+        raise MismatchError(f"ranks contribute different sizes: {got[:, 1].tolist()} elements")
+    send, _ = _pack(comm, [piece], "ag-send")
+    sizes = [int(v) for v in got[:, 3]]
+    recv = _buf(comm, "ag-recv", sum(sizes))
+    d = _displs(sizes)
+    comm.Allgatherv(send, [recv, (sizes, d)])
+    for j in range(p):
+        _decode(codec, recv[d[j] : d[j] + sizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
+    _count("allgather", s.nbytes, int(piece.size))
+
+
+def bcast(comm: Any, buf: Any, root: int, codec: Any) -> None:
+    """Broadcast of the root's compressed `buf`; every rank, the root too, ends with the
+    decoded values (so replicas agree bitwise)."""
+    p, key = comm.size, codec_key(codec)
+    err: BaseException | None = None
+    piece: Any = np.empty(0, np.uint8)
+    n = 0
+    try:
+        if not 0 <= root < p:
+            raise ArgumentError(f"root {root} out of range for {p} ranks")
+        b = _flat(buf, "buffer")
+        n = b.size
+        if comm.rank == root:
+            piece = _encode(codec, b)
+    except Exception as e:
+        err = e
+    got = _agree(comm, _rows(1, n, key, [int(piece.size)]), err, gather=True)
+    if np.any(got[:, 1] != n):
+        raise MismatchError(f"ranks pass buffers of different sizes: {got[:, 1].tolist()} elements")
+    nbytes = int(got[root, 3])
+    data = _buf(comm, "bcast", nbytes)
+    if comm.rank == root:
+        data[:], _ = _pack(comm, [piece], "bcast-send")
+    comm.Bcast(data, root=root)
+    _decode(codec, data, b.dtype, n, b)
+    if comm.rank == root:
+        _count("bcast", b.nbytes, nbytes)
+
+
+def _reduce_scatter(
+    comm: Any,
+    x: Any,
+    counts: list[int],
+    offs: list[int],
+    codec: Any,
+    key: int,
+    err: BaseException | None,
+    feedback: ErrorFeedback | None,
+    op: str,
+) -> Any:
+    """Stage one of Allreduce and Reduce_scatter: encode chunk i of `x` for rank i, exchange,
+    decode this rank's p chunks and sum them in rank order. Returns the sum (on x's device)."""
+    p, me = comm.size, comm.rank
+    pieces: list[Any] = []
+    if err is None:
+        try:
+            pieces = [_encode(codec, x[offs[i] : offs[i] + counts[i]]) for i in range(p)]
+            if feedback is not None:
+                decoded = array_module(x).empty_like(x)
+                for i in range(p):
+                    _decode(
+                        codec,
+                        to_host(pieces[i], "ef"),
+                        x.dtype,
+                        counts[i],
+                        decoded[offs[i] : offs[i] + counts[i]],
+                    )
+                feedback.update(x, decoded)
+        except Exception as e:
+            err = e
+    got = _agree(
+        comm,
+        _rows(p, int(x.size) if x is not None else 0, key, [int(v.size) for v in pieces] or None),
+        err,
+        gather=False,
+    )
+    if np.any(got[:, 1] != got[0, 1]):
+        raise MismatchError(f"ranks reduce vectors of different lengths: {got[:, 1].tolist()} elements")
+    send, ssizes = _pack(comm, pieces, f"{op}-send")
+    rsizes = [int(v) for v in got[:, 3]]
+    rd = _displs(rsizes)
+    recv = _buf(comm, f"{op}-recv", sum(rsizes))
+    comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
+    xp = array_module(x)
+    acc = xp.empty(counts[me], x.dtype)
+    part = xp.empty(counts[me], x.dtype)
+    # Rank order, always: float addition is not associative, and every replica of this
+    # chunk must come out of the same sequence of roundings.
+    _decode(codec, recv[rd[0] : rd[0] + rsizes[0]], x.dtype, counts[me], acc)
+    for j in range(1, p):
+        _decode(codec, recv[rd[j] : rd[j] + rsizes[j]], x.dtype, counts[me], part)
+        acc += part
+    _count(op, x.nbytes, sum(ssizes))
+    return acc
+
+
+def allreduce(
+    comm: Any, sendbuf: Any, recvbuf: Any, codec: Any, op: Any = None, feedback: ErrorFeedback | None = None
+) -> None:
+    """Compressed Allreduce (SUM): quantize once, reduce-scatter by Alltoall with rank-order
+    sums, quantize the sums once, Allgather of compressed bytes, every rank decodes every
+    chunk. Results are bitwise identical on every rank. `feedback` carries the quantization
+    errors (of this rank's contribution, and of the sum of the chunk it owns) into its
+    next call."""
+    p, key = comm.size, codec_key(codec)
+    err: BaseException | None = None
+    x: Any = None
+    counts, offs = [0] * p, [0] * p
+    try:
+        _check_sum(op)
+        r = _flat(recvbuf, "receive buffer")
+        x = r.copy() if is_in_place(sendbuf) else _flat(sendbuf, "send buffer")
+        if x.size != r.size or x.dtype != r.dtype:
+            raise ArgumentError(f"send ({x.size} {x.dtype}) and receive ({r.size} {r.dtype}) buffers differ")
+        if feedback is not None:
+            x = feedback.corrected(x)
+        counts, offs = _chunks(int(x.size), p)
+    except Exception as e:
+        err = e
+    acc = _reduce_scatter(comm, x, counts, offs, codec, key, err, feedback, "allreduce")
+    piece = _encode(codec, acc)
+    sizes = [
+        int(v) for v in _agree(comm, _rows(1, int(acc.size), key, [int(piece.size)]), None, gather=True)[:, 3]
+    ]
+    send, _ = _pack(comm, [piece], "allreduce-send2")
+    d = _displs(sizes)
+    recv = _buf(comm, "allreduce-recv2", sum(sizes))
+    comm.Allgatherv(send, [recv, (sizes, d)])
+    for i in range(p):
+        _decode(codec, recv[d[i] : d[i] + sizes[i]], r.dtype, counts[i], r[offs[i] : offs[i] + counts[i]])
+    if feedback is not None and feedback.residual is not None:
+        # The owner also carries the second quantization's error of its chunk: added to
+        # one contribution, it corrects the sum of every rank's next call.
+        mine = slice(offs[comm.rank], offs[comm.rank] + counts[comm.rank])
+        feedback.residual[mine] += acc - r[mine]
+
+
+def reduce_scatter_block(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any, op: Any = None) -> None:
+    """Compressed Reduce_scatter_block (SUM): block i of every rank's `sendbuf` is encoded,
+    sent to rank i, decoded and summed in rank order into rank i's `recvbuf` (one
+    quantization per contribution; the result is not quantized again)."""
+    p, key = comm.size, codec_key(codec)
+    err: BaseException | None = None
+    x: Any = None
+    n = 0
+    try:
+        _check_sum(op)
+        r = _flat(recvbuf, "receive buffer")
+        if is_in_place(sendbuf):
+            raise UnsupportedError("compressed Reduce_scatter_block does not take IN_PLACE")
+        x = _flat(sendbuf, "send buffer")
+        n = r.size
+        if x.size != n * p or x.dtype != r.dtype:
+            raise ArgumentError(
+                f"the send buffer must hold {p} blocks of {n} {r.dtype}, not {x.size} {x.dtype}"
+            )
+    except Exception as e:
+        err = e
+    acc = _reduce_scatter(
+        comm, x, [n] * p, [i * n for i in range(p)], codec, key, err, None, "reduce_scatter"
+    )
+    r[...] = acc

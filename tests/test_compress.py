@@ -1,0 +1,314 @@
+"""Compressed collectives (shmcoll.compress) at 1-4 ranks: the protocol against a NumPy model
+of it, bitwise identity of the replicas, errors on every rank, policies and error feedback.
+
+Two codecs defined here keep these tests independent of any one real codec: `Half`
+(fixed size, lossy: float32 rounded to float16 by NumPy) and `Deflate` (variable size,
+lossless: zlib). With them the expected result of every call is computable exactly, so
+each check is a bitwise comparison. The real codecs (shmcoll.codecs) run through the same
+collectives in test_codecs_collectives below, against the uncompressed collective
+within each codec's error bound."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shmcoll
+from conftest import check_all, run_ranks
+from shmcoll import compress as cz
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Half:
+    """float32 -> float16 (round to nearest even) -> float32: fixed size, lossy."""
+
+    def __init__(self, tag: int = 0) -> None:
+        self.tag = tag
+
+    def get_config(self) -> dict[str, Any]:
+        return {"id": "test.half", "tag": self.tag}
+
+    def compressed_size(self, n: int, dtype: Any) -> int:
+        return 2 * n
+
+    def encode_raw(self, x: np.ndarray) -> bytes:
+        return np.asarray(x, np.float32).astype(np.float16).tobytes()
+
+    def decode_raw(self, buf: Any, dtype: Any, n: int, out: np.ndarray | None = None) -> np.ndarray:
+        v = np.frombuffer(buf, np.float16, n).astype(dtype)
+        if out is None:
+            return v
+        out[...] = v
+        return out
+
+
+class Deflate:
+    """zlib of the raw bytes: variable size, lossless."""
+
+    def get_config(self) -> dict[str, Any]:
+        return {"id": "test.deflate"}
+
+    def compressed_size(self, n: int, dtype: Any) -> None:
+        return None
+
+    def encode_raw(self, x: np.ndarray) -> bytes:
+        return zlib.compress(np.ascontiguousarray(x).tobytes(), 1)
+
+    def decode_raw(self, buf: Any, dtype: Any, n: int, out: np.ndarray | None = None) -> np.ndarray:
+        v = np.frombuffer(zlib.decompress(bytes(buf)), dtype, n)
+        if out is None:
+            return v.copy()
+        out[...] = v
+        return out
+
+
+CODECS = {"half": Half, "deflate": Deflate}
+
+
+def q(codec: Any, x: np.ndarray) -> np.ndarray:
+    """What one encode/decode round trip of `x` gives."""
+    return codec.decode_raw(codec.encode_raw(x), x.dtype, x.size)
+
+
+def data(rank: int, n: int, salt: int = 0) -> np.ndarray:
+    """Gradient-like float32 contribution of `rank` (deterministic, sign-mixed, scaled)."""
+    k = np.arange(n, dtype=np.float64)
+    v = np.sin(0.37 * k + 1.3 * rank + salt) * (1 + (k % 7)) * 10.0 ** ((rank % 3) - 1)
+    return v.astype(np.float32)
+
+
+def chunks(n: int, p: int) -> list[slice]:
+    counts = [n // p + (1 if i < n % p else 0) for i in range(p)]
+    out, o = [], 0
+    for c in counts:
+        out.append(slice(o, o + c))
+        o += c
+    return out
+
+
+def model_allreduce(codec: Any, p: int, n: int, salt: int = 0) -> np.ndarray:
+    """The compressed Allreduce's result: chunks quantized once per rank, summed in rank
+    order, the sum quantized once."""
+    out = np.empty(n, np.float32)
+    for sl in chunks(n, p):
+        acc = q(codec, data(0, n, salt)[sl])
+        for r in range(1, p):
+            acc = acc + q(codec, data(r, n, salt)[sl])
+        out[sl] = q(codec, acc)
+    return out
+
+
+def same(label: str, got: np.ndarray, want: np.ndarray, failures: list[str]) -> None:
+    if got.shape != want.shape or got.tobytes() != want.tobytes():
+        failures.append(f"{label}: got {got[:4]} want {want[:4]}")
+
+
+def protocol(name: str, heap: bool) -> tuple[list[str], bytes]:
+    comm = shmcoll.Comm()
+    p, me = comm.size, comm.rank
+    codec = CODECS[name]()
+    f: list[str] = []
+    digest = b""
+
+    def arr(n: int) -> np.ndarray:
+        return comm.zeros(n, np.float32) if heap else np.zeros(n, np.float32)
+
+    for n in (0, 1, 5, 1000, 4099):
+        # Alltoall: block j of rank i is data(i)[j-th block]; every block is round-tripped.
+        s = arr(p * n)
+        s[...] = data(me, p * n)
+        r = arr(p * n)
+        comm.Alltoall(s, r, compress=codec)
+        want = np.concatenate([q(codec, data(j, p * n)[me * n : (me + 1) * n]) for j in range(p)])
+        same(f"alltoall n={n}", r, want, f)
+
+        # Allgather: every block decoded on every rank, the own one too.
+        g = arr(p * n)
+        comm.Allgather(data(me, n), g, compress=codec)
+        same(f"allgather n={n}", g, np.concatenate([q(codec, data(j, n)) for j in range(p)]), f)
+
+        # Bcast from the last rank: the root ends with the decoded values as well.
+        b = arr(n)
+        b[...] = data(7, n) if me == p - 1 else 0
+        comm.Bcast(b, root=p - 1, compress=codec)
+        same(f"bcast n={n}", b, q(codec, data(7, n)), f)
+
+        # Allreduce (also in place) against the model of the protocol.
+        m = n * p + (me == 0) * 0  # vectors of equal length on every rank
+        out = arr(m)
+        comm.Allreduce(data(me, m), out, compress=codec)
+        same(f"allreduce n={m}", out, model_allreduce(codec, p, m), f)
+        digest += out.tobytes()
+        inplace = arr(m)
+        inplace[...] = data(me, m)
+        comm.Allreduce(shmcoll.IN_PLACE, inplace, compress=codec)
+        same(f"allreduce in place n={m}", inplace, model_allreduce(codec, p, m), f)
+
+        # Reduce_scatter_block: rank i gets the rank-order sum of the decoded blocks i.
+        rs = arr(n)
+        comm.Reduce_scatter_block(data(me, p * n), rs, compress=codec)
+        acc = q(codec, data(0, p * n)[me * n : (me + 1) * n])
+        for j in range(1, p):
+            acc = acc + q(codec, data(j, p * n)[me * n : (me + 1) * n])
+        same(f"reduce_scatter_block n={n}", rs, acc, f)
+    return f, digest
+
+
+@pytest.mark.parametrize("heap", [False, True], ids=["numpy", "heap"])
+@pytest.mark.parametrize("name", sorted(CODECS))
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+def test_protocol_matches_model(nranks: int, name: str, heap: bool) -> None:
+    results = run_ranks(nranks, protocol, name, heap)
+    check_all([r[0] for r in results])
+    # Replicas bitwise identical after every Allreduce.
+    assert len({r[1] for r in results}) == 1
+
+
+def lossless_equals_uncompressed() -> list[str]:
+    comm = shmcoll.Comm()
+    p, me = comm.size, comm.rank
+    f: list[str] = []
+    x = np.arange(p * 333, dtype=np.float64) * (me + 1)
+    want, got = np.empty_like(x), np.empty_like(x)
+    comm.Allreduce(x, want)
+    comm.Allreduce(x, got, compress=Deflate())
+    same("allreduce float64", got, want, f)
+    comm.Alltoall(x, want)
+    comm.Alltoall(x, got, compress=Deflate())
+    same("alltoall float64", got, want, f)
+    return f
+
+
+def test_lossless_codec_equals_uncompressed() -> None:
+    check_all(run_ranks(3, lossless_equals_uncompressed))
+
+
+def disagreements(case: str) -> str:
+    comm = shmcoll.Comm()
+    me = comm.rank
+    x = np.ones(64, np.float32)
+    out = np.empty(64, np.float32)
+    try:
+        if case == "codec":
+            comm.Allreduce(x, out, compress=Half(tag=me))
+        elif case == "size":
+            mine = np.ones(8 + (me == 1), np.float32)
+            comm.Allgather(mine, np.empty(8 * comm.size, np.float32), compress=Half())
+        elif case == "op":
+            comm.Allreduce(x, out, op=shmcoll.MAX if me == 0 else None, compress=Half())
+        elif case == "buffer":
+            comm.Alltoall(x, np.empty(3 if me == 0 else 64, np.float32), compress=Half())
+    except shmcoll.ShmcollError as e:
+        comm.Barrier()  # still usable afterwards: every rank left the call
+        return type(e).__name__
+    return "no error"
+
+
+@pytest.mark.parametrize(
+    ("case", "want"),
+    [
+        ("codec", {"MismatchError"}),
+        ("size", {"ArgumentError", "PeerRejectedError"}),
+        ("op", {"UnsupportedError", "PeerRejectedError"}),
+        ("buffer", {"ArgumentError", "PeerRejectedError"}),
+    ],
+)
+def test_errors_raise_on_every_rank(case: str, want: set[str]) -> None:
+    got = run_ranks(3, disagreements, case)
+    assert "no error" not in got, got
+    assert set(got) <= want, got
+
+
+def policies() -> list[str]:
+    comm = shmcoll.Comm()
+    f: list[str] = []
+    big = np.linspace(-1, 1, 40_000, dtype=np.float32)
+    out = np.empty_like(big)
+    # No policy for the class: uncompressed (the exact sum).
+    with cz.use_policy("none"):
+        comm.Allreduce(big, out, traffic="dp")
+        same("policy none", out, big * comm.size if comm.size > 1 else big, f)
+    before = cz.stats().get("allreduce", {}).get("calls", 0)
+    half = cz.Policy("half", {"dp": {"id": "test.half"}}, min_bytes=1024)
+    with cz.use_policy(half):
+        # Below min_bytes: uncompressed, and no codec is even looked up.
+        small = np.ones(16, np.float32)
+        s_out = np.empty_like(small)
+        comm.Allreduce(small, s_out, traffic="dp")
+        same("below min_bytes", s_out, small * comm.size, f)
+        # Another class without a codec: uncompressed.
+        comm.Allreduce(big, out, traffic="tp")
+        if cz.stats().get("allreduce", {}).get("calls", 0) != before:
+            f.append("tp traffic was compressed by a policy that names only dp")
+    return f
+
+
+def test_policies_route_by_class_and_size() -> None:
+    check_all(run_ranks(2, policies))
+
+
+def test_policy_presets_and_validation() -> None:
+    assert cz.get_policy().name in cz.PRESETS
+    assert cz.preset("hybrid").config_for("dp", 1 << 20) == {"id": "shmcoll.bq", "bits": 8, "block": 256}
+    assert cz.preset("hybrid").config_for("zero", 1 << 20) == {"id": "shmcoll.mpc"}
+    assert cz.preset("hybrid").config_for("dp", 16) is None  # below min_bytes
+    assert all(cfg == {"id": "shmcoll.zfp", "rate": 16} for cfg in cz.uniform().codecs.values())
+    assert cz.none().config_for("dp", 1 << 30) is None
+    with pytest.raises(shmcoll.ArgumentError, match="unknown traffic class"):
+        cz.Policy("bad", {"xx": None})
+    with pytest.raises(shmcoll.ArgumentError, match="unknown compression policy"):
+        cz.set_policy("fastest")
+    with pytest.raises(shmcoll.ArgumentError, match="unknown traffic class"):
+        cz.get_policy().config_for("dq", 10)
+    old = cz.set_policy("hybrid")
+    try:
+        with cz.use_policy("uniform") as p:
+            assert p.name == "uniform" and cz.get_policy() is p
+        assert cz.get_policy().name == "hybrid"
+    finally:
+        cz.set_policy(old)
+    assert [t for t, _ in cz.hybrid().describe()] == list(cz.TRAFFIC_CLASSES)
+
+
+def feedback_steps(steps: int) -> tuple[float, float]:
+    """Relative error of the sum over steps of compressed Allreduce results against the
+    exact sums, without and with error feedback."""
+    comm = shmcoll.Comm()
+    codec = Half()
+    ef = cz.ErrorFeedback()
+    n = 4096
+    exact = np.zeros(n, np.float64)
+    plain = np.zeros(n, np.float64)
+    fed = np.zeros(n, np.float64)
+    out = np.empty(n, np.float32)
+    for t in range(steps):
+        # Small gradient-like values whose float16 rounding error is systematic.
+        x = (data(comm.rank, n, salt=t) * 1e-3 + 1e-4).astype(np.float32)
+        total = np.empty(n, np.float32)
+        comm.Allreduce(x, total)
+        exact += total
+        cz.allreduce(comm, x, out, codec)
+        plain += out
+        cz.allreduce(comm, x, out, codec, feedback=ef)
+        fed += out
+    norm = float(np.linalg.norm(exact))
+    return float(np.linalg.norm(plain - exact)) / norm, float(np.linalg.norm(fed - exact)) / norm
+
+
+def test_error_feedback_reduces_accumulated_error() -> None:
+    plain, fed = run_ranks(2, feedback_steps, 40)[0]
+    assert fed < plain / 2, (plain, fed)
+
+
+def test_resolve_codec_arguments() -> None:
+    h = Half()
+    assert cz.resolve_codec(h, None, 10) is h
+    assert cz.resolve_codec(None, None, 10) is None
+    with pytest.raises(shmcoll.ArgumentError, match="compress= takes"):
+        cz.resolve_codec(42, None, 10)
+    assert cz.codec_key(Half(1)) != cz.codec_key(Half(2))
+    assert cz.codec_key(Half(1)) == cz.codec_key(Half(1))
