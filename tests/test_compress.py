@@ -312,3 +312,58 @@ def test_resolve_codec_arguments() -> None:
         cz.resolve_codec(42, None, 10)
     assert cz.codec_key(Half(1)) != cz.codec_key(Half(2))
     assert cz.codec_key(Half(1)) == cz.codec_key(Half(1))
+
+
+def hook_average() -> list[str]:
+    from shmcoll.torch_hooks import CompressionState
+
+    comm = shmcoll.Comm()
+    p = comm.size
+    f: list[str] = []
+    n = 3001
+    g = data(comm.rank, n)
+    state = CompressionState(comm, codec=Half(), error_feedback=False)
+    same("hook compressed", state.average(g), model_allreduce(Half(), p, n) / np.float32(p), f)
+    with cz.use_policy("none"):
+        plain = CompressionState(comm, traffic="dp").average(g)
+    total = np.empty_like(g)
+    comm.Allreduce(g, total)
+    same("hook uncompressed", plain, total / np.float32(p), f)
+    fed = CompressionState(comm, codec=Half())
+    fed.average(g, bucket_index=3)
+    if set(fed.feedback) != {3} or fed.feedback[3].norm() == 0.0:
+        f.append("error feedback state is not kept per bucket")
+    return f
+
+
+def test_ddp_hook_state_averages_with_compression() -> None:
+    check_all(run_ranks(2, hook_average))
+
+
+def torch_hook() -> list[str]:
+    import torch
+
+    from shmcoll.torch_hooks import CompressionState, compressed_allreduce_hook
+
+    class Bucket:  # the two methods of torch.distributed.GradBucket the hook uses
+        def __init__(self, t: Any) -> None:
+            self.t = t
+
+        def buffer(self) -> Any:
+            return self.t
+
+        def index(self) -> int:
+            return 0
+
+    comm = shmcoll.Comm()
+    t = torch.from_numpy(data(comm.rank, 1000))
+    fut = compressed_allreduce_hook(CompressionState(comm, codec=Half(), error_feedback=False), Bucket(t))
+    got = fut.wait().numpy()
+    f: list[str] = []
+    same("torch hook", got, model_allreduce(Half(), comm.size, 1000) / np.float32(comm.size), f)
+    return f
+
+
+def test_torch_hook_on_cpu_tensors() -> None:
+    pytest.importorskip("torch")
+    check_all(run_ranks(2, torch_hook))

@@ -105,20 +105,54 @@ class CommBase:
         algorithm: str | None = None,
         order: str | None = None,
         store: str | None = None,
+        compress: Any = None,
+        traffic: str | None = None,
     ) -> None: ...
-    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = None, *, algorithm: str | None = None) -> None:
+    def Allreduce(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        op: Any = None,
+        *,
+        algorithm: str | None = None,
+        compress: Any = None,
+        traffic: str | None = None,
+    ) -> None:
         """Element-wise combination of every rank's `sendbuf` with `op` (default SUM) into
         every `recvbuf`."""
     def Reduce(
         self, sendbuf: Any, recvbuf: Any, op: Any = None, root: int = 0, *, algorithm: str | None = None
     ) -> None:
         """As Allreduce, into the root's `recvbuf` only."""
-    def Bcast(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+    def Bcast(
+        self,
+        buf: Any,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        compress: Any = None,
+        traffic: str | None = None,
+    ) -> None:
         """The root's `buf` into every rank's `buf`."""
-    def Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
+    def Allgather(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        *,
+        algorithm: str | None = None,
+        compress: Any = None,
+        traffic: str | None = None,
+    ) -> None:
         """Every rank's `sendbuf` into every `recvbuf`, in rank order."""
     def Reduce_scatter_block(
-        self, sendbuf: Any, recvbuf: Any, op: Any = None, *, algorithm: str | None = None
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        op: Any = None,
+        *,
+        algorithm: str | None = None,
+        compress: Any = None,
+        traffic: str | None = None,
     ) -> None:
         """Element-wise combination of p equal blocks; rank i gets block i."""
     def Barrier(self) -> None: ...

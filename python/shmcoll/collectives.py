@@ -56,27 +56,9 @@ class Collectives:
 
     # -- compressed calls (compress= / traffic=, routed here by the native methods) -----
     def _compressed(self, name: str, args: tuple[Any, ...], compress: Any, traffic: str | None) -> None:
-        """Run collective `name` compressed when `compress` or the active policy for
-        `traffic` gives a codec for this message, else uncompressed."""
-        from . import compress as cz
+        from .compress import run_compressed
 
-        data = args[0] if name == "Bcast" or not is_in_place(args[0]) else args[1]
-        codec = cz.resolve_codec(compress, traffic, int(getattr(data, "nbytes", 0)))
-        if codec is None:
-            getattr(self, name)(*args)
-            return
-        if name == "Alltoall":
-            cz.alltoall(self, args[0], args[1], codec)
-        elif name == "Allgather":
-            cz.allgather(self, args[0], args[1], codec)
-        elif name == "Bcast":
-            cz.bcast(self, args[0], args[1], codec)
-        elif name == "Allreduce":
-            cz.allreduce(self, args[0], args[1], codec, op=args[2])
-        elif name == "Reduce_scatter_block":
-            cz.reduce_scatter_block(self, args[0], args[1], codec, op=args[2])
-        else:  # pragma: no cover - the native methods route only the five above
-            raise UnsupportedError(f"{name} has no compressed form")
+        run_compressed(self, name, args, compress, traffic)
 
     # -- data movement ----------------------------------------------------------------
     def _py_Bcast(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> None:

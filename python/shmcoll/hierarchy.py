@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from .buffers import is_in_place, parse_simple, parse_whole
+from .compress import compressible
 from .errors import ArgumentError
 from .ops import SUM, Op
 
@@ -176,6 +177,7 @@ class HierComm:
 
     barrier = Barrier
 
+    @compressible("Bcast")
     def Bcast(self, buf: Any, root: int = 0) -> None:
         if not self.uniform:
             return self._fallback("Bcast", buf, root)
@@ -187,6 +189,7 @@ class HierComm:
         self.local.Bcast(b.buf, root=root_local)
         return None
 
+    @compressible("Allgather")
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
         if not self.uniform:
             return self._fallback("Allgather", sendbuf, recvbuf)
@@ -205,6 +208,7 @@ class HierComm:
         self.cross.Allgather(MPI.IN_PLACE, [r, part, _byte()])
         return None
 
+    @compressible("Alltoall")
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         if not self.uniform:
             return self._fallback("Alltoall", sendbuf, recvbuf)
@@ -224,6 +228,7 @@ class HierComm:
         self.cross.Alltoall([by_node, L * n, _byte()], [r, L * n, _byte()])
         return None
 
+    @compressible("Allreduce")
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Any = SUM) -> None:
         if not self.uniform:
             return self._fallback("Allreduce", sendbuf, recvbuf, _mpi_op(op))
@@ -242,6 +247,7 @@ class HierComm:
         self.local.Allgatherv(mine, [r, counts, displs, None])
         return None
 
+    @compressible("Reduce_scatter_block")
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any = SUM) -> None:
         if not self.uniform or is_in_place(sendbuf):
             return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, _mpi_op(op))

@@ -14,10 +14,13 @@ control (error feedback for Allreduce).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
-from ..errors import ArgumentError
+from ..buffers import is_in_place
+from ..errors import ArgumentError, UnsupportedError
 from .collectives import allgather, allreduce, alltoall, bcast, codec_key, reduce_scatter_block, stats
 from .feedback import ErrorFeedback
 from .policy import (
@@ -33,6 +36,8 @@ from .policy import (
     uniform,
     use_policy,
 )
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def resolve_codec(compress: Any, traffic: str | None, nbytes: int) -> Any:
@@ -58,6 +63,46 @@ def resolve_codec(compress: Any, traffic: str | None, nbytes: int) -> Any:
     return get_codec(dict(cfg))
 
 
+def run_compressed(comm: Any, name: str, args: tuple[Any, ...], compress: Any, traffic: str | None) -> None:
+    """Run collective `name` of `comm` compressed when `compress`, or the active policy for
+    `traffic`, gives a codec for this message; else uncompressed (`comm.<name>(*args)`)."""
+    data = args[0] if name == "Bcast" or not is_in_place(args[0]) else args[1]
+    codec = resolve_codec(compress, traffic, int(getattr(data, "nbytes", 0)))
+    if codec is None:
+        getattr(comm, name)(*args)
+    elif name == "Alltoall":
+        alltoall(comm, args[0], args[1], codec)
+    elif name == "Allgather":
+        allgather(comm, args[0], args[1], codec)
+    elif name == "Bcast":
+        bcast(comm, args[0], args[1], codec)
+    elif name == "Allreduce":
+        allreduce(comm, args[0], args[1], codec, op=args[2])
+    elif name == "Reduce_scatter_block":
+        reduce_scatter_block(comm, args[0], args[1], codec, op=args[2])
+    else:
+        raise UnsupportedError(f"{name} has no compressed form")
+
+
+def compressible(name: str) -> Callable[[F], F]:
+    """Give a collective method `compress=` and `traffic=` keywords (for communicators
+    implemented in Python, such as HierComm; shmcoll.Comm's native methods have them)."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def method(self: Any, *args: Any, compress: Any = None, traffic: str | None = None, **kw: Any) -> Any:
+            if compress is None and traffic is None:
+                return fn(self, *args, **kw)
+            full = inspect.signature(fn).bind(self, *args, **kw)
+            full.apply_defaults()
+            run_compressed(self, name, tuple(full.arguments.values())[1:], compress, traffic)
+            return None
+
+        return cast(F, method)
+
+    return wrap
+
+
 __all__ = [
     "DEFAULT_MIN_BYTES",
     "PRESETS",
@@ -69,12 +114,14 @@ __all__ = [
     "alltoall",
     "bcast",
     "codec_key",
+    "compressible",
     "get_policy",
     "hybrid",
     "none",
     "preset",
     "reduce_scatter_block",
     "resolve_codec",
+    "run_compressed",
     "set_policy",
     "stats",
     "uniform",
