@@ -10,7 +10,9 @@ within each codec's error bound."""
 
 from __future__ import annotations
 
+import json
 import zlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ import pytest
 import shmcoll
 from conftest import check_all, run_ranks
 from shmcoll import compress as cz
+from shmcoll.tuning import table
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -233,7 +236,7 @@ def policies() -> list[str]:
         comm.Allreduce(big, out, traffic="dp")
         same("policy none", out, big * comm.size if comm.size > 1 else big, f)
     before = cz.stats().get("allreduce", {}).get("calls", 0)
-    half = cz.Policy("half", {"dp": {"id": "test.half"}}, min_bytes=1024)
+    half = cz.Policy("half", {"dp": Half()}, min_bytes=1024)
     with cz.use_policy(half):
         # Below min_bytes: uncompressed, and no codec is even looked up.
         small = np.ones(16, np.float32)
@@ -244,6 +247,17 @@ def policies() -> list[str]:
         comm.Allreduce(big, out, traffic="tp")
         if cz.stats().get("allreduce", {}).get("calls", 0) != before:
             f.append("tp traffic was compressed by a policy that names only dp")
+        # The named class above the threshold: compressed with the policy's codec.
+        comm.Allreduce(big, out, traffic="dp")
+        if cz.stats().get("allreduce", {}).get("calls", 0) != before + 1:
+            f.append("dp traffic above min_bytes was not compressed")
+        want = np.empty_like(big)
+        for sl in chunks(big.size, comm.size):
+            acc = q(Half(), big[sl])
+            for _ in range(1, comm.size):
+                acc = acc + q(Half(), big[sl])
+            want[sl] = q(Half(), acc)
+        same("policy half", out, want, f)
     return f
 
 
@@ -367,3 +381,60 @@ def torch_hook() -> list[str]:
 def test_torch_hook_on_cpu_tensors() -> None:
     pytest.importorskip("torch")
     check_all(run_ranks(2, torch_hook))
+
+
+def table_decides(sizes: list[int]) -> list[int]:
+    """Compressed calls made for dp Allreduces of these sizes (bytes), under a policy
+    whose own threshold would never compress."""
+    comm = shmcoll.Comm()
+    made = []
+    with cz.use_policy(cz.Policy("dp-half", {"dp": Half()}, min_bytes=1 << 40)):
+        for nbytes in sizes:
+            x = np.ones(nbytes // 4, np.float32)
+            before = cz.stats().get("allreduce", {}).get("calls", 0)
+            comm.Allreduce(x, np.empty_like(x), traffic="dp")
+            made.append(cz.stats().get("allreduce", {}).get("calls", 0) - before)
+    comm.Free()
+    return made
+
+
+def test_compressed_is_a_candidate_of_the_tuning_table(tmp_path: Path) -> None:
+    rows = [
+        {"bytes": [0, 4096], "choices": [{"algorithm": "compressed"}, {"algorithm": "staging"}]},
+        {"bytes": [4097, "inf"], "choices": [{"algorithm": "staging"}]},
+    ]
+    doc = table.new_document("measured", "quick")
+    doc["operations"] = {"allreduce": [{"nprocs": [2, 2], "sizes": rows}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    table.load(path)  # valid
+    got = run_ranks(2, table_decides, [1024, 65536], env={"SHMCOLL_TUNING_FILE": str(path)})
+    assert got == [[1, 0], [1, 0]]
+    # Not covered (3 ranks): the policy's threshold decides (never, here).
+    assert run_ranks(3, table_decides, [1024], env={"SHMCOLL_TUNING_FILE": str(path)}) == [[0]] * 3
+
+
+def test_a_range_with_only_compressed_is_rejected(tmp_path: Path) -> None:
+    doc = table.new_document("measured", "quick")
+    doc["operations"] = {
+        "bcast": [
+            {"nprocs": [1, "inf"], "sizes": [{"bytes": [0, "inf"], "choices": [{"algorithm": "compressed"}]}]}
+        ]
+    }
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(shmcoll.TuningTableError, match="needs an uncompressed candidate"):
+        table.load(path)
+    doc["operations"] = {
+        "gather": [
+            {
+                "nprocs": [1, "inf"],
+                "sizes": [
+                    {"bytes": [0, "inf"], "choices": [{"algorithm": "compressed"}, {"algorithm": "staging"}]}
+                ],
+            }
+        ]
+    }
+    path.write_text(json.dumps(doc))
+    with pytest.raises(shmcoll.TuningTableError, match="unknown algorithm 'compressed'"):
+        table.load(path)

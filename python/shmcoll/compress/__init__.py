@@ -40,9 +40,17 @@ from .policy import (
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def resolve_codec(compress: Any, traffic: str | None, nbytes: int) -> Any:
-    """The codec serving a call: `compress` itself (a codec or a configuration), else what
-    the active policy gives `traffic` for a message of `nbytes`; None: uncompressed."""
+def resolve_codec(
+    compress: Any,
+    traffic: str | None,
+    nbytes: int,
+    table_rows: list[tuple[int, int | None, bool]] | None = None,
+) -> Any:
+    """The codec serving a call: `compress` itself (a codec or a configuration: forced),
+    else the active policy's codec for `traffic`, if compressing a message of `nbytes`
+    pays: where the tuning table (`table_rows`, the operation's size ranges) covers the
+    size, when its range lists the `compressed` candidate; elsewhere from the policy's
+    ``min_bytes`` on. None: uncompressed."""
     if compress is not None:
         if hasattr(compress, "encode_raw") and hasattr(compress, "decode_raw"):
             return compress
@@ -55,19 +63,47 @@ def resolve_codec(compress: Any, traffic: str | None, nbytes: int) -> Any:
         )
     if traffic is None:
         return None
-    cfg = get_policy().config_for(traffic, nbytes)
+    policy = get_policy()
+    cfg = policy.codec_config(traffic)
     if cfg is None:
         return None
+    pays = None if table_rows is None else _listed(table_rows, nbytes)
+    if not (pays if pays is not None else nbytes >= policy.min_bytes):
+        return None
+    if not isinstance(cfg, Mapping):
+        return cfg  # a codec object
     from ..codecs import get_codec
 
     return get_codec(dict(cfg))
+
+
+def _listed(rows: list[tuple[int, int | None, bool]], size: int) -> bool | None:
+    """Whether the table range holding `size` lists `compressed` (None: in no range)."""
+    for lo, hi, compressed in rows:
+        if lo <= size and (hi is None or size <= hi):
+            return compressed
+    return None
+
+
+#: The tuning table's name of each compressible collective.
+TABLE_OPS = {
+    "Alltoall": "alltoall",
+    "Allreduce": "allreduce",
+    "Allgather": "allgather",
+    "Bcast": "bcast",
+    "Reduce_scatter_block": "reduce_scatter",
+}
 
 
 def run_compressed(comm: Any, name: str, args: tuple[Any, ...], compress: Any, traffic: str | None) -> None:
     """Run collective `name` of `comm` compressed when `compress`, or the active policy for
     `traffic`, gives a codec for this message; else uncompressed (`comm.<name>(*args)`)."""
     data = args[0] if name == "Bcast" or not is_in_place(args[0]) else args[1]
-    codec = resolve_codec(compress, traffic, int(getattr(data, "nbytes", 0)))
+    nbytes = int(getattr(data, "nbytes", 0))
+    rows = getattr(comm, "_compression", {}).get(TABLE_OPS.get(name, ""))
+    # Table sizes of Alltoall are bytes per peer; the others' the rank's contribution.
+    size = nbytes // max(comm.size, 1) if name == "Alltoall" and rows is not None else nbytes
+    codec = resolve_codec(compress, traffic, size if rows is not None else nbytes, rows)
     if codec is None:
         getattr(comm, name)(*args)
     elif name == "Alltoall":

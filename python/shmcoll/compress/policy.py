@@ -37,11 +37,12 @@ ENV_POLICY = "SHMCOLL_COMPRESS_POLICY"
 
 @dataclass(frozen=True)
 class Policy:
-    """Codec configuration per traffic class (None: uncompressed), and the message size
-    in bytes below which nothing is compressed."""
+    """Codec per traffic class (a configuration dict such as ``{"id": "shmcoll.bq",
+    "bits": 8}``, a codec object, or None: uncompressed), and the message size in bytes
+    below which nothing is compressed (where no tuning table decides)."""
 
     name: str
-    codecs: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    codecs: Mapping[str, Any] = field(default_factory=dict)
     min_bytes: int = DEFAULT_MIN_BYTES
 
     def __post_init__(self) -> None:
@@ -53,22 +54,27 @@ class Policy:
         if self.min_bytes < 0:
             raise ArgumentError(f"min_bytes must not be negative, got {self.min_bytes}")
 
-    def config_for(self, traffic: str, nbytes: int) -> Mapping[str, Any] | None:
-        """The codec configuration for a message of `nbytes` of class `traffic`, or None."""
+    def codec_config(self, traffic: str) -> Any:
+        """The codec configuration of class `traffic` whatever the size, or None."""
         if traffic not in TRAFFIC_CLASSES:
             raise ArgumentError(f"unknown traffic class {traffic!r}; known: {', '.join(TRAFFIC_CLASSES)}")
-        if nbytes < self.min_bytes:
-            return None
         return self.codecs.get(traffic)
+
+    def config_for(self, traffic: str, nbytes: int) -> Any:
+        """The codec configuration for a message of `nbytes` of class `traffic`, or None."""
+        cfg = self.codec_config(traffic)
+        return None if nbytes < self.min_bytes else cfg
 
     def describe(self) -> list[tuple[str, str]]:
         """(traffic class, codec configuration or "none") for printing."""
         return [(t, _fmt(self.codecs.get(t))) for t in TRAFFIC_CLASSES]
 
 
-def _fmt(cfg: Mapping[str, Any] | None) -> str:
+def _fmt(cfg: Any) -> str:
     if cfg is None:
         return "none"
+    if not isinstance(cfg, Mapping):
+        cfg = cfg.get_config() if hasattr(cfg, "get_config") else {"id": type(cfg).__name__}
     args = ", ".join(f"{k}={v!r}" for k, v in cfg.items() if k != "id")
     return f"{cfg['id']}({args})"
 

@@ -141,6 +141,16 @@ def bind(comm: Any) -> Resolved:
         if c.source != "model":
             comm._set_coll_table(table.FAMILY[op], c.rows)
         bound.append(comm._coll_table(table.FAMILY[op]))
+    # Where the table lists `compressed` (shmcoll.compress consults it): per operation
+    # the table file covers at this size, its size ranges.
+    path, _ = find_file()
+    doc = _load_cached(path) if path is not None else None
+    comm._compression = {}
+    for op in table.COMPRESSIBLE:
+        entry = table.entry_for(doc, op, comm.size) if doc is not None else None
+        if entry is not None:
+            comm._compression[op] = table.compression_rows(entry)
+    bound.append(comm._compression)
     mine = digest(bound)
     send = np.tile(mine, comm.size)
     recv = np.empty_like(send)

@@ -38,6 +38,17 @@ FAMILY = {
     "gather": "Gather",
     "scatter": "Scatter",
 }
+#: The candidate that sends compressed data (shmcoll.compress). It serves a call only
+#: when the call carries a codec (``compress=``, or ``traffic=`` with a policy that names
+#: one); the native engine never sees it (stripped before binding), shmcoll.compress
+#: consults where it appears.
+COMPRESSED = "compressed"
+#: Operations with a compressed form.
+COMPRESSIBLE = ("alltoall", "allreduce", "allgather", "bcast", "reduce_scatter")
+#: (min bytes, max bytes or None for inf, whether the range lists `compressed`) of an
+#: operation's process-count entry.
+CompressionRows = list[tuple[int, int | None, bool]]
+
 #: (max bytes or None for inf, [algorithm, ...]) of a collective's table
 CollRow = tuple[int | None, list[str]]
 
@@ -104,6 +115,8 @@ def validate(doc: Any, origin: str) -> None:
     coll_names = {"algorithm": {a for a, _ in _core.coll_algorithms()}}
     for op, entries in doc["operations"].items():
         names = coll_names if op in COLL_OPERATIONS else a2a_names
+        if op in COMPRESSIBLE:
+            names = {**names, "algorithm": names["algorithm"] | {COMPRESSED}}
         spans = []
         for i, entry in enumerate(entries):
             where = f"operations/{op}/{i}"
@@ -114,6 +127,11 @@ def validate(doc: Any, origin: str) -> None:
                 )
             spans.append((lo, hi, where))
             for k, size in enumerate(entry["sizes"]):
+                if all(c["algorithm"] == COMPRESSED for c in size["choices"]):
+                    raise TuningTableError(
+                        f"{origin}: entry {where}/sizes/{k}/choices: {COMPRESSED!r} needs an "
+                        "uncompressed candidate after it (for calls that carry no codec)"
+                    )
                 for c, choice in enumerate(size["choices"]):
                     for key, known in names.items():
                         if key in choice and choice[key] not in known:
@@ -147,6 +165,7 @@ def entry_rows(entry: dict[str, Any]) -> list[RangeRow]:
                 c.get("chunk_bytes"),
             )
             for c in size["choices"]
+            if c["algorithm"] != COMPRESSED
         ]
         rows.append((int(size["bytes"][0]), _bound(size["bytes"][1]), cands))
     return rows
@@ -164,7 +183,18 @@ def coll_rows(entry: dict[str, Any]) -> list[CollRow]:
     """A collective's process-count entry as the rows the native module binds (sizes in a
     gap between ranges fall to the next row)."""
     sizes = sorted(entry["sizes"], key=lambda s: int(s["bytes"][0]))
-    return [(_bound(s["bytes"][1]), [c["algorithm"] for c in s["choices"]]) for s in sizes]
+    return [
+        (_bound(s["bytes"][1]), [c["algorithm"] for c in s["choices"] if c["algorithm"] != COMPRESSED])
+        for s in sizes
+    ]
+
+
+def compression_rows(entry: dict[str, Any]) -> CompressionRows:
+    """The size ranges of a process-count entry, each with whether it lists `compressed`."""
+    return [
+        (int(s["bytes"][0]), _bound(s["bytes"][1]), any(c["algorithm"] == COMPRESSED for c in s["choices"]))
+        for s in entry["sizes"]
+    ]
 
 
 def coll_rows_to_sizes(rows: list[CollRow]) -> list[dict[str, Any]]:
