@@ -11,6 +11,9 @@ within each codec's error bound."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -412,6 +415,17 @@ def test_compressed_is_a_candidate_of_the_tuning_table(tmp_path: Path) -> None:
     assert got == [[1, 0], [1, 0]]
     # Not covered (3 ranks): the policy's threshold decides (never, here).
     assert run_ranks(3, table_decides, [1024], env={"SHMCOLL_TUNING_FILE": str(path)}) == [[0]] * 3
+    env = {**os.environ, "SHMCOLL_TUNING_FILE": str(path), "COLUMNS": "300"}
+    out = subprocess.run(
+        [sys.executable, "-m", "shmcoll.cli", "explain", "-n", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "allreduce: the table compresses at 0..4K" in out.stdout
+    assert "alltoall, allgather, bcast, reduce_scatter: from 64K on" in out.stdout
 
 
 def test_a_range_with_only_compressed_is_rejected(tmp_path: Path) -> None:

@@ -574,7 +574,7 @@ def explain(nprocs: int | None) -> None:
             + ", ".join(f"{k}={v}" for k, v in forced.items())
         )
     from .tuning.lookup import resolve_coll
-    from .tuning.table import COLL_OPERATIONS, FAMILY
+    from .tuning.table import COLL_OPERATIONS, COMPRESSIBLE, FAMILY
 
     c = Table(title=f"other collectives, {p} ranks (size: the largest contribution of a rank)")
     c.add_column("operation")
@@ -591,6 +591,21 @@ def explain(nprocs: int | None) -> None:
             c.add_row(FAMILY[op] if lo == 0 else "", span, names, cr.source if lo == 0 else "")
             lo = 0 if hi is None else hi + 1
     console.print(c)
+    from .compress import get_policy
+    from .tuning.lookup import compression_table
+
+    pol = get_policy()
+    console.print(
+        f"[bold]compression[/bold] (calls with traffic=): policy {pol.name!r} "
+        + ", ".join(f"{t}={codec}" for t, codec in pol.describe())
+    )
+    spans = compression_table(p)
+    for op, rows in spans.items():
+        listed = [f"{fmt_size(lo)}..{'inf' if hi is None else fmt_size(hi)}" for lo, hi, on in rows if on]
+        console.print(f"  {op}: the table compresses at {', '.join(listed) or 'no size'}")
+    uncovered = [op for op in COMPRESSIBLE if op not in spans]
+    if uncovered:
+        console.print(f"  {', '.join(uncovered)}: from {fmt_size(pol.min_bytes)} on (the policy's min_bytes)")
     console.print(
         f"lookup order: {ENV_FILE}, user file, system file, model; per-call keywords and the "
         "environment win over the table"

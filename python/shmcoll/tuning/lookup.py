@@ -124,6 +124,21 @@ def resolve(op: str, nprocs: int) -> Resolved:
     return Resolved(_core.model_table(nprocs), "model", "model", True)
 
 
+def compression_table(nprocs: int) -> dict[str, table.CompressionRows]:
+    """Where the table lists `compressed` (shmcoll.compress consults it): for each
+    operation the table file covers at `nprocs` ranks, its size ranges."""
+    path, _ = find_file()
+    if path is None:
+        return {}
+    doc = _load_cached(path)
+    out = {}
+    for op in table.COMPRESSIBLE:
+        entry = table.entry_for(doc, op, nprocs)
+        if entry is not None:
+            out[op] = table.compression_rows(entry)
+    return out
+
+
 def digest(rows: Any) -> np.ndarray:
     h = hashlib.sha256(json.dumps(rows).encode()).digest()[:8]
     return np.frombuffer(h, np.uint8)
@@ -141,15 +156,7 @@ def bind(comm: Any) -> Resolved:
         if c.source != "model":
             comm._set_coll_table(table.FAMILY[op], c.rows)
         bound.append(comm._coll_table(table.FAMILY[op]))
-    # Where the table lists `compressed` (shmcoll.compress consults it): per operation
-    # the table file covers at this size, its size ranges.
-    path, _ = find_file()
-    doc = _load_cached(path) if path is not None else None
-    comm._compression = {}
-    for op in table.COMPRESSIBLE:
-        entry = table.entry_for(doc, op, comm.size) if doc is not None else None
-        if entry is not None:
-            comm._compression[op] = table.compression_rows(entry)
+    comm._compression = compression_table(comm.size)
     bound.append(comm._compression)
     mine = digest(bound)
     send = np.tile(mine, comm.size)
