@@ -452,3 +452,18 @@ def test_a_range_with_only_compressed_is_rejected(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     with pytest.raises(shmcoll.TuningTableError, match="unknown algorithm 'compressed'"):
         table.load(path)
+
+
+def test_tuner_lists_compressed_first_only_where_it_wins() -> None:
+    from shmcoll.tuning.tuner import coll_choice_list, op_candidates
+
+    def cell(algo: str, kind: str, us: float) -> dict[str, Any]:
+        return {"algorithm": algo, "buffers": kind, "median_us": us}
+
+    cells = [cell("direct", "heap", 10.0), cell("cma", "ordinary", 12.0), cell("staging", "ordinary", 20.0)]
+    assert coll_choice_list([*cells, cell("compressed", "ordinary", 9.0)])[0] == "compressed"
+    slow = coll_choice_list([*cells, cell("compressed", "ordinary", 11.0)])
+    assert "compressed" not in slow and slow[-1] == "staging"
+    assert ("compressed", "-", "-") in op_candidates("allreduce", "quick", '{"id": "x"}')
+    assert ("compressed", "-", "-") not in op_candidates("reduce", "quick", '{"id": "x"}')
+    assert ("compressed", "-", "-") not in op_candidates("allreduce", "quick", None)

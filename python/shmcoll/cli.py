@@ -235,6 +235,22 @@ def _launch_bench(
     sys.exit(launch_run(nprocs, worker[1:]))
 
 
+def _codec_json(text: str | None) -> str | None:
+    """A --compress argument (a codec configuration as JSON), checked to name a codec."""
+    if text is None:
+        return None
+    import json
+
+    try:
+        cfg = json.loads(text)
+        from .codecs import get_codec
+
+        get_codec(cfg)
+    except (ValueError, TypeError, ImportError) as e:
+        raise click.BadParameter(f"{text!r}: not a codec configuration ({e})", param_hint="--compress") from e
+    return json.dumps(cfg, sort_keys=True)
+
+
 def _collective_bench(op: str) -> None:
     """Register `shmcoll bench <op>`."""
 
@@ -245,6 +261,13 @@ def _collective_bench(op: str) -> None:
     @click.option(
         "--algorithms", default="", help="forced algorithms to add (inline,direct,cma,staging or 'all')"
     )
+    @click.option(
+        "--compress",
+        "compress",
+        default=None,
+        help='add shmcoll\'s compressed collective with this codec, e.g. \'{"id": "shmcoll.bq", "bits": 8}\' '
+        "(all variants then move float32)",
+    )
     def command(
         nprocs: int,
         sizes: str,
@@ -253,6 +276,7 @@ def _collective_bench(op: str) -> None:
         validate: bool,
         rounds: int,
         algorithms: str,
+        compress: str | None,
         csv_path: str | None,
         launcher: str,
         mpiexec: str | None,
@@ -281,6 +305,7 @@ def _collective_bench(op: str) -> None:
             heap=not no_heap,
             algorithms=tuple(algos),
             csv=csv_path,
+            compress=_codec_json(compress),
         )
         _launch_bench("shmcoll.bench.collective", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
 
@@ -430,6 +455,12 @@ def _parse_duration(text: str | None) -> float:
 @click.option(
     "--launcher", type=click.Choice(["standalone", "mpiexec"]), default="standalone", show_default=True
 )
+@click.option(
+    "--compress",
+    default=None,
+    help="also measure compressed calls with this codec (JSON configuration); the table lists "
+    "'compressed' where they win",
+)
 def tune(
     nprocs: str,
     ops: str,
@@ -443,6 +474,7 @@ def tune(
     profile: str | None,
     iters: int | None,
     launcher: str,
+    compress: str | None,
 ) -> None:
     """Measure this machine and write the tuning table (like FFTW's wisdom)."""
     from .errors import ShmcollError
@@ -484,6 +516,7 @@ def tune(
         launcher=launcher,
         iters=iters,
         ops=op_list,
+        compress=_codec_json(compress),
     )
     try:
         doc = run_tune(opts)

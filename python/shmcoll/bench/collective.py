@@ -40,11 +40,18 @@ class Options:
     heap: bool = True
     algorithms: tuple[str, ...] = ()
     csv: str | None = None
+    #: A codec configuration (JSON): adds a "compressed" variant (float32 data).
+    compress: str | None = None
 
 
-def _shapes(op: str, size: int, p: int) -> tuple[int, int, np.dtype[Any]]:
-    """(send elements, receive elements, dtype) of one call with `size` bytes."""
+def _shapes(op: str, size: int, p: int, floats: bool = False) -> tuple[int, int, np.dtype[Any]]:
+    """(send elements, receive elements, dtype) of one call with `size` bytes (float32
+    for every operation when `floats`: codecs compress floats)."""
     dt: np.dtype[Any]
+    if floats and op in ("bcast", "allgather", "gather", "scatter"):
+        n = max(size // 4, 1)
+        f32 = np.dtype(np.float32)
+        return {"bcast": (n, n, f32), "scatter": (n * p, n, f32)}.get(op, (n, n * p, f32))
     if op in ("allreduce", "reduce", "reduce_scatter"):
         dt = np.dtype(np.float32)
         n = max(size // 4, 1)
@@ -61,19 +68,30 @@ def _shapes(op: str, size: int, p: int) -> tuple[int, int, np.dtype[Any]]:
 
 
 def make_variant(
-    opts: Options, label: str, comm: shmcoll.Comm, mpi: Any, heap: bool, algorithm: str | None
+    opts: Options,
+    label: str,
+    comm: shmcoll.Comm,
+    mpi: Any,
+    heap: bool,
+    algorithm: str | None,
+    compress: Any = None,
 ) -> Variant:
+    """A timed variant; with `compress` (a codec) shmcoll's compressed collective, whose
+    validation allows the codec's error (5% of the largest value)."""
     p, me = comm.size, comm.rank
     op = opts.op
     peer = mpi is not None
     target = mpi if peer else comm
-    kw = {"algorithm": algorithm} if algorithm else {}
+    kw: dict[str, Any] = {"algorithm": algorithm} if algorithm else {}
+    if compress is not None:
+        kw = {"compress": compress}
+    floats = compress is not None or opts.compress is not None
 
     def alloc(n: int, dt: np.dtype) -> np.ndarray:
         return comm.empty(n, dt) if heap else np.empty(n, dt)
 
     def setup(size: int) -> Any:
-        ns, nr, dt = _shapes(op, size, p)
+        ns, nr, dt = _shapes(op, size, p, floats)
         s, r = alloc(ns, dt), alloc(nr, dt)
         s[:] = 1
         r[:] = 0
@@ -107,6 +125,12 @@ def make_variant(
             return lambda: target.Scatter(s, r, root=0, **kw)
         return lambda: target.Bcast(s, root=0, **kw)
 
+    def equal(got: np.ndarray, want: np.ndarray) -> bool:
+        if compress is None:
+            return bool(np.array_equal(got, want))
+        tol = 0.05 * float(np.max(np.abs(want))) if want.size else 0.0
+        return bool(got.shape == want.shape and np.allclose(got, want, rtol=0, atol=tol))
+
     def check(st: Any, it: int) -> bool:
         s, r = st
         n = s.size
@@ -114,17 +138,17 @@ def make_variant(
             if op == "reduce" and me != 0:
                 return True
             want = np.sum([pattern(j, it, n, s.dtype) for j in range(p)], axis=0, dtype=np.float64)
-            return bool(np.array_equal(r, want.astype(s.dtype)))
+            return equal(r, want.astype(s.dtype))
         if op == "reduce_scatter":
             want = np.sum([pattern(j, it, n, s.dtype) for j in range(p)], axis=0, dtype=np.float64)
-            return bool(np.array_equal(r, want.astype(s.dtype)[me * r.size : (me + 1) * r.size]))
+            return equal(r, want.astype(s.dtype)[me * r.size : (me + 1) * r.size])
         if op in ("allgather", "gather"):
             if op == "gather" and me != 0:
                 return True
-            return bool(np.array_equal(r, np.concatenate([pattern(j, it, n, s.dtype) for j in range(p)])))
+            return equal(r, np.concatenate([pattern(j, it, n, s.dtype) for j in range(p)]))
         if op == "scatter":
-            return bool(np.array_equal(r, pattern(0, it, s.size, s.dtype)[me * r.size : (me + 1) * r.size]))
-        return bool(np.array_equal(s, pattern(0, it, n, s.dtype)))
+            return equal(r, pattern(0, it, s.size, s.dtype)[me * r.size : (me + 1) * r.size])
+        return equal(s, pattern(0, it, n, s.dtype))
 
     return Variant(label, peer, setup, refill, bind, check)
 
@@ -150,6 +174,11 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(make_variant(opts, "shmcoll heap", comm, None, True, None))
     for a in opts.algorithms:
         variants.append(make_variant(opts, f"heap {a}", comm, None, True, a))
+    if opts.compress:
+        from ..codecs import get_codec
+
+        codec = get_codec(json.loads(opts.compress))
+        variants.append(make_variant(opts, "shmcoll compressed", comm, None, False, None, codec))
     rows: list[dict[str, Any]] = []
     for size in opts.sizes:
         big = size * p > 64 << 10

@@ -55,15 +55,23 @@ def candidates(effort: str) -> list[tuple[str, str, str]]:
 
 
 def kinds_for(algo: str, op: str = "alltoall") -> list[str]:
-    """Buffer kinds a candidate is measured on: heap-only algorithms on heap buffers."""
+    """Buffer kinds a candidate is measured on: heap-only algorithms on heap buffers,
+    compressed calls on ordinary ones (a codec's output is staged either way)."""
+    if algo == table.COMPRESSED:
+        return ["ordinary"]
     heap_only = HEAP_ONLY if op == "alltoall" else COLL_HEAP_ONLY
     return ["heap"] if algo in heap_only else ["heap", "ordinary"]
 
 
-def op_candidates(op: str, effort: str) -> list[tuple[str, str, str]]:
+#: Collectives whose compressed form the tuner measures (table names).
+TUNED_COMPRESSIBLE = ("allreduce", "allgather", "bcast", "reduce_scatter")
+
+
+def op_candidates(op: str, effort: str, compress: str | None = None) -> list[tuple[str, str, str]]:
     if op == "alltoall":
         return candidates(effort)
-    return [(a, "-", "-") for a in COLL_ALGORITHMS]
+    extra = [(table.COMPRESSED, "-", "-")] if compress and op in TUNED_COMPRESSIBLE else []
+    return [(a, "-", "-") for a in COLL_ALGORITHMS] + extra
 
 
 @dataclass
@@ -78,9 +86,10 @@ class Plan:
     skip: list[list[Any]] = field(default_factory=list)  # cells already measured
     ops: list[str] = field(default_factory=lambda: ["alltoall"])
     effort: str = "quick"
+    compress: str | None = None  # codec configuration (JSON) of the compressed candidate
 
     def op_cands(self, op: str) -> list[tuple[str, str, str]]:
-        return self.cands if op == "alltoall" else op_candidates(op, self.effort)
+        return self.cands if op == "alltoall" else op_candidates(op, self.effort, self.compress)
 
     def cells(self) -> list[tuple[str, int, str, str, str, str]]:
         return [
@@ -148,6 +157,12 @@ def worker(plan: Plan) -> None:
                 if op == "alltoall":
                     forced = {"algorithm": a, "order": o, "store": st}
                     v = _make_variant(label, comm, None, heap, heap, forced)
+                elif a == table.COMPRESSED:
+                    from ..codecs import get_codec
+
+                    copts = collective.Options(op=op, sizes=[size], compress=plan.compress)
+                    codec = get_codec(json.loads(plan.compress or "{}"))
+                    v = collective.make_variant(copts, label, comm, None, heap, None, codec)
                 else:
                     copts = collective.Options(op=op, sizes=[size])
                     v = collective.make_variant(copts, label, comm, None, heap, a)
@@ -243,9 +258,15 @@ def coll_choice_list(cells: list[dict[str, Any]]) -> list[str]:
     first when it beats the best for private buffers on heap buffers, then that best, then
     the rest that serve private buffers, staging last (it serves everything)."""
     ok = [c for c in cells if "error" not in c and c.get("median_us") is not None]
+    compressed = [c for c in ok if c["algorithm"] == table.COMPRESSED]
+    ok = [c for c in ok if c["algorithm"] != table.COMPRESSED]
     ordinary = sorted((c for c in ok if c["buffers"] == "ordinary"), key=lambda c: c["median_us"])
     heap = sorted((c for c in ok if c["buffers"] == "heap"), key=lambda c: c["median_us"])
     out: list[str] = []
+    # Compressed calls first where they beat every uncompressed way of serving the call.
+    best = min((c["median_us"] for c in ok), default=None)
+    if compressed and best is not None and compressed[0]["median_us"] < best:
+        out.append(table.COMPRESSED)
     heap_wins = heap and (not ordinary or heap[0]["median_us"] < ordinary[0]["median_us"])
     if heap_wins and heap[0]["algorithm"] in COLL_HEAP_ONLY:
         out.append(heap[0]["algorithm"])
@@ -307,6 +328,7 @@ class TuneOptions:
     launcher: str = "standalone"
     iters: int | None = None
     ops: list[str] = field(default_factory=lambda: ["alltoall"])
+    compress: str | None = None
 
 
 def run(opts: TuneOptions) -> dict[str, Any]:
@@ -329,7 +351,8 @@ def run(opts: TuneOptions) -> dict[str, Any]:
     done_keys = [list(cell_key(r)) for r in done]
     deadline = time.time() + opts.time_limit if opts.time_limit else 0.0
     total = sum(
-        len(Plan(p, sizes, cands, "", 0, ops=opts.ops, effort=opts.effort).cells()) for p in opts.nprocs
+        len(Plan(p, sizes, cands, "", 0, ops=opts.ops, effort=opts.effort, compress=opts.compress).cells())
+        for p in opts.nprocs
     )
     iters = opts.iters or (300 if opts.effort != "quick" else 100)
     env_extra = {"SHMCOLL_TUNING_FILE": "none"}  # measure candidates, not an older table
@@ -354,6 +377,7 @@ def run(opts: TuneOptions) -> dict[str, Any]:
                 skip=done_keys,
                 ops=opts.ops,
                 effort=opts.effort,
+                compress=opts.compress,
             )
             payload = json.dumps(asdict(plan))
             cmd = [sys.executable, "-m", "shmcoll.tuning.tuner", payload]
