@@ -268,6 +268,11 @@ def _collective_bench(op: str) -> None:
         help='add shmcoll\'s compressed collective with this codec, e.g. \'{"id": "shmcoll.bq", "bits": 8}\' '
         "(all variants then move float32)",
     )
+    @click.option(
+        "--persistent",
+        is_flag=True,
+        help="also time the persistent request (<Op>_init + Start) on heap buffers",
+    )
     def command(
         nprocs: int,
         sizes: str,
@@ -277,6 +282,7 @@ def _collective_bench(op: str) -> None:
         rounds: int,
         algorithms: str,
         compress: str | None,
+        persistent: bool,
         csv_path: str | None,
         launcher: str,
         mpiexec: str | None,
@@ -306,6 +312,7 @@ def _collective_bench(op: str) -> None:
             algorithms=tuple(algos),
             csv=csv_path,
             compress=_codec_json(compress),
+            persistent=persistent,
         )
         _launch_bench("shmcoll.bench.collective", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
 

@@ -42,6 +42,12 @@ class Options:
     csv: str | None = None
     #: A codec configuration (JSON): adds a "compressed" variant (float32 data).
     compress: str | None = None
+    #: Also time the persistent request (<Op>_init once, Start per call) on heap buffers.
+    persistent: bool = False
+
+
+#: Operations with a persistent form, and the name of their _init method.
+PERSISTENT = {"allreduce": "Allreduce_init", "allgather": "Allgather_init", "bcast": "Bcast_init"}
 
 
 def _shapes(op: str, size: int, p: int, floats: bool = False) -> tuple[int, int, np.dtype[Any]]:
@@ -75,6 +81,7 @@ def make_variant(
     heap: bool,
     algorithm: str | None,
     compress: Any = None,
+    persistent: bool = False,
 ) -> Variant:
     """A timed variant; with `compress` (a codec) shmcoll's compressed collective, whose
     validation allows the codec's error (5% of the largest value)."""
@@ -109,8 +116,15 @@ def make_variant(
         else:
             s.fill(it % 5)
 
+    requests: list[Any] = []
+
     def bind(st: Any) -> Any:
         s, r = st
+        if persistent:
+            init = getattr(comm, PERSISTENT[op])
+            req = init(s, root=0) if op == "bcast" else init(s, r)
+            requests.append(req)
+            return req.Start
         if op == "allreduce":
             return lambda: target.Allreduce(s, r, **kw)
         if op == "reduce":
@@ -150,7 +164,11 @@ def make_variant(
             return equal(r, pattern(0, it, s.size, s.dtype)[me * r.size : (me + 1) * r.size])
         return equal(s, pattern(0, it, n, s.dtype))
 
-    return Variant(label, peer, setup, refill, bind, check)
+    def teardown(st: Any) -> None:
+        while requests:
+            requests.pop().Free()
+
+    return Variant(label, peer, setup, refill, bind, check, teardown)
 
 
 def run(opts: Options) -> list[dict[str, Any]] | None:
@@ -174,6 +192,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(make_variant(opts, "shmcoll heap", comm, None, True, None))
     for a in opts.algorithms:
         variants.append(make_variant(opts, f"heap {a}", comm, None, True, a))
+    if opts.persistent and opts.op in PERSISTENT:
+        variants.append(make_variant(opts, "heap persistent", comm, None, True, None, persistent=True))
     if opts.compress:
         from ..codecs import get_codec
 
