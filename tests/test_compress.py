@@ -467,3 +467,24 @@ def test_tuner_lists_compressed_first_only_where_it_wins() -> None:
     assert ("compressed", "-", "-") in op_candidates("allreduce", "quick", '{"id": "x"}')
     assert ("compressed", "-", "-") not in op_candidates("reduce", "quick", '{"id": "x"}')
     assert ("compressed", "-", "-") not in op_candidates("allreduce", "quick", None)
+
+
+def numcodecs_codec() -> list[str]:
+    import numcodecs
+
+    comm = shmcoll.Comm()
+    f: list[str] = []
+    x = np.arange(comm.size * 1000, dtype=np.float64) + comm.rank
+    want, got = np.empty_like(x), np.empty_like(x)
+    comm.Alltoall(x, want)
+    comm.Alltoall(x, got, compress=numcodecs.Zlib(level=1))
+    same("alltoall through numcodecs.Zlib", got, want, f)
+    comm.Allreduce(x, want)
+    comm.Allreduce(x, got, compress={"id": "zlib", "level": 1})
+    same("allreduce through a numcodecs configuration", got, want, f)
+    return f
+
+
+def test_any_numcodecs_codec_compresses_collectives() -> None:
+    pytest.importorskip("numcodecs")
+    check_all(run_ranks(2, numcodecs_codec))

@@ -57,7 +57,9 @@ def resolve_codec(
         if isinstance(compress, Mapping):
             from ..codecs import get_codec
 
-            return get_codec(dict(compress))
+            return as_raw_codec(get_codec(dict(compress)))
+        if callable(getattr(compress, "encode", None)) and callable(getattr(compress, "decode", None)):
+            return as_raw_codec(compress)
         raise ArgumentError(
             f"compress= takes a shmcoll codec or its configuration, not {type(compress).__name__}"
         )
@@ -71,10 +73,43 @@ def resolve_codec(
     if not (pays if pays is not None else nbytes >= policy.min_bytes):
         return None
     if not isinstance(cfg, Mapping):
-        return cfg  # a codec object
+        return as_raw_codec(cfg)  # a codec object
     from ..codecs import get_codec
 
-    return get_codec(dict(cfg))
+    return as_raw_codec(get_codec(dict(cfg)))
+
+
+class NumcodecsAdapter:
+    """Any numcodecs codec (Blosc, Zstd, ...) as a variable-size raw codec: its `encode`
+    output is the stream, its `decode` restores the array."""
+
+    def __init__(self, codec: Any) -> None:
+        self.codec = codec
+
+    def get_config(self) -> dict[str, Any]:
+        return dict(self.codec.get_config())
+
+    def compressed_size(self, n: int, dtype: Any) -> None:
+        return None
+
+    def encode_raw(self, x: Any) -> bytes:
+        return bytes(self.codec.encode(x))
+
+    def decode_raw(self, buf: Any, dtype: Any, n: int, out: Any = None) -> Any:
+        import numpy as np
+
+        v = np.frombuffer(self.codec.decode(bytes(buf)), dtype, n)
+        if out is None:
+            return v.copy()
+        out[...] = v
+        return out
+
+
+def as_raw_codec(codec: Any) -> Any:
+    """`codec` itself when it has the raw stream methods, else a NumcodecsAdapter."""
+    if hasattr(codec, "encode_raw") and hasattr(codec, "decode_raw"):
+        return codec
+    return NumcodecsAdapter(codec)
 
 
 def _listed(rows: list[tuple[int, int | None, bool]], size: int) -> bool | None:
@@ -144,10 +179,12 @@ __all__ = [
     "PRESETS",
     "TRAFFIC_CLASSES",
     "ErrorFeedback",
+    "NumcodecsAdapter",
     "Policy",
     "allgather",
     "allreduce",
     "alltoall",
+    "as_raw_codec",
     "bcast",
     "codec_key",
     "compressible",
