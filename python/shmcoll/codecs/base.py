@@ -40,14 +40,18 @@ class LocalCodec:
         except AttributeError:
             return False
 
+    __hash__ = None  # type: ignore[assignment]  # equal by configuration, like numcodecs'
+
     def __repr__(self) -> str:
-        params = ", ".join(f"{k}={getattr(self, k)!r}" for k in sorted(self.__dict__) if not k.startswith("_"))
+        params = ", ".join(
+            f"{k}={getattr(self, k)!r}" for k in sorted(self.__dict__) if not k.startswith("_")
+        )
         return f"{type(self).__name__}({params})"
 
 
 def _numcodecs_base() -> type:
     try:
-        from numcodecs.abc import Codec
+        from numcodecs.abc import Codec  # type: ignore[import-untyped]
     except ImportError:
         return LocalCodec
     return Codec
@@ -77,7 +81,7 @@ def note_fallback(codec_id: str, why: str) -> None:
         )
 
 
-class Codec(_Base):  # type: ignore[misc]
+class Codec(_Base):
     """One shmcoll codec. Subclasses set the class attributes and the ``_host_*`` methods
     (and ``_gpu_*`` where a CUDA kernel exists)."""
 
@@ -101,7 +105,8 @@ class Codec(_Base):  # type: ignore[misc]
         """Bytes of the raw stream of `n` elements of `dtype` (None if it varies)."""
         raise NotImplementedError
 
-    def _host_encode(self, x: np.ndarray) -> bytes:
+    def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
+        """The stream of `x` as bytes, or written into `out` (returning its byte count)."""
         raise NotImplementedError
 
     def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
@@ -130,12 +135,16 @@ class Codec(_Base):  # type: ignore[misc]
         note_fallback(self.codec_id, "no CUDA device or CuPy" if self._has_gpu else "no CUDA kernel yet")
         return False
 
-    def encode_raw(self, arr: Any) -> Any:
+    def encode_raw(self, arr: Any, out: Any | None = None) -> Any:
         """The bare stream of `arr` (flattened in C order): bytes for a host array, a CuPy
-        uint8 array for a CuPy one."""
+        uint8 array for a CuPy one; with `out` (a writable host buffer, large enough: see
+        ``compressed_size``, or ``Mpc.max_compressed_size``) the stream goes there and the
+        byte count is returned."""
         if is_cupy(arr):
             import cupy  # type: ignore[import-not-found]
 
+            if out is not None:
+                raise CodecError("encode_raw(out=...) takes host buffers; a CuPy input returns its stream")
             x = cupy.ascontiguousarray(arr).reshape(-1)
             self._dtype(x.dtype)
             if self._use_gpu():
@@ -144,7 +153,7 @@ class Codec(_Base):  # type: ignore[misc]
             return cupy.asarray(np.frombuffer(raw, np.uint8))
         h = host_input(arr)
         self._dtype(h.dtype)
-        return self._host_encode(h.reshape(-1))
+        return self._host_encode(h.reshape(-1), out)
 
     def decode_raw(self, buf: Any, dtype: Any, n: int, out: Any | None = None) -> Any:
         """Decode a bare stream of `n` elements of `dtype`; into `out` (any writable buffer of

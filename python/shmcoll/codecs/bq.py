@@ -48,9 +48,8 @@ class Bq(Codec):
         self._dtype(dtype)
         return _core.bq_compressed_size(n, self.bits, self.block)
 
-    def _host_encode(self, x: np.ndarray) -> bytes:
-        res: bytes = _core.bq_encode(x, self.bits, self.block)
-        return res
+    def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
+        return _core.bq_encode(x, self.bits, self.block, out)
 
     def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
         _core.bq_decode(buf, out, self.bits, self.block)

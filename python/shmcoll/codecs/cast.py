@@ -42,9 +42,8 @@ class Cast(Codec):
         self._dtype(dtype)
         return 2 * n
 
-    def _host_encode(self, x: np.ndarray) -> bytes:
-        res: bytes = _core.cast_encode(x, self.dtype)
-        return res
+    def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
+        return _core.cast_encode(x, self.dtype, out)
 
     def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
         _core.cast_decode(buf, out, self.dtype)

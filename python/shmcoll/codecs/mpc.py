@@ -46,7 +46,6 @@ class Mpc(Codec):
 
     def compressed_size(self, n: int, dtype: Any = np.float32) -> None:
         self._dtype(dtype)
-        return None
 
     def max_compressed_size(self, n: int, dtype: Any = np.float32) -> int:
         """The largest stream of `n` elements of `dtype`."""
@@ -54,16 +53,13 @@ class Mpc(Codec):
         w = word_bytes(dt)
         return _core.mpc_max_compressed_size(n * dt.itemsize // w, w)
 
-    def _host_encode(self, x: np.ndarray) -> bytes:
-        res: bytes = _core.mpc_encode(x.view(np.uint8), word_bytes(x.dtype), self.dim)
-        return res
+    def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
+        return _core.mpc_encode(x.view(np.uint8), word_bytes(x.dtype), self.dim, out)
 
     def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
         word, _, n = _core.mpc_header(buf)
         if word != word_bytes(out.dtype) or n * word != out.nbytes:
-            raise CodecError(
-                f"the mpc stream holds {n} {word}-byte words, not {out.size} x {out.dtype}"
-            )
+            raise CodecError(f"the mpc stream holds {n} {word}-byte words, not {out.size} x {out.dtype}")
         _core.mpc_decode(buf, out.view(np.uint8))
 
     def _gpu_encode(self, x: Any) -> Any:

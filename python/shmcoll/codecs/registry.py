@@ -36,7 +36,7 @@ def get_codec(config: Any) -> Any:
         except TypeError as e:
             raise CodecError(f"bad parameters for {cls.codec_id}: {e}") from None
     try:
-        import numcodecs
+        import numcodecs  # type: ignore[import-untyped]
     except ImportError:
         raise CodecError(f"unknown codec id {cid!r} (and numcodecs is not installed)") from None
     try:

@@ -40,7 +40,12 @@ class Zfp(Codec):
     _number: ClassVar[int] = 1
 
     def __init__(self, rate: float = 16) -> None:
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate) or rate <= 0:
+        if (
+            isinstance(rate, bool)
+            or not isinstance(rate, int | float)
+            or not math.isfinite(rate)
+            or rate <= 0
+        ):
             raise CodecError(f"Zfp rate must be a positive number of bits per value, not {rate!r}")
         self.rate = rate
 
@@ -56,9 +61,8 @@ class Zfp(Codec):
     def compressed_size(self, n: int, dtype: Any = np.float32) -> int:
         return bindings().zfp_compressed_size(n, self._dtype(dtype).name, self.rate)
 
-    def _host_encode(self, x: np.ndarray) -> bytes:
-        res: bytes = bindings().zfp_encode(x, self.rate)
-        return res
+    def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
+        return bindings().zfp_encode(x, self.rate, out)
 
     def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
         bindings().zfp_decode(buf, out.dtype.name, out.size, self.rate, out=out)

@@ -87,7 +87,9 @@ fn narrow32<const M: u32, const B: u32>(x: u32) -> u16 {
         ((a - ((127 - B) << S) + (1 << (S - M - 1)) - 1 + odd) >> (S - M)) as u16
     } else {
         let magic = (128 - B - M + S) << S;
-        (f32::from_bits(a) + f32::from_bits(magic)).to_bits().wrapping_sub(magic) as u16
+        (f32::from_bits(a) + f32::from_bits(magic))
+            .to_bits()
+            .wrapping_sub(magic) as u16
     };
     sign | h
 }
@@ -109,7 +111,9 @@ fn narrow64<const M: u32, const B: u32>(x: u64) -> u16 {
         ((a - ((1023 - b) << S) + (1 << (S - m - 1)) - 1 + odd) >> (S - m)) as u16
     } else {
         let magic = (1024 - b - m + S) << S;
-        (f64::from_bits(a) + f64::from_bits(magic)).to_bits().wrapping_sub(magic) as u16
+        (f64::from_bits(a) + f64::from_bits(magic))
+            .to_bits()
+            .wrapping_sub(magic) as u16
     };
     sign | h
 }

@@ -168,7 +168,10 @@ pub fn header(src: &[u8]) -> Result<Header> {
         return Err(corrupt("not an mpc stream (no MPC header)"));
     }
     if src[3] != VERSION {
-        return Err(corrupt(format!("mpc stream version {} (this reads 1)", src[3])));
+        return Err(corrupt(format!(
+            "mpc stream version {} (this reads 1)",
+            src[3]
+        )));
     }
     let word = usize::from(src[4]);
     let dim = usize::from(src[5]);
@@ -210,7 +213,10 @@ pub fn decode(src: &[u8], dst: &mut [u8]) -> Result<()> {
         )));
     }
     let start = h.payload_offset();
-    if src[HEADER_BYTES + 4 * h.chunks()..start].iter().any(|&b| b != 0) {
+    if src[HEADER_BYTES + 4 * h.chunks()..start]
+        .iter()
+        .any(|&b| b != 0)
+    {
         return Err(corrupt("mpc table padding is not zero"));
     }
     let table = &src[HEADER_BYTES..HEADER_BYTES + 4 * h.chunks()];
@@ -385,7 +391,11 @@ fn decode_chunks<W: Word>(h: &Header, table: &[u8], payload: &[u8], dst: &mut [u
             W::transpose(g);
         }
         for i in 0..m {
-            let prev = if i >= h.dim { t[i - h.dim] } else { W::default() };
+            let prev = if i >= h.dim {
+                t[i - h.dim]
+            } else {
+                W::default()
+            };
             t[i] = t[i].unzigzag().add(prev);
         }
         for (o, w) in out.chunks_exact_mut(W::BYTES).zip(&t) {

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use shmcoll_codec::{bq::Bq, cast, mpc};
 
 fn root(codec: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden").join(codec)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/golden")
+        .join(codec)
 }
 
 /// (name, fields, input bytes, stream bytes) of every case of a codec.
@@ -30,18 +32,25 @@ fn cases(codec: &str) -> Vec<(String, Vec<String>, Vec<u8>, Vec<u8>)> {
 }
 
 fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
 }
 
 fn f64s(b: &[u8]) -> Vec<f64> {
-    b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+    b.chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
 }
 
 #[test]
 fn bq_golden() {
     for (name, f, input, stream) in cases("bq") {
-        let (bits, block, n): (u32, usize, usize) =
-            (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap());
+        let (bits, block, n): (u32, usize, usize) = (
+            f[0].parse().unwrap(),
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+        );
         let q = Bq::new(bits, block).unwrap();
         let x = f32s(&input);
         assert_eq!(x.len(), n);

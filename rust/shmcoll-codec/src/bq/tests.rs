@@ -65,7 +65,10 @@ fn small_example_byte_for_byte() {
     let b = Bq::new(8, 32).unwrap();
     let s = encode(b, &x);
     assert_eq!(s, reference(&x, 8, 32));
-    assert_eq!(f32::from_le_bytes(s[..4].try_into().unwrap()), 2.54f32 / 127.0);
+    assert_eq!(
+        f32::from_le_bytes(s[..4].try_into().unwrap()),
+        2.54f32 / 127.0
+    );
     assert_eq!(s[4..], [0, 50, (-127i8) as u8, 0]);
 }
 
@@ -109,8 +112,14 @@ fn underflowing_scale_gives_zero_codes() {
 
 #[test]
 fn bad_arguments_and_buffers() {
-    assert!(matches!(Bq::new(2, 64), Err(CodecError::InvalidArgument(_))));
-    assert!(matches!(Bq::new(8, 100), Err(CodecError::InvalidArgument(_))));
+    assert!(matches!(
+        Bq::new(2, 64),
+        Err(CodecError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Bq::new(8, 100),
+        Err(CodecError::InvalidArgument(_))
+    ));
     let b = Bq::new(8, 32).unwrap();
     let mut small = [0u8; 4];
     assert_eq!(
@@ -118,13 +127,18 @@ fn bad_arguments_and_buffers() {
         Err(CodecError::BufferTooSmall { need: 6, have: 4 })
     );
     let mut out = [0.0f32; 3];
-    assert!(matches!(b.decode(&[0u8; 6], &mut out), Err(CodecError::Corrupt(_))));
+    assert!(matches!(
+        b.decode(&[0u8; 6], &mut out),
+        Err(CodecError::Corrupt(_))
+    ));
 }
 
 fn finite_f32() -> impl Strategy<Value = f32> {
     prop_oneof![
         -1e3f32..1e3,
-        any::<u32>().prop_map(f32::from_bits).prop_filter("finite", |v| v.is_finite()),
+        any::<u32>()
+            .prop_map(f32::from_bits)
+            .prop_filter("finite", |v| v.is_finite()),
         Just(0.0f32),
     ]
 }

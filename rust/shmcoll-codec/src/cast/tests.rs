@@ -48,13 +48,17 @@ fn nearest(table: &[f64], x: f64) -> u16 {
 fn enc32(fmt: Format, x: &[f32]) -> Vec<u16> {
     let mut b = vec![0u8; compressed_size(x.len())];
     encode_f32(fmt, x, &mut b).unwrap();
-    b.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+    b.chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect()
 }
 
 fn enc64(fmt: Format, x: &[f64]) -> Vec<u16> {
     let mut b = vec![0u8; compressed_size(x.len())];
     encode_f64(fmt, x, &mut b).unwrap();
-    b.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+    b.chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect()
 }
 
 fn bytes(h: &[u16]) -> Vec<u8> {
@@ -89,15 +93,39 @@ fn every_16_bit_pattern_widens_and_narrows_back() {
 
 #[test]
 fn known_values() {
-    let f = enc32(Format::F16, &[1.0, -2.0, 65504.0, 65519.0, 65520.0, 1e-8, 2.9802322e-8, f32::NAN]);
-    assert_eq!(f, [0x3c00, 0xc000, 0x7bff, 0x7bff, 0x7c00, 0x0000, 0x0000, 0x7e00]);
+    let f = enc32(
+        Format::F16,
+        &[
+            1.0,
+            -2.0,
+            65504.0,
+            65519.0,
+            65520.0,
+            1e-8,
+            2.9802322e-8,
+            f32::NAN,
+        ],
+    );
+    assert_eq!(
+        f,
+        [0x3c00, 0xc000, 0x7bff, 0x7bff, 0x7c00, 0x0000, 0x0000, 0x7e00]
+    );
     // 1 + 2^-8 is half way between bf16 1.0 and 1 + 2^-7: ties to even (1.0).
-    let b = enc32(Format::Bf16, &[1.0, 1.00390625, 1.01171875, f32::INFINITY, -0.0]);
+    let b = enc32(
+        Format::Bf16,
+        &[1.0, 1.00390625, 1.01171875, f32::INFINITY, -0.0],
+    );
     assert_eq!(b, [0x3f80, 0x3f80, 0x3f82, 0x7f80, 0x8000]);
     // Rounded directly from the double: 1 + 2^-8 + 2^-40 rounds up, though float32 would
     // first round it to the tie 1 + 2^-8 and then to even (down).
-    assert_eq!(enc64(Format::Bf16, &[1.0 + 2f64.powi(-8) + 2f64.powi(-40)]), [0x3f81]);
-    assert_eq!(enc64(Format::F16, &[1e300, -1e-300, f64::NAN]), [0x7c00, 0x8000, 0x7e00]);
+    assert_eq!(
+        enc64(Format::Bf16, &[1.0 + 2f64.powi(-8) + 2f64.powi(-40)]),
+        [0x3f81]
+    );
+    assert_eq!(
+        enc64(Format::F16, &[1e300, -1e-300, f64::NAN]),
+        [0x7c00, 0x8000, 0x7e00]
+    );
 }
 
 #[test]
@@ -105,7 +133,10 @@ fn signaling_nans_become_quiet() {
     let snan = f32::from_bits(0x7f80_0001);
     assert_eq!(enc32(Format::F16, &[snan]), [0x7e00]);
     assert_eq!(enc32(Format::Bf16, &[-snan]), [0xffc0]);
-    assert_eq!(enc64(Format::Bf16, &[f64::from_bits(0x7ff0_0000_0000_0001)]), [0x7fc0]);
+    assert_eq!(
+        enc64(Format::Bf16, &[f64::from_bits(0x7ff0_0000_0000_0001)]),
+        [0x7fc0]
+    );
 }
 
 #[test]
@@ -116,8 +147,14 @@ fn bad_buffers() {
         Err(CodecError::BufferTooSmall { need: 4, have: 3 })
     );
     let mut y = [0f32; 2];
-    assert!(matches!(decode_f32(Format::F16, &[0; 3], &mut y), Err(CodecError::Corrupt(_))));
-    assert!(matches!(Format::parse("float8"), Err(CodecError::InvalidArgument(_))));
+    assert!(matches!(
+        decode_f32(Format::F16, &[0; 3], &mut y),
+        Err(CodecError::Corrupt(_))
+    ));
+    assert!(matches!(
+        Format::parse("float8"),
+        Err(CodecError::InvalidArgument(_))
+    ));
 }
 
 proptest! {

@@ -19,11 +19,7 @@ fn dec(s: &[u8]) -> Vec<u8> {
 fn naive_transpose<W: Word + Into<u64> + TryFrom<u64>>(g: &[W]) -> Vec<u64> {
     let bits = g.len();
     (0..bits)
-        .map(|j| {
-            (0..bits).fold(0u64, |acc, i| {
-                acc | (((g[i].into() >> j) & 1) << i)
-            })
-        })
+        .map(|j| (0..bits).fold(0u64, |acc, i| acc | (((g[i].into() >> j) & 1) << i)))
         .collect()
 }
 
@@ -39,7 +35,10 @@ fn transposition_is_the_bit_matrix_transpose() {
     let g32: Vec<u32> = (0..32).map(|_| next() as u32).collect();
     let mut t = g32.clone();
     u32::transpose(&mut t);
-    assert_eq!(t.iter().map(|&w| u64::from(w)).collect::<Vec<_>>(), naive_transpose(&g32));
+    assert_eq!(
+        t.iter().map(|&w| u64::from(w)).collect::<Vec<_>>(),
+        naive_transpose(&g32)
+    );
     let g64: Vec<u64> = (0..64).map(|_| next()).collect();
     let mut t = g64.clone();
     u64::transpose(&mut t);
@@ -71,7 +70,9 @@ fn zeros_and_ramps_shrink() {
     let s = enc(4, 1, &ramp);
     assert!(s.len() < ramp.len() / 8, "{}", s.len());
     assert_eq!(dec(&s), ramp);
-    let f: Vec<u8> = (0..3000).flat_map(|i| (f64::from(i) * 0.25).to_le_bytes()).collect();
+    let f: Vec<u8> = (0..3000)
+        .flat_map(|i| (f64::from(i) * 0.25).to_le_bytes())
+        .collect();
     let s = enc(8, 1, &f);
     assert!(s.len() < f.len() / 2, "{} of {}", s.len(), f.len());
     assert_eq!(dec(&s), f);
@@ -79,10 +80,19 @@ fn zeros_and_ramps_shrink() {
 
 #[test]
 fn bad_arguments_and_corrupt_streams() {
-    assert!(matches!(Mpc::new(2, 1), Err(CodecError::InvalidArgument(_))));
-    assert!(matches!(Mpc::new(4, 0), Err(CodecError::InvalidArgument(_))));
+    assert!(matches!(
+        Mpc::new(2, 1),
+        Err(CodecError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Mpc::new(4, 0),
+        Err(CodecError::InvalidArgument(_))
+    ));
     let c = Mpc::new(4, 1).unwrap();
-    assert!(matches!(c.encode(&[0; 5], &mut [0; 64]), Err(CodecError::InvalidArgument(_))));
+    assert!(matches!(
+        c.encode(&[0; 5], &mut [0; 64]),
+        Err(CodecError::InvalidArgument(_))
+    ));
     assert_eq!(
         c.encode(&[0; 8], &mut [0; 10]),
         Err(CodecError::BufferTooSmall { need: 40, have: 10 })
@@ -90,15 +100,30 @@ fn bad_arguments_and_corrupt_streams() {
     let data: Vec<u8> = (0..2000u32).flat_map(|i| (i / 7).to_le_bytes()).collect();
     let s = enc(4, 1, &data);
     let mut out = vec![0u8; data.len()];
-    assert!(matches!(decode(&s[..s.len() - 1], &mut out), Err(CodecError::Corrupt(_))));
-    assert!(matches!(decode(&s[..10], &mut out), Err(CodecError::Corrupt(_))));
+    assert!(matches!(
+        decode(&s[..s.len() - 1], &mut out),
+        Err(CodecError::Corrupt(_))
+    ));
+    assert!(matches!(
+        decode(&s[..10], &mut out),
+        Err(CodecError::Corrupt(_))
+    ));
     let mut extra = s.clone();
     extra.push(0);
-    assert!(matches!(decode(&extra, &mut out), Err(CodecError::Corrupt(_))));
+    assert!(matches!(
+        decode(&extra, &mut out),
+        Err(CodecError::Corrupt(_))
+    ));
     let mut bad = s.clone();
     bad[0] = b'X';
-    assert!(matches!(decode(&bad, &mut out), Err(CodecError::Corrupt(_))));
-    assert!(matches!(decode(&s, &mut out[..4]), Err(CodecError::InvalidArgument(_))));
+    assert!(matches!(
+        decode(&bad, &mut out),
+        Err(CodecError::Corrupt(_))
+    ));
+    assert!(matches!(
+        decode(&s, &mut out[..4]),
+        Err(CodecError::InvalidArgument(_))
+    ));
     // Flip every byte once: never a panic, either an error or some output.
     for i in 0..s.len() {
         let mut f = s.clone();
