@@ -11,6 +11,8 @@ Layout (little-endian)::
     8   8   the codec's parameters as one u64 (see each codec's ``_params``)
     16  8*ndim  shape, u64 each
     ..  L   the dtype as NumPy's ``dtype.str`` ("<f4"), ASCII
+    ..      zero bytes up to a multiple of 16, so that the stream is as aligned as the
+            frame (the CUDA kernels load words)
     ..      the raw stream (``encode_raw``), to the end
 """
 
@@ -28,6 +30,7 @@ MAGIC = b"SHCC"
 VERSION = 1
 _HEAD = struct.Struct("<4sBBBBQ")
 MAX_NDIM = 32
+ALIGN = 16
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,12 @@ class Frame:
 def pack(codec: int, params: int, dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     """The header of a frame (the raw stream follows it)."""
     name = dtype.str.encode("ascii")
-    return (
+    head = (
         _HEAD.pack(MAGIC, VERSION, codec, len(shape), len(name), params)
         + struct.pack(f"<{len(shape)}Q", *shape)
         + name
     )
+    return head + bytes(-len(head) % ALIGN)
 
 
 def unpack(head: bytes | memoryview) -> Frame:
@@ -66,16 +70,16 @@ def unpack(head: bytes | memoryview) -> Frame:
     if ndim > MAX_NDIM:
         raise CodecError(f"corrupt shmcoll codec frame: ndim {ndim}")
     end = _HEAD.size + 8 * ndim + dlen
-    if len(head) < end:
+    if len(head) < end + (-end % ALIGN):
         raise CodecError("corrupt shmcoll codec frame: truncated header")
     shape = struct.unpack_from(f"<{ndim}Q", head, _HEAD.size)
     try:
         dtype = np.dtype(bytes(head[_HEAD.size + 8 * ndim : end]).decode("ascii"))
     except (TypeError, ValueError, UnicodeDecodeError) as e:
         raise CodecError(f"corrupt shmcoll codec frame: bad dtype ({e})") from None
-    return Frame(codec, params, dtype, tuple(int(s) for s in shape), end)
+    return Frame(codec, params, dtype, tuple(int(s) for s in shape), end + (-end % ALIGN))
 
 
 def header_bound(ndim_max: int = MAX_NDIM) -> int:
     """An upper bound of a header's size (for reading the header off a device buffer)."""
-    return _HEAD.size + 8 * ndim_max + 16
+    return _HEAD.size + 8 * ndim_max + 255 + ALIGN

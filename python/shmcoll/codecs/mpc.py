@@ -20,7 +20,7 @@ def word_bytes(dtype: np.dtype) -> int:
 class Mpc(Codec):
     """Lossless, variable size (bounded: a chunk that does not shrink is stored raw).
 
-    Any dtype whose itemsize is a multiple of 4 (float32/64, int32/64, complex...), coded
+    Any numeric dtype whose itemsize is a multiple of 4 (float32/64, int32/64, complex...), coded
     as 8-byte words when the itemsize allows, else 4-byte ones. `dim` is the delta
     distance in words (e.g. 3 for interleaved xyz float32, 2 for complex128 as 8-byte
     words).
@@ -37,7 +37,7 @@ class Mpc(Codec):
         self.dim = dim
 
     def _check_dtype(self, dtype: np.dtype) -> np.dtype:
-        if dtype.hasobject or dtype.itemsize == 0 or dtype.itemsize % 4 != 0:
+        if dtype.kind not in "iufcmM" or dtype.itemsize % 4 != 0:
             raise CodecError(f"Mpc codes items of a multiple of 4 bytes, not {dtype}")
         return dtype
 

@@ -39,7 +39,10 @@
 //!
 //! # Decoding
 //!
-//! `x_i = (float32) q_i * scale` (one correctly rounded product). A NaN scale gives NaN.
+//! `x_i = (float32) q_i * scale` (one correctly rounded product). A block whose scale is
+//! not finite (the encoder only writes the NaN of step 2) decodes to the quiet NaN
+//! `0x7fc00000` in every element: written as such rather than left to `0 * NaN`, whose
+//! NaN bits differ between CPUs and GPUs.
 //!
 //! # Error bound
 //!
@@ -177,7 +180,9 @@ impl Bq {
             .zip(codes.chunks(per_block))
         {
             let scale = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-            if self.bits == 8 {
+            if !scale.is_finite() {
+                x.fill(f32::from_bits(0x7fc0_0000));
+            } else if self.bits == 8 {
                 decode8(c, scale, x);
             } else {
                 decode4(c, scale, x);
