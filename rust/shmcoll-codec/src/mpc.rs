@@ -112,7 +112,7 @@ impl Mpc {
     /// Encode the words in `src` (its length a multiple of the word size) into `dst` (at
     /// least [`max_compressed_size`] bytes); returns the bytes written.
     pub fn encode(&self, src: &[u8], dst: &mut [u8]) -> Result<usize> {
-        if src.len() % self.word != 0 {
+        if !src.len().is_multiple_of(self.word) {
             return Err(CodecError::InvalidArgument(format!(
                 "mpc input of {} bytes is not a whole number of {}-byte words",
                 src.len(),
@@ -180,7 +180,7 @@ pub fn header(src: &[u8]) -> Result<Header> {
     if (word != 4 && word != 8) || dim == 0 || src[6..8] != [0, 0] || src[12..16] != [0; 4] {
         return Err(corrupt("bad mpc header fields"));
     }
-    if chunk == 0 || chunk % 64 != 0 || chunk > 65536 {
+    if chunk == 0 || !chunk.is_multiple_of(64) || chunk > 65536 {
         return Err(corrupt(format!("bad mpc chunk size {chunk}")));
     }
     let n = usize::try_from(n)
@@ -357,7 +357,7 @@ fn decode_chunks<W: Word>(h: &Header, table: &[u8], payload: &[u8], dst: &mut [u
     {
         let m = out.len() / W::BYTES;
         let l = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
-        if l % W::BYTES != 0 || l > out.len() || payload.len() - pos < l {
+        if !l.is_multiple_of(W::BYTES) || l > out.len() || payload.len() - pos < l {
             return Err(corrupt(format!("mpc chunk {j} has a bad length {l}")));
         }
         let body = &payload[pos..pos + l];

@@ -12,8 +12,11 @@ fn root(codec: &str) -> PathBuf {
         .join(codec)
 }
 
-/// (name, fields, input bytes, stream bytes) of every case of a codec.
-fn cases(codec: &str) -> Vec<(String, Vec<String>, Vec<u8>, Vec<u8>)> {
+/// (name, fields, input bytes, stream bytes) of one case.
+type Case = (String, Vec<String>, Vec<u8>, Vec<u8>);
+
+/// Every case of a codec.
+fn cases(codec: &str) -> Vec<Case> {
     let dir = root(codec);
     let manifest = std::fs::read_to_string(dir.join("manifest.txt")).expect("manifest");
     let out: Vec<_> = manifest
@@ -66,7 +69,14 @@ fn bq_golden() {
                 f32::from(stream[4 * nb + i] as i8)
             } else {
                 let b = stream[4 * nb + i / 2];
-                f32::from(((if i % 2 == 0 { b << 4 } else { b & 0xf0 }) as i8) >> 4)
+                f32::from(
+                    ((if i.is_multiple_of(2) {
+                        b << 4
+                    } else {
+                        b & 0xf0
+                    }) as i8)
+                        >> 4,
+                )
             };
             assert_eq!(v.to_bits(), (code * scale).to_bits(), "{name} element {i}");
         }

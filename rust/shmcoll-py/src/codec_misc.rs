@@ -37,7 +37,7 @@ struct Span {
 
 fn span(b: &Borrowed, size: usize, what: &str) -> Result<Span, CodecError> {
     let raw = b.raw();
-    if raw.len % size != 0 || raw.addr % size != 0 {
+    if !raw.len.is_multiple_of(size) || !raw.addr.is_multiple_of(size) {
         return Err(CodecError::InvalidArgument(format!(
             "the {what} is not an aligned array of {size}-byte elements ({} bytes at {:#x})",
             raw.len, raw.addr
@@ -201,15 +201,15 @@ fn cast_encode<'py>(
     }
     let sp = span(&s, wide, "cast input").map_err(|e| codec_to_py(py, e))?;
     let need = cast::compressed_size(sp.len);
-    // SAFETY: `s` keeps the input borrowed until this function returns; its items are
-    // `wide` bytes, checked above.
     if wide == 4 {
+        // SAFETY: `s` keeps the input borrowed until this function returns; its items are
+        // 4 bytes (checked above) and aligned (`span`).
         let x = unsafe { sp.slice::<f32>() };
         emit(py, need, bytes_of(sp, 4), out, |d| {
             cast::encode_f32(fmt, x, d)
         })
     } else {
-        // SAFETY: as above.
+        // SAFETY: as above, with 8-byte items.
         let x = unsafe { sp.slice::<f64>() };
         emit(py, need, bytes_of(sp, 8), out, |d| {
             cast::encode_f64(fmt, x, d)
@@ -278,7 +278,7 @@ fn mpc_encode<'py>(
     if out.is_some() {
         return emit(py, 0, sp, out, |d| c.encode(x, d));
     }
-    if sp.len % word != 0 {
+    if !sp.len.is_multiple_of(word) {
         return Err(codec_to_py(
             py,
             CodecError::InvalidArgument(format!(

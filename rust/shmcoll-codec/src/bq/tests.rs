@@ -103,7 +103,9 @@ fn zero_and_non_finite_blocks() {
     // A foreign stream with an infinite scale decodes to the same NaN.
     let mut t = s.clone();
     t[..4].copy_from_slice(&f32::INFINITY.to_le_bytes());
-    assert!(decode(b, &t, 96)[..32].iter().all(|v| v.to_bits() == 0x7fc0_0000));
+    assert!(decode(b, &t, 96)[..32]
+        .iter()
+        .all(|v| v.to_bits() == 0x7fc0_0000));
 }
 
 #[test]

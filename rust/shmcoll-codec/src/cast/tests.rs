@@ -32,11 +32,8 @@ fn nearest(table: &[f64], x: f64) -> u16 {
         table.len() - 1
     } else {
         let mid = (table[hi - 1] + table[hi]) / 2.0; // exact: few significant bits
-        if ax < mid {
-            hi - 1
-        } else if ax > mid {
-            hi
-        } else if hi % 2 == 0 {
+                                                     // Above the midpoint, or on it with an even upper code: round up.
+        if ax > mid || (ax == mid && hi.is_multiple_of(2)) {
             hi
         } else {
             hi - 1
@@ -78,7 +75,7 @@ fn every_16_bit_pattern_widens_and_narrows_back() {
         for (i, &h) in all.iter().enumerate() {
             let nan = widener_ref(fmt, h) & 0x7fff_ffff > 0x7f80_0000;
             assert_eq!(y[i].is_nan(), nan);
-            assert_eq!(y64[i].to_bits() == f64::from(y[i]).to_bits() || nan, true);
+            assert!(y64[i].to_bits() == f64::from(y[i]).to_bits() || nan);
             if nan {
                 assert!(y64[i].is_nan());
                 assert!(f32::from_bits(widener_ref(fmt, back[i])).is_nan());
@@ -113,7 +110,7 @@ fn known_values() {
     // 1 + 2^-8 is half way between bf16 1.0 and 1 + 2^-7: ties to even (1.0).
     let b = enc32(
         Format::Bf16,
-        &[1.0, 1.00390625, 1.01171875, f32::INFINITY, -0.0],
+        &[1.0, 1.003_906_3, 1.011_718_8, f32::INFINITY, -0.0],
     );
     assert_eq!(b, [0x3f80, 0x3f80, 0x3f82, 0x7f80, 0x8000]);
     // Rounded directly from the double: 1 + 2^-8 + 2^-40 rounds up, though float32 would
