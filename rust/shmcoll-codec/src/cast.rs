@@ -178,21 +178,43 @@ fn check_in(n: usize, have: usize, fmt: Format) -> Result<()> {
 /// Narrow float32 `src` into `dst` (at least `2*n` bytes); returns the bytes written.
 pub fn encode_f32(fmt: Format, src: &[f32], dst: &mut [u8]) -> Result<usize> {
     check_out(src.len(), dst.len())?;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        unsafe { avx2::encode_f32(fmt, src, dst) };
+        return Ok(compressed_size(src.len()));
+    }
+    encode_f32_loops(fmt, src, dst);
+    Ok(compressed_size(src.len()))
+}
+
+#[inline(always)]
+fn encode_f32_loops(fmt: Format, src: &[f32], dst: &mut [u8]) {
     match fmt {
         Format::Bf16 => narrow_all(src, dst, |x: &f32| narrow32::<7, 127>(x.to_bits())),
         Format::F16 => narrow_all(src, dst, |x: &f32| narrow32::<10, 15>(x.to_bits())),
     }
-    Ok(compressed_size(src.len()))
 }
 
 /// Narrow float64 `src` into `dst` (at least `2*n` bytes), rounding once from the double.
 pub fn encode_f64(fmt: Format, src: &[f64], dst: &mut [u8]) -> Result<usize> {
     check_out(src.len(), dst.len())?;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        unsafe { avx2::encode_f64(fmt, src, dst) };
+        return Ok(compressed_size(src.len()));
+    }
+    encode_f64_loops(fmt, src, dst);
+    Ok(compressed_size(src.len()))
+}
+
+#[inline(always)]
+fn encode_f64_loops(fmt: Format, src: &[f64], dst: &mut [u8]) {
     match fmt {
         Format::Bf16 => narrow_all(src, dst, |x: &f64| narrow64::<7, 127>(x.to_bits())),
         Format::F16 => narrow_all(src, dst, |x: &f64| narrow64::<10, 15>(x.to_bits())),
     }
-    Ok(compressed_size(src.len()))
 }
 
 /// The element loops, generic over the conversion so that each one is inlined (a function
@@ -214,21 +236,69 @@ fn widen_all<T>(src: &[u8], dst: &mut [T], f: impl Fn(u16) -> T) {
 /// Widen a stream of exactly `2 * dst.len()` bytes into float32.
 pub fn decode_f32(fmt: Format, src: &[u8], dst: &mut [f32]) -> Result<()> {
     check_in(dst.len(), src.len(), fmt)?;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        unsafe { avx2::decode_f32(fmt, src, dst) };
+        return Ok(());
+    }
+    decode_f32_loops(fmt, src, dst);
+    Ok(())
+}
+
+#[inline(always)]
+fn decode_f32_loops(fmt: Format, src: &[u8], dst: &mut [f32]) {
     match fmt {
         Format::Bf16 => widen_all(src, dst, |h| f32::from_bits(widen_bf16(h))),
         Format::F16 => widen_all(src, dst, |h| f32::from_bits(widen_f16(h))),
     }
-    Ok(())
 }
 
 /// Widen a stream of exactly `2 * dst.len()` bytes into float64.
 pub fn decode_f64(fmt: Format, src: &[u8], dst: &mut [f64]) -> Result<()> {
     check_in(dst.len(), src.len(), fmt)?;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        unsafe { avx2::decode_f64(fmt, src, dst) };
+        return Ok(());
+    }
+    decode_f64_loops(fmt, src, dst);
+    Ok(())
+}
+
+#[inline(always)]
+fn decode_f64_loops(fmt: Format, src: &[u8], dst: &mut [f64]) {
     match fmt {
         Format::Bf16 => widen_all(src, dst, |h| f64::from_bits(f32_bits_to_f64(widen_bf16(h)))),
         Format::F16 => widen_all(src, dst, |h| f64::from_bits(f32_bits_to_f64(widen_f16(h)))),
     }
-    Ok(())
+}
+
+/// The loops compiled for AVX2 (integer selects and shifts on 8 lanes); the same bytes.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::*;
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn encode_f32(fmt: Format, src: &[f32], dst: &mut [u8]) {
+        encode_f32_loops(fmt, src, dst);
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn encode_f64(fmt: Format, src: &[f64], dst: &mut [u8]) {
+        encode_f64_loops(fmt, src, dst);
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn decode_f32(fmt: Format, src: &[u8], dst: &mut [f32]) {
+        decode_f32_loops(fmt, src, dst);
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn decode_f64(fmt: Format, src: &[u8], dst: &mut [f64]) {
+        decode_f64_loops(fmt, src, dst);
+    }
 }
 
 #[cfg(test)]

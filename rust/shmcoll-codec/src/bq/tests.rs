@@ -186,3 +186,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_portable_loops_give_the_dispatched_bytes() {
+    let x: Vec<f32> = (0..5003u32)
+        .map(|i| f32::from_bits(i.wrapping_mul(0x9e37_79b9) & 0xbfff_ffff))
+        .collect();
+    for (bits, block) in [(8, 256), (4, 64), (4, 32), (8, 128)] {
+        let b = Bq::new(bits, block).unwrap();
+        let a = encode(b, &x);
+        let mut p = vec![0u8; a.len()];
+        b.encode_blocks(&x, &mut p);
+        assert_eq!(a, p);
+        let y = decode(b, &a, x.len());
+        let mut z = vec![0f32; x.len()];
+        b.decode_blocks(&a, &mut z);
+        assert!(y.iter().zip(&z).all(|(p, q)| p.to_bits() == q.to_bits()));
+    }
+}

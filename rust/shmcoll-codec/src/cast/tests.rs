@@ -196,3 +196,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_portable_loops_give_the_dispatched_bytes() {
+    let x: Vec<f32> = (0..5000u32)
+        .map(|i| f32::from_bits(i.wrapping_mul(0x9e37_79b9)))
+        .collect();
+    let x64: Vec<f64> = (0..5000u64)
+        .map(|i| f64::from_bits(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect();
+    for fmt in [Format::Bf16, Format::F16] {
+        let (mut a, mut b) = (vec![0u8; 10000], vec![0u8; 10000]);
+        encode_f32(fmt, &x, &mut a).unwrap();
+        encode_f32_loops(fmt, &x, &mut b);
+        assert_eq!(a, b);
+        encode_f64(fmt, &x64, &mut a).unwrap();
+        encode_f64_loops(fmt, &x64, &mut b);
+        assert_eq!(a, b);
+        let (mut y, mut z) = (vec![0f32; 5000], vec![0f32; 5000]);
+        decode_f32(fmt, &a, &mut y).unwrap();
+        decode_f32_loops(fmt, &a, &mut z);
+        assert!(y.iter().zip(&z).all(|(p, q)| p.to_bits() == q.to_bits()));
+        let (mut y, mut z) = (vec![0f64; 5000], vec![0f64; 5000]);
+        decode_f64(fmt, &a, &mut y).unwrap();
+        decode_f64_loops(fmt, &a, &mut z);
+        assert!(y.iter().zip(&z).all(|(p, q)| p.to_bits() == q.to_bits()));
+    }
+}
