@@ -237,6 +237,9 @@ trait Word: Copy + Default + Eq {
     fn add(self, o: Self) -> Self;
     fn zigzag(self) -> Self;
     fn unzigzag(self) -> Self;
+    fn and(self, o: Self) -> Self;
+    /// All ones for bit 1, zero for bit 0.
+    fn mask(bit: u8) -> Self;
     /// In-place transposition of one group of `8 * BYTES` words (the spec's step 3).
     fn transpose(g: &mut [Self]);
 }
@@ -269,6 +272,14 @@ macro_rules! word {
             fn unzigzag(self) -> Self {
                 (self >> 1) ^ (self & 1).wrapping_neg()
             }
+            #[inline(always)]
+            fn and(self, o: Self) -> Self {
+                self & o
+            }
+            #[inline(always)]
+            fn mask(bit: u8) -> Self {
+                <$t>::from(bit).wrapping_neg()
+            }
             /// Recursive block swap (Hacker's Delight 7-3): swapping the off-diagonal
             /// halves, then quarters, ... transposes the bit matrix in log2(bits) rounds.
             fn transpose(g: &mut [Self]) {
@@ -276,12 +287,15 @@ macro_rules! word {
                 let mut j = $bits / 2;
                 let mut m: $t = $mask;
                 while j != 0 {
-                    let mut k = 0;
-                    while k < $bits {
-                        let t = ((a[k] >> j) ^ a[k + j]) & m;
-                        a[k] ^= t << j;
-                        a[k + j] ^= t;
-                        k = (k + j + 1) & !j;
+                    // Rows k and k+j for every k with bit j clear: the lower and upper
+                    // halves of each run of 2j rows, contiguous so the loop vectorises.
+                    for run in a.chunks_exact_mut(2 * j) {
+                        let (lo, hi) = run.split_at_mut(j);
+                        for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
+                            let t = ((*x >> j) ^ *y) & m;
+                            *x ^= t << j;
+                            *y ^= t;
+                        }
                     }
                     j >>= 1;
                     m ^= m << j;
@@ -298,43 +312,80 @@ fn bitmap_bytes<W: Word>(m: usize) -> usize {
     m.div_ceil(8).next_multiple_of(W::BYTES)
 }
 
-/// Steps 1-3 on one chunk, from its bytes: the transposed words.
-fn forward<W: Word>(src: &[u8], dim: usize, t: &mut Vec<W>) {
-    t.clear();
-    t.extend(src.chunks_exact(W::BYTES).map(W::load));
-    for i in (0..t.len()).rev() {
-        let prev = if i >= dim { t[i - dim] } else { W::default() };
-        t[i] = t[i].sub(prev).zigzag();
+/// Per-call buffers of one chunk (reused across chunks).
+struct Scratch<W> {
+    /// The chunk's words.
+    x: Vec<W>,
+    /// The transformed words (steps 1-3).
+    t: Vec<W>,
+    /// The nonzero words, compacted (one spare slot, so that compaction needs no branch).
+    packed: Vec<W>,
+}
+
+impl<W: Word> Scratch<W> {
+    fn new(chunk: usize) -> Self {
+        Scratch {
+            x: Vec::with_capacity(chunk),
+            t: Vec::with_capacity(chunk),
+            packed: Vec::with_capacity(chunk + 1),
+        }
     }
-    for g in t.chunks_exact_mut(8 * W::BYTES) {
+}
+
+/// Steps 1-3 on one chunk, from its bytes, into `s.t`.
+fn forward<W: Word>(src: &[u8], dim: usize, s: &mut Scratch<W>) {
+    s.x.clear();
+    s.x.extend(src.chunks_exact(W::BYTES).map(W::load));
+    s.t.clear();
+    s.t.resize(s.x.len(), W::default());
+    let d = dim.min(s.x.len());
+    for (o, &a) in s.t[..d].iter_mut().zip(&s.x) {
+        *o = a.zigzag();
+    }
+    for ((o, &a), &b) in s.t[d..].iter_mut().zip(&s.x[d..]).zip(&s.x) {
+        *o = a.sub(b).zigzag();
+    }
+    for g in s.t.chunks_exact_mut(8 * W::BYTES) {
         W::transpose(g);
     }
 }
 
 /// Encode every chunk; returns the payload bytes written.
 fn encode_chunks<W: Word>(src: &[u8], dim: usize, table: &mut [u8], out: &mut [u8]) -> usize {
-    let mut t: Vec<W> = Vec::with_capacity(CHUNK_WORDS);
+    let mut s = Scratch::<W>::new(CHUNK_WORDS);
     let mut pos = 0;
     for (chunk, len) in src
         .chunks(CHUNK_WORDS * W::BYTES)
         .zip(table.chunks_exact_mut(4))
     {
         let m = chunk.len() / W::BYTES;
-        forward::<W>(chunk, dim, &mut t);
-        let nonzero = t.iter().filter(|&&w| w != W::default()).count();
+        forward::<W>(chunk, dim, &mut s);
         let bm = bitmap_bytes::<W>(m);
-        let packed = bm + nonzero * W::BYTES;
+        // The bitmap goes straight to its place (it fits: bm <= m*W), the nonzero words to
+        // `packed`, without branches; whether the chunk stays packed is decided after.
+        let bitmap = &mut out[pos..pos + bm];
+        bitmap.fill(0);
+        s.packed.clear();
+        s.packed.resize(m + 1, W::default());
+        let mut at = 0;
+        for (byte, eight) in bitmap.iter_mut().zip(s.t.chunks(8)) {
+            // One byte of the bitmap built in a register (not eight read-modify-writes).
+            let mut bits = 0u8;
+            for (b, &w) in eight.iter().enumerate() {
+                let nz = w != W::default();
+                s.packed[at] = w;
+                at += usize::from(nz);
+                bits |= u8::from(nz) << b;
+            }
+            *byte = bits;
+        }
+        let packed = bm + at * W::BYTES;
         let l = if packed < chunk.len() {
-            let dst = &mut out[pos..pos + packed];
-            let (bitmap, words) = dst.split_at_mut(bm);
-            bitmap.fill(0);
-            let mut at = 0;
-            for (k, &w) in t.iter().enumerate() {
-                if w != W::default() {
-                    bitmap[k / 8] |= 1 << (k % 8);
-                    w.store(&mut words[at..at + W::BYTES]);
-                    at += W::BYTES;
-                }
+            for (o, w) in out[pos + bm..pos + packed]
+                .chunks_exact_mut(W::BYTES)
+                .zip(&s.packed)
+            {
+                w.store(o);
             }
             packed
         } else {
@@ -348,7 +399,7 @@ fn encode_chunks<W: Word>(src: &[u8], dim: usize, table: &mut [u8], out: &mut [u
 }
 
 fn decode_chunks<W: Word>(h: &Header, table: &[u8], payload: &[u8], dst: &mut [u8]) -> Result<()> {
-    let mut t: Vec<W> = Vec::with_capacity(h.chunk);
+    let mut s = Scratch::<W>::new(h.chunk);
     let mut pos = 0usize;
     for (j, (out, len)) in dst
         .chunks_mut(h.chunk * W::BYTES)
@@ -376,29 +427,41 @@ fn decode_chunks<W: Word>(h: &Header, table: &[u8], payload: &[u8], dst: &mut [u
         if tail_bits_set || ones * W::BYTES != words.len() {
             return Err(corrupt(format!("mpc chunk {j} has an inconsistent bitmap")));
         }
-        t.clear();
+        // Expand without branches: the spare zero word after the packed ones is what an
+        // absent word reads (masked to zero anyway).
+        s.packed.clear();
+        s.packed.extend(words.chunks_exact(W::BYTES).map(W::load));
+        s.packed.push(W::default());
+        s.t.clear();
+        s.t.resize(m, W::default());
         let mut at = 0;
-        for k in 0..m {
-            if bitmap[k / 8] >> (k % 8) & 1 != 0 {
-                t.push(W::load(&words[at..at + W::BYTES]));
-                at += W::BYTES;
-            } else {
-                t.push(W::default());
-            }
+        for (k, o) in s.t.iter_mut().enumerate() {
+            let bit = (bitmap[k / 8] >> (k % 8)) & 1;
+            *o = s.packed[at].and(W::mask(bit));
+            at += usize::from(bit);
         }
         // The transposition is its own inverse.
-        for g in t.chunks_exact_mut(8 * W::BYTES) {
+        for g in s.t.chunks_exact_mut(8 * W::BYTES) {
             W::transpose(g);
         }
-        for i in 0..m {
-            let prev = if i >= h.dim {
-                t[i - h.dim]
-            } else {
-                W::default()
-            };
-            t[i] = t[i].unzigzag().add(prev);
+        let d = h.dim.min(m);
+        for w in &mut s.t[..d] {
+            *w = w.unzigzag();
         }
-        for (o, w) in out.chunks_exact_mut(W::BYTES).zip(&t) {
+        if d == 1 {
+            // The running sum in a register: reading back the word just stored would put
+            // a store-to-load forwarding on every step of the chain.
+            let mut run = s.t[0];
+            for w in &mut s.t[1..] {
+                run = w.unzigzag().add(run);
+                *w = run;
+            }
+        } else {
+            for i in d..m {
+                s.t[i] = s.t[i].unzigzag().add(s.t[i - d]);
+            }
+        }
+        for (o, w) in out.chunks_exact_mut(W::BYTES).zip(&s.t) {
             w.store(o);
         }
     }
