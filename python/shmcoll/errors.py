@@ -82,8 +82,8 @@ class SpawnError(ShmcollError, RuntimeError):
 __all__ = [
     "AlgorithmError",
     "ArgumentError",
-    "CodecError",
     "BadBufferError",
+    "CodecError",
     "CommBrokenError",
     "ForeignTableWarning",
     "HeapExhaustedError",

@@ -39,4 +39,6 @@ def device_out(out: Any, dtype: Any, n: int, what: str = "output") -> Any:
 
     if not isinstance(out, cupy.ndarray) or out.dtype != dtype or out.size != n or not out.flags.c_contiguous:
         raise CodecError(f"the {what} must be a C-contiguous CuPy array of {n} x {cupy.dtype(dtype)}")
+    if out.data.ptr % 16:
+        raise CodecError(f"the {what} must start on a 16-byte boundary (the kernels store whole words)")
     return out.reshape(-1)
