@@ -170,7 +170,7 @@ def report(rows: list[Row], nbytes: int) -> list[str]:
     console.print(
         f"bars: bq int8 encode and decode >= {BQ_INT8_BAR_GBS} GB/s per core; "
         f"zfp encode and decode >= {ZFP_VS_ZFPY_BAR}x zfpy (serial)"
-        + ("" if hasattr(_core, "zfp_encode") else " [zfp not in this build]")
+        + ("" if hasattr(_core, "zfp_encode") else " (zfp is not in this build: no zfp rows)")
     )
     for f in failed:
         console.print(f"[red]below the bar[/red]: {f}")

@@ -282,27 +282,41 @@ macro_rules! word {
             }
             /// Recursive block swap (Hacker's Delight 7-3): swapping the off-diagonal
             /// halves, then quarters, ... transposes the bit matrix in log2(bits) rounds.
+            #[inline(always)]
             fn transpose(g: &mut [Self]) {
                 let a: &mut [$t; $bits] = g.try_into().expect("a full group");
-                let mut j = $bits / 2;
                 let mut m: $t = $mask;
+                let mut j = $bits / 2;
                 while j != 0 {
-                    // Rows k and k+j for every k with bit j clear: the lower and upper
-                    // halves of each run of 2j rows, contiguous so the loop vectorises.
-                    for run in a.chunks_exact_mut(2 * j) {
-                        let (lo, hi) = run.split_at_mut(j);
-                        for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
-                            let t = ((*x >> j) ^ *y) & m;
-                            *x ^= t << j;
-                            *y ^= t;
-                        }
-                    }
+                    swap_stage(a, j, m);
                     j >>= 1;
                     m ^= m << j;
                 }
             }
         }
     };
+}
+
+/// One round of the transposition: rows k and k+j for every k with bit j clear, i.e. the
+/// lower and upper halves of each run of 2j rows (contiguous, so the loop vectorises).
+#[inline(always)]
+fn swap_stage<T, const N: usize>(a: &mut [T; N], j: usize, m: T)
+where
+    T: Copy
+        + std::ops::Shr<usize, Output = T>
+        + std::ops::Shl<usize, Output = T>
+        + std::ops::BitXor<Output = T>
+        + std::ops::BitAnd<Output = T>
+        + std::ops::BitXorAssign,
+{
+    for run in a.chunks_exact_mut(2 * j) {
+        let (lo, hi) = run.split_at_mut(j);
+        for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
+            let t = ((*x >> j) ^ *y) & m;
+            *x ^= t << j;
+            *y ^= t;
+        }
+    }
 }
 
 word!(u32, i32, 32, 0x0000_ffff);
@@ -333,6 +347,7 @@ impl<W: Word> Scratch<W> {
 }
 
 /// Steps 1-3 on one chunk, from its bytes, into `s.t`.
+#[inline(always)]
 fn forward<W: Word>(src: &[u8], dim: usize, s: &mut Scratch<W>) {
     s.x.clear();
     s.x.extend(src.chunks_exact(W::BYTES).map(W::load));
@@ -351,6 +366,7 @@ fn forward<W: Word>(src: &[u8], dim: usize, s: &mut Scratch<W>) {
 }
 
 /// Encode every chunk; returns the payload bytes written.
+#[inline(always)]
 fn encode_chunks<W: Word>(src: &[u8], dim: usize, table: &mut [u8], out: &mut [u8]) -> usize {
     let mut s = Scratch::<W>::new(CHUNK_WORDS);
     let mut pos = 0;
@@ -398,6 +414,7 @@ fn encode_chunks<W: Word>(src: &[u8], dim: usize, table: &mut [u8], out: &mut [u
     pos
 }
 
+#[inline(always)]
 fn decode_chunks<W: Word>(h: &Header, table: &[u8], payload: &[u8], dst: &mut [u8]) -> Result<()> {
     let mut s = Scratch::<W>::new(h.chunk);
     let mut pos = 0usize;
