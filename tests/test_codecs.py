@@ -18,7 +18,17 @@ from hypothesis.extra import numpy as hnp
 
 import shmcoll
 from shmcoll import _core
-from shmcoll.codecs import CODECS, Bq, Cast, CodecError, GpuFallbackWarning, Mpc, Zfp, fallback_calls, get_codec
+from shmcoll.codecs import (
+    CODECS,
+    Bq,
+    Cast,
+    CodecError,
+    GpuFallbackWarning,
+    Mpc,
+    Zfp,
+    fallback_calls,
+    get_codec,
+)
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 _spec = importlib.util.spec_from_file_location("codec_golden", GOLDEN / "make_codec_golden.py")
@@ -67,7 +77,9 @@ def test_cast_golden(case: tuple[str, list[str], bytes, bytes]) -> None:
     assert c.encode_raw(x) == stream
     y = c.decode_raw(stream, src, int(n))
     h = np.frombuffer(stream, "<u2")
-    want = h.view(np.float16).astype(src) if fmt == "float16" else (h.astype(np.uint32) << 16).view(np.float32)
+    want = (
+        h.view(np.float16).astype(src) if fmt == "float16" else (h.astype(np.uint32) << 16).view(np.float32)
+    )
     np.testing.assert_array_equal(y, want.astype(src))
 
 

@@ -366,7 +366,6 @@ fn forward<W: Word>(src: &[u8], dim: usize, s: &mut Scratch<W>) {
 }
 
 /// Encode every chunk; returns the payload bytes written.
-#[inline(always)]
 fn encode_chunks<W: Word>(src: &[u8], dim: usize, table: &mut [u8], out: &mut [u8]) -> usize {
     let mut s = Scratch::<W>::new(CHUNK_WORDS);
     let mut pos = 0;
@@ -414,7 +413,6 @@ fn encode_chunks<W: Word>(src: &[u8], dim: usize, table: &mut [u8], out: &mut [u
     pos
 }
 
-#[inline(always)]
 fn decode_chunks<W: Word>(h: &Header, table: &[u8], payload: &[u8], dst: &mut [u8]) -> Result<()> {
     let mut s = Scratch::<W>::new(h.chunk);
     let mut pos = 0usize;
