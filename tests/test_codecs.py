@@ -340,3 +340,16 @@ def test_cupy_arrays_fall_back_to_the_host_once_announced(monkeypatch: pytest.Mo
     assert type(y) is _FakeDeviceArray and f.shape == (10, 100)
     np.testing.assert_array_equal(np.asarray(f).reshape(-1), np.asarray(y))
     assert fallback_calls["shmcoll.bq"] == before + 4
+
+
+def test_bench_codec_command_runs() -> None:
+    from click.testing import CliRunner
+
+    from shmcoll.cli import main
+
+    res = CliRunner().invoke(main, ["bench", "codec", "-m", "64K", "-i", "1"])
+    assert res.exit_code == 0, res.output
+    for name in ("bq int8", "bq int4", "cast bf16", "cast fp16", "mpc"):
+        assert name in res.output
+    bad = CliRunner().invoke(main, ["bench", "codec", "--codecs", "lz4"])
+    assert bad.exit_code != 0 and "unknown codecs" in bad.output
