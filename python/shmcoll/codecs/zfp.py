@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import math
-import struct
 from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
@@ -20,9 +18,9 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 class _ZfpBindings(Protocol):
     """The functions of rust/shmcoll-py/src/codec_zfp.rs."""
 
-    def zfp_compressed_size(self, n: int, dtype: str, rate: float) -> int: ...
-    def zfp_encode(self, arr: Any, rate: float, out: Any = None) -> Any: ...
-    def zfp_decode(self, buf: Any, dtype: str, n: int, rate: float, out: Any = None) -> Any: ...
+    def zfp_compressed_size(self, n: int, dtype: str, rate: int) -> int: ...
+    def zfp_encode(self, arr: Any, rate: int, out: Any = None) -> Any: ...
+    def zfp_decode(self, buf: Any, dtype: str, n: int, rate: int, out: Any = None) -> Any: ...
 
 
 def bindings() -> _ZfpBindings:
@@ -33,20 +31,17 @@ def bindings() -> _ZfpBindings:
 
 
 class Zfp(Codec):
-    """Fixed-size lossy: `rate` bits per value (zfp's fixed-rate mode); float32/float64."""
+    """Fixed-size lossy: `rate` (whole) bits per value, zfp's fixed-rate mode; float32/float64."""
 
     codec_id: ClassVar[str] = "shmcoll.zfp"
     fixed_size: ClassVar[bool] = True
     _number: ClassVar[int] = 1
 
-    def __init__(self, rate: float = 16) -> None:
-        if (
-            isinstance(rate, bool)
-            or not isinstance(rate, int | float)
-            or not math.isfinite(rate)
-            or rate <= 0
-        ):
-            raise CodecError(f"Zfp rate must be a positive number of bits per value, not {rate!r}")
+    def __init__(self, rate: int = 16) -> None:
+        # Whole bits per value, as shmcoll_codec::zfp takes them (its bindings check the
+        # upper bound per dtype).
+        if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
+            raise CodecError(f"Zfp rate must be a positive whole number of bits per value, not {rate!r}")
         self.rate = rate
 
     def _check_dtype(self, dtype: np.dtype) -> np.dtype:
@@ -55,8 +50,7 @@ class Zfp(Codec):
         return dtype
 
     def _params(self) -> int:
-        bits: int = struct.unpack("<Q", struct.pack("<d", float(self.rate)))[0]
-        return bits
+        return self.rate
 
     def compressed_size(self, n: int, dtype: Any = np.float32) -> int:
         return bindings().zfp_compressed_size(n, self._dtype(dtype).name, self.rate)
