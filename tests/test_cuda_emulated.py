@@ -195,3 +195,21 @@ def test_mpc_device_decoder_rejects_corrupt_streams(gpu_mods: Any) -> None:
     bad[40] ^= 0x01  # a bitmap bit of chunk 0: its count no longer matches its length
     with pytest.raises(CodecError, match="bitmap"):
         gpu_mods.mpc.decode(_dev(np.frombuffer(bytes(bad), np.uint8)), y, 4)
+
+
+def test_codec_classes_take_the_device_path(gpu_mods: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shmcoll import gpu
+    from shmcoll.codecs import fallback_calls
+
+    monkeypatch.setattr(gpu, "available", lambda: True)
+    before = dict(fallback_calls)
+    x = np.cumsum(np.random.default_rng(9).standard_normal((30, 70)), axis=1).astype(np.float32)
+    for c in (Bq(bits=4, block=64), Cast("float16"), Mpc(dim=2)):
+        f = c.encode(_dev(x))
+        assert isinstance(f, DeviceArray) and _bytes(f) == c.encode(x)
+        y = c.decode(f)
+        assert isinstance(y, DeviceArray) and y.shape == x.shape
+        assert _bytes(y) == c.decode(c.encode(x)).tobytes()
+        out = _dev(np.empty_like(x))
+        assert c.decode_raw(c.encode_raw(_dev(x)), np.float32, x.size, out=out) is out
+    assert fallback_calls == before, "a device call fell back to the host"
