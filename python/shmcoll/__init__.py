@@ -20,6 +20,7 @@ from .errors import (
     AlgorithmError,
     ArgumentError,
     BadBufferError,
+    CodecError,
     CommBrokenError,
     ForeignTableWarning,
     HeapExhaustedError,
@@ -55,6 +56,15 @@ def machine() -> dict[str, Any]:
     return dict(_core.machine())
 
 
+def __getattr__(name: str) -> Any:
+    # shmcoll.codecs on first use, so that `import shmcoll` does not import numcodecs.
+    if name == "codecs":
+        import importlib
+
+        return importlib.import_module(".codecs", __name__)
+    raise AttributeError(f"module 'shmcoll' has no attribute {name!r}")
+
+
 __all__ = [
     "BAND",
     "BOR",
@@ -70,6 +80,7 @@ __all__ = [
     "ArgumentError",
     "BadBufferError",
     "Choice",
+    "CodecError",
     "Comm",
     "CommBrokenError",
     "ForeignTableWarning",

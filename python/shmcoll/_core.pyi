@@ -16,12 +16,21 @@ __all__ = [
     "SegmentHandle",
     "__version__",
     "algorithms",
+    "bq_compressed_size",
+    "bq_decode",
+    "bq_encode",
+    "cast_decode",
+    "cast_encode",
     "check_table",
     "coll_algorithms",
     "coll_model_table",
     "copy",
     "machine",
     "model_table",
+    "mpc_decode",
+    "mpc_encode",
+    "mpc_header",
+    "mpc_max_compressed_size",
     "reduction_supported",
     "register_mpi",
     "resolve",
@@ -312,3 +321,30 @@ def algorithms() -> tuple[list[tuple[str, str]], list[str], list[str]]:
 # --- codecs: zfp (rust/shmcoll-py/src/codec_zfp.rs) ---
 
 # --- codecs: bq, cast, mpc (rust/shmcoll-py/src/codec_misc.rs) ---
+
+def bq_compressed_size(n: int, bits: int, block: int) -> int:
+    """Bytes of the bq stream of `n` float32 elements."""
+
+def bq_encode(src: Any, bits: int, block: int, out: Any | None = None) -> Any:
+    """Encode a contiguous float32 buffer: bytes, or the byte count written into `out`."""
+
+def bq_decode(src: Any, out: Any, bits: int, block: int) -> None:
+    """Decode a bq stream into the float32 buffer `out` (its length gives n)."""
+
+def cast_encode(src: Any, dtype: str, out: Any | None = None) -> Any:
+    """Narrow float32/float64 to "bfloat16"/"float16": bytes, or the count written to `out`."""
+
+def cast_decode(src: Any, out: Any, dtype: str) -> None:
+    """Widen a cast stream into the float32 or float64 buffer `out`."""
+
+def mpc_max_compressed_size(n: int, word: int) -> int:
+    """The largest mpc stream of `n` words of `word` bytes."""
+
+def mpc_encode(src: Any, word: int, dim: int = 1, out: Any | None = None) -> Any:
+    """Encode `word`-byte words: bytes, or the byte count written into `out`."""
+
+def mpc_header(src: Any) -> tuple[int, int, int]:
+    """(word, dim, n) from an mpc stream's header."""
+
+def mpc_decode(src: Any, out: Any) -> None:
+    """Decode an mpc stream into `out` (exactly n * word bytes)."""

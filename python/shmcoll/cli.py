@@ -396,6 +396,28 @@ def bench_copy(sizes: str, reps: int, csv_path: str | None) -> None:
     report(rows, ceiling, csv_path)
 
 
+@bench.command("codec")
+@click.option("-m", "size", default="64M", show_default=True, help="input bytes per codec")
+@click.option(
+    "-i", "reps", type=click.IntRange(1), default=7, show_default=True, help="timed calls per codec (median)"
+)
+@click.option("--codecs", default="zfp,bq,cast,mpc", show_default=True, help="which codecs (comma-separated)")
+def bench_codec(size: str, reps: int, codecs: str) -> None:
+    """Codec encode/decode throughput on one core (zfp against zfpy in the same process)."""
+    from .bench.codec import report
+    from .bench.codec import run as run_codecs
+    from .bench.sizes import parse_size
+
+    try:
+        nbytes = parse_size(size)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="-m") from e
+    which = {c.strip() for c in codecs.split(",") if c.strip()}
+    if unknown := which - {"zfp", "bq", "cast", "mpc"}:
+        raise click.BadParameter(f"unknown codecs: {', '.join(sorted(unknown))}", param_hint="--codecs")
+    report(run_codecs(nbytes, reps, which), nbytes)
+
+
 @main.command()
 def profiles() -> None:
     """Named workload profiles for `bench --profile` and `tune --profile`."""

@@ -1,0 +1,226 @@
+"""The base of shmcoll's codecs: the numcodecs contract (``codec_id``, ``encode``,
+``decode``, ``get_config``, ``from_config``) on top of each codec's bare stream
+(``encode_raw``/``decode_raw``), for NumPy arrays (the Rust codecs) and CuPy arrays (the
+CUDA kernels when :func:`shmcoll.gpu.available`, else a host copy through Rust, announced
+once and counted in :data:`fallback_calls`).
+
+Subclasses numcodecs' ``Codec`` when numcodecs imports, else a local class with the same
+methods, so that shmcoll's codecs work without numcodecs installed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import CodecError
+from . import frame
+from .arrays import byte_view, flat_out, host_input, is_cupy
+
+
+class LocalCodec:
+    """numcodecs.abc.Codec's non-abstract methods, for when numcodecs is not installed."""
+
+    codec_id: ClassVar[str | None] = None
+
+    def get_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"id": self.codec_id}
+        config.update({k: v for k, v in self.__dict__.items() if not k.startswith("_")})
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Any:
+        return cls(**config)
+
+    def __eq__(self, other: object) -> bool:
+        try:
+            return bool(self.get_config() == other.get_config())  # type: ignore[attr-defined]
+        except AttributeError:
+            return False
+
+    __hash__ = None  # type: ignore[assignment]  # equal by configuration, like numcodecs'
+
+    def __repr__(self) -> str:
+        params = ", ".join(
+            f"{k}={getattr(self, k)!r}" for k in sorted(self.__dict__) if not k.startswith("_")
+        )
+        return f"{type(self).__name__}({params})"
+
+
+def _numcodecs_base() -> type:
+    try:
+        from numcodecs.abc import Codec  # type: ignore[import-untyped]
+    except ImportError:
+        return LocalCodec
+    return Codec
+
+
+_Base: Any = _numcodecs_base()
+
+#: CuPy calls served by a host copy through the Rust codec, by codec id.
+fallback_calls: dict[str, int] = {}
+_warned: set[str] = set()
+
+
+class GpuFallbackWarning(RuntimeWarning):
+    """A CuPy array was coded on the host (no usable GPU, or no kernel for this codec)."""
+
+
+def note_fallback(codec_id: str, why: str) -> None:
+    """Count a host fallback of a CuPy call and warn once per codec."""
+    fallback_calls[codec_id] = fallback_calls.get(codec_id, 0) + 1
+    if codec_id not in _warned:
+        _warned.add(codec_id)
+        warnings.warn(
+            f"shmcoll: {codec_id} on a CuPy array runs on the host through the Rust codec ({why}); "
+            "counted in shmcoll.codecs.fallback_calls",
+            GpuFallbackWarning,
+            stacklevel=4,
+        )
+
+
+class Codec(_Base):
+    """One shmcoll codec. Subclasses set the class attributes and the ``_host_*`` methods
+    (and ``_gpu_*`` where a CUDA kernel exists)."""
+
+    codec_id: ClassVar[str]
+    #: Whether the stream size is a function of (n, dtype) alone.
+    fixed_size: ClassVar[bool]
+    #: The codec's number in the frame.
+    _number: ClassVar[int]
+    #: Whether ``_gpu_encode``/``_gpu_decode`` exist.
+    _has_gpu: ClassVar[bool] = False
+
+    # --- per codec -----------------------------------------------------------------------
+
+    def _check_dtype(self, dtype: np.dtype) -> np.dtype:
+        raise NotImplementedError
+
+    def _params(self) -> int:
+        raise NotImplementedError
+
+    def compressed_size(self, n: int, dtype: Any) -> int | None:
+        """Bytes of the raw stream of `n` elements of `dtype` (None if it varies)."""
+        raise NotImplementedError
+
+    def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
+        """The stream of `x` as bytes, or written into `out` (returning its byte count)."""
+        raise NotImplementedError
+
+    def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _gpu_encode(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def _gpu_decode(self, buf: Any, out: Any) -> None:
+        raise NotImplementedError
+
+    # --- the bare stream -----------------------------------------------------------------
+
+    def _dtype(self, dtype: Any) -> np.dtype:
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as e:
+            raise CodecError(f"{self.codec_id}: not a dtype: {dtype!r}") from e
+        return self._check_dtype(dt.newbyteorder("=") if not dt.isnative else dt)
+
+    def _use_gpu(self) -> bool:
+        from .. import gpu
+
+        if self._has_gpu and gpu.available():
+            return True
+        note_fallback(self.codec_id, "no CUDA device or CuPy" if self._has_gpu else "no CUDA kernel yet")
+        return False
+
+    def encode_raw(self, arr: Any, out: Any | None = None) -> Any:
+        """The bare stream of `arr` (flattened in C order): bytes for a host array, a CuPy
+        uint8 array for a CuPy one; with `out` (a writable host buffer, large enough: see
+        ``compressed_size``, or ``Mpc.max_compressed_size``) the stream goes there and the
+        byte count is returned."""
+        if is_cupy(arr):
+            import cupy  # type: ignore[import-not-found]
+
+            if out is not None:
+                raise CodecError("encode_raw(out=...) takes host buffers; a CuPy input returns its stream")
+            x = cupy.ascontiguousarray(arr).reshape(-1)
+            self._dtype(x.dtype)
+            if self._use_gpu():
+                return self._gpu_encode(x)
+            raw = self._host_encode(host_input(cupy.asnumpy(x)).reshape(-1))
+            return cupy.asarray(np.frombuffer(raw, np.uint8))
+        h = host_input(arr)
+        self._dtype(h.dtype)
+        return self._host_encode(h.reshape(-1), out)
+
+    def decode_raw(self, buf: Any, dtype: Any, n: int, out: Any | None = None) -> Any:
+        """Decode a bare stream of `n` elements of `dtype`; into `out` (any writable buffer of
+        exactly that size) when given. CuPy in (`buf` or `out`), CuPy out."""
+        dt = self._dtype(dtype)
+        if n < 0:
+            raise CodecError(f"{self.codec_id}: negative element count {n}")
+        if is_cupy(buf) or is_cupy(out):
+            return self._decode_device(buf, dt, n, out)
+        o = np.empty(n, dt) if out is None else flat_out(out, dt, n)
+        self._host_decode(byte_view(buf), o)
+        return o
+
+    def _decode_device(self, buf: Any, dt: np.dtype, n: int, out: Any | None) -> Any:
+        import cupy
+
+        if out is None:
+            o = cupy.empty(n, dt)
+        else:
+            if out.nbytes != n * dt.itemsize or not out.flags.c_contiguous:
+                raise CodecError(f"the output must be a C-contiguous CuPy array of {n} x {dt}")
+            o = out.reshape(-1).view(dt)
+        b = cupy.asarray(buf).reshape(-1).view(cupy.uint8)
+        if self._use_gpu():
+            self._gpu_decode(b, o)
+        else:
+            host = np.empty(n, dt)
+            self._host_decode(cupy.asnumpy(b), host)
+            o.set(host)
+        return o if out is None else out
+
+    # --- the numcodecs contract ----------------------------------------------------------
+
+    def encode(self, buf: Any) -> Any:
+        """A frame (header + raw stream): bytes for host data, a CuPy uint8 array for CuPy."""
+        if is_cupy(buf):
+            import cupy
+
+            dt = self._dtype(buf.dtype)
+            head = frame.pack(self._number, self._params(), dt, tuple(buf.shape))
+            raw = self.encode_raw(buf)
+            return cupy.concatenate([cupy.asarray(np.frombuffer(head, np.uint8)), raw])
+        arr = host_input(buf)
+        dt = self._dtype(arr.dtype)
+        head = frame.pack(self._number, self._params(), dt, arr.shape)
+        return head + self._host_encode(arr.reshape(-1))
+
+    def _frame(self, head: Any) -> frame.Frame:
+        f = frame.unpack(head)
+        if f.codec != self._number or f.params != self._params():
+            raise CodecError(
+                f"this frame was not written by {self!r} (codec {f.codec}, parameters {f.params:#x}; "
+                f"expected {self._number}, {self._params():#x})"
+            )
+        return f
+
+    def decode(self, buf: Any, out: Any | None = None) -> Any:
+        """Decode a frame of :meth:`encode`; into `out` (exactly the decoded size) if given,
+        else a new array of the original dtype and shape."""
+        if is_cupy(buf):
+            import cupy
+
+            b = cupy.asarray(buf).reshape(-1).view(cupy.uint8)
+            f = self._frame(cupy.asnumpy(b[: frame.header_bound()]).tobytes())
+            res = self.decode_raw(b[f.offset :], f.dtype, f.count, out)
+            return res.reshape(f.shape) if out is None else res
+        view = byte_view(buf)
+        f = self._frame(view[: frame.header_bound()].tobytes())
+        res = self.decode_raw(view[f.offset :], f.dtype, f.count, out)
+        return res.reshape(f.shape) if out is None else out

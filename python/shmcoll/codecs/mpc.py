@@ -1,0 +1,73 @@
+"""``Mpc``: lossless MPC-style compression of 4- and 8-byte words (stream spec: the module
+documentation of rust/shmcoll-codec/src/mpc.rs)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import _core
+from ..errors import CodecError
+from .base import Codec
+
+
+def word_bytes(dtype: np.dtype) -> int:
+    """The word size mpc codes `dtype` in: 8 when the itemsize allows, else 4."""
+    return 8 if dtype.itemsize % 8 == 0 else 4
+
+
+class Mpc(Codec):
+    """Lossless, variable size (bounded: a chunk that does not shrink is stored raw).
+
+    Any numeric dtype whose itemsize is a multiple of 4 (float32/64, int32/64, complex...), coded
+    as 8-byte words when the itemsize allows, else 4-byte ones. `dim` is the delta
+    distance in words (e.g. 3 for interleaved xyz float32, 2 for complex128 as 8-byte
+    words).
+    """
+
+    codec_id: ClassVar[str] = "shmcoll.mpc"
+    fixed_size: ClassVar[bool] = False
+    _number: ClassVar[int] = 4
+    _has_gpu: ClassVar[bool] = True
+
+    def __init__(self, dim: int = 1) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 255:
+            raise CodecError(f"Mpc dim must be an integer in 1..255, not {dim!r}")
+        self.dim = dim
+
+    def _check_dtype(self, dtype: np.dtype) -> np.dtype:
+        if dtype.kind not in "iufcmM" or dtype.itemsize % 4 != 0:
+            raise CodecError(f"Mpc codes items of a multiple of 4 bytes, not {dtype}")
+        return dtype
+
+    def _params(self) -> int:
+        return self.dim
+
+    def compressed_size(self, n: int, dtype: Any = np.float32) -> None:
+        self._dtype(dtype)
+
+    def max_compressed_size(self, n: int, dtype: Any = np.float32) -> int:
+        """The largest stream of `n` elements of `dtype`."""
+        dt = self._dtype(dtype)
+        w = word_bytes(dt)
+        return _core.mpc_max_compressed_size(n * dt.itemsize // w, w)
+
+    def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
+        return _core.mpc_encode(x.view(np.uint8), word_bytes(x.dtype), self.dim, out)
+
+    def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
+        word, _, n = _core.mpc_header(buf)
+        if word != word_bytes(out.dtype) or n * word != out.nbytes:
+            raise CodecError(f"the mpc stream holds {n} {word}-byte words, not {out.size} x {out.dtype}")
+        _core.mpc_decode(buf, out.view(np.uint8))
+
+    def _gpu_encode(self, x: Any) -> Any:
+        from ..gpu import mpc
+
+        return mpc.encode(x, word_bytes(x.dtype), self.dim)
+
+    def _gpu_decode(self, buf: Any, out: Any) -> None:
+        from ..gpu import mpc
+
+        mpc.decode(buf, out, word_bytes(out.dtype))

@@ -1,0 +1,62 @@
+"""``Zfp``: zfp's fixed-rate mode, 1-D, the stream exactly zfpy's header-less bytes
+(``zfpy.compress_numpy(x.ravel(), rate=R, write_header=False)``). The kernel is
+``shmcoll_codec::zfp``, bound as ``_core.zfp_*``; a build without it raises CodecError."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, cast
+
+import numpy as np
+
+from .. import _core
+from ..errors import CodecError
+from .base import Codec
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class _ZfpBindings(Protocol):
+    """The functions of rust/shmcoll-py/src/codec_zfp.rs."""
+
+    def zfp_compressed_size(self, n: int, dtype: str, rate: int) -> int: ...
+    def zfp_encode(self, arr: Any, rate: int, out: Any = None) -> Any: ...
+    def zfp_decode(self, buf: Any, dtype: str, n: int, rate: int, out: Any = None) -> Any: ...
+
+
+def bindings() -> _ZfpBindings:
+    """The zfp functions of the native module, or CodecError when this build lacks them."""
+    if not hasattr(_core, "zfp_encode"):
+        raise CodecError("this build of shmcoll has no zfp codec (_core.zfp_encode is missing)")
+    return cast(_ZfpBindings, _core)
+
+
+class Zfp(Codec):
+    """Fixed-size lossy: `rate` (whole) bits per value, zfp's fixed-rate mode; float32/float64."""
+
+    codec_id: ClassVar[str] = "shmcoll.zfp"
+    fixed_size: ClassVar[bool] = True
+    _number: ClassVar[int] = 1
+
+    def __init__(self, rate: int = 16) -> None:
+        # Whole bits per value, as shmcoll_codec::zfp takes them (its bindings check the
+        # upper bound per dtype).
+        if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
+            raise CodecError(f"Zfp rate must be a positive whole number of bits per value, not {rate!r}")
+        self.rate = rate
+
+    def _check_dtype(self, dtype: np.dtype) -> np.dtype:
+        if dtype not in _DTYPES:
+            raise CodecError(f"Zfp compresses float32 or float64, not {dtype}")
+        return dtype
+
+    def _params(self) -> int:
+        return self.rate
+
+    def compressed_size(self, n: int, dtype: Any = np.float32) -> int:
+        return bindings().zfp_compressed_size(n, self._dtype(dtype).name, self.rate)
+
+    def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
+        return bindings().zfp_encode(x, self.rate, out)
+
+    def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
+        bindings().zfp_decode(buf, out.dtype.name, out.size, self.rate, out=out)

@@ -1,0 +1,215 @@
+"""The CUDA kernels of bq, cast and mpc, run on the CPU, give the Rust reference's bytes.
+
+No GPU here, so the very sources in python/shmcoll/cuda are compiled with g++ against
+tests/cuda_emu/shim.h (each CUDA thread an OS thread, warp intrinsics through a barrier)
+and driven by the real GPU wrappers (shmcoll/gpu/{bq,cast,mpc}.py) through a NumPy-backed
+stand-in for CuPy. That checks the kernels' arithmetic, layout and the wrappers' host side;
+tests/test_gpu_codecs.py checks the same on a device when one is lent."""
+
+from __future__ import annotations
+
+import ctypes
+import pathlib
+import shutil
+import subprocess
+import sys
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shmcoll import _core
+from shmcoll.codecs import Bq, Cast, Mpc
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+if shutil.which("g++") is None:
+    pytest.skip("needs g++ to build the CPU emulation of the kernels", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    lib = tmp_path_factory.mktemp("emu") / "libemu.so"
+    cmd = [
+        "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
+        "-I", str(ROOT / "tests" / "cuda_emu"), "-I", str(ROOT / "python" / "shmcoll" / "cuda"),
+        str(ROOT / "tests" / "cuda_emu" / "driver.cpp"), "-o", str(lib),
+    ]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    return ctypes.CDLL(str(lib))
+
+
+class DeviceArray(np.ndarray):
+    """A stand-in for cupy.ndarray (its type's module is named cupy)."""
+
+    @property
+    def data(self) -> Any:  # type: ignore[override]
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+    def get(self) -> np.ndarray:
+        return np.array(self).view(np.ndarray)
+
+    def set(self, host: np.ndarray) -> None:
+        self[...] = host
+
+
+DeviceArray.__module__ = "cupy._core.core"
+
+
+def _dev(a: Any) -> DeviceArray:
+    return np.asarray(a).view(DeviceArray)
+
+
+def _fake_cupy() -> types.ModuleType:
+    m = types.ModuleType("cupy")
+    m.ndarray = DeviceArray  # type: ignore[attr-defined]
+    m.asarray = lambda a: _dev(np.asarray(a))  # type: ignore[attr-defined]
+    m.ascontiguousarray = lambda a: _dev(np.ascontiguousarray(a))  # type: ignore[attr-defined]
+    m.asnumpy = lambda a: np.array(a).view(np.ndarray)  # type: ignore[attr-defined]
+    m.empty = lambda n, dt: _dev(np.empty(n, dt))  # type: ignore[attr-defined]
+    m.zeros = lambda n, dt: _dev(np.zeros(n, dt))  # type: ignore[attr-defined]
+    m.concatenate = lambda xs: _dev(np.concatenate([np.asarray(x) for x in xs]))  # type: ignore[attr-defined]
+    m.dtype = np.dtype  # type: ignore[attr-defined]
+    m.uint8 = np.uint8  # type: ignore[attr-defined]
+    return m
+
+
+class _Module:
+    """What load_module returns: get_function(name)(grid, block, args) runs the CPU build."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+
+    def get_function(self, name: str) -> Any:
+        def launch(grid: tuple[int], block: tuple[int], args: tuple[Any, ...]) -> None:
+            held: list[Any] = []
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    held.append(ctypes.c_void_p(a.ctypes.data))
+                elif isinstance(a, np.uint64):
+                    held.append(ctypes.c_uint64(int(a)))
+                elif isinstance(a, np.int32):
+                    held.append(ctypes.c_int32(int(a)))
+                else:
+                    raise TypeError(f"kernel argument of type {type(a).__name__}")
+            ptrs = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
+            rc = self.lib.emu_run(name.encode(), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ptrs)
+            assert rc == 0, f"no kernel {name} in the emulation"
+
+        return launch
+
+
+@pytest.fixture
+def gpu_mods(emu: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    from shmcoll.gpu import bq, cast, mpc
+
+    for m in (bq, cast, mpc):
+        monkeypatch.setattr(m, "load_module", lambda _name: _Module(emu))
+    return types.SimpleNamespace(bq=bq, cast=cast, mpc=mpc)
+
+
+def _inputs(n: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    smooth = np.cumsum(rng.standard_normal(n)).astype(np.float32)
+    special = smooth.copy()
+    marks = np.float32([np.nan, np.inf, -np.inf, 0.0, 1e-44, -3e-39])
+    special[::37] = marks[np.arange(special[::37].size) % marks.size]
+    tiny = (rng.standard_normal(n) * 1e-40).astype(np.float32)
+    return [bits, smooth, special, tiny, np.zeros(n, np.float32)]
+
+
+def _bytes(a: Any) -> bytes:
+    return np.asarray(a).tobytes()
+
+
+@pytest.mark.parametrize("n", [1, 33, 257, 2051])
+@pytest.mark.parametrize("bits,block", [(8, 256), (8, 32), (4, 64), (4, 128), (4, 32)])
+def test_bq_kernels_match_rust(gpu_mods: Any, n: int, bits: int, block: int) -> None:
+    c = Bq(bits=bits, block=block)
+    for x in _inputs(n, n * bits + block):
+        host = c.encode_raw(x)
+        dev = gpu_mods.bq.encode(_dev(x), bits, block)
+        assert _bytes(dev) == host
+        y = _dev(np.empty(n, np.float32))
+        gpu_mods.bq.decode(dev, y, bits, block)
+        assert _bytes(y) == c.decode_raw(host, np.float32, n).tobytes()
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float16"])
+def test_cast_kernels_match_rust(gpu_mods: Any, fmt: str) -> None:
+    c = Cast(fmt)
+    rng = np.random.default_rng(2)
+    wide = rng.standard_normal(1500) * 10.0 ** rng.integers(-320, 300, 1500)
+    wide[::50] = [
+        np.nan,
+        np.inf,
+        -np.inf,
+        0.0,
+        65520.0,
+        2.0**-25,
+        1 + 2.0**-8 + 2.0**-40,
+        -0.0,
+        1e-310,
+        3e38,
+    ][: wide[::50].size % 10 or 10][0]
+    for x in [*_inputs(1000, 5), wide, rng.integers(0, 2**63, 700, dtype=np.uint64).view(np.float64)]:
+        host = c.encode_raw(x)
+        dev = gpu_mods.cast.encode(_dev(x), fmt)
+        assert _bytes(dev) == host, x.dtype
+    every = np.arange(65536, dtype=np.uint16).view(np.uint8)
+    for dt in (np.float32, np.float64):
+        y = _dev(np.empty(65536, dt))
+        gpu_mods.cast.decode(_dev(every), y, fmt)
+        assert _bytes(y) == c.decode_raw(every, dt, 65536).tobytes()
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 100, 1030])
+@pytest.mark.parametrize("word", [4, 8])
+@pytest.mark.parametrize("dim", [1, 3, 70])
+def test_mpc_kernels_match_rust(gpu_mods: Any, n: int, word: int, dim: int) -> None:
+    c = Mpc(dim=dim)
+    dt = np.uint32 if word == 4 else np.uint64
+    for x32 in _inputs(2 * n, n + dim)[:3]:  # bits, smooth, specials (the emulation is slow)
+        x = np.ascontiguousarray(x32.view(np.uint32)[: n * word // 4]).view(dt)
+        host = c.encode_raw(x)
+        dev = gpu_mods.mpc.encode(_dev(x), word, dim)
+        assert _bytes(dev) == host
+        y = _dev(np.empty(n, dt))
+        gpu_mods.mpc.decode(dev, y, word)
+        assert _bytes(y) == x.tobytes()
+
+
+def test_mpc_device_decoder_rejects_corrupt_streams(gpu_mods: Any) -> None:
+    from shmcoll.errors import CodecError
+
+    x = np.cumsum(np.ones(3000, np.uint32)).astype(np.uint32)
+    s = bytearray(_core.mpc_encode(x, 4, 1))
+    y = _dev(np.empty(3000, np.uint32))
+    with pytest.raises(CodecError, match="table"):
+        gpu_mods.mpc.decode(_dev(np.frombuffer(bytes(s[:-4]), np.uint8)), y, 4)
+    bad = bytearray(s)
+    bad[40] ^= 0x01  # a bitmap bit of chunk 0: its count no longer matches its length
+    with pytest.raises(CodecError, match="bitmap"):
+        gpu_mods.mpc.decode(_dev(np.frombuffer(bytes(bad), np.uint8)), y, 4)
+
+
+def test_codec_classes_take_the_device_path(gpu_mods: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shmcoll import gpu
+    from shmcoll.codecs import fallback_calls
+
+    monkeypatch.setattr(gpu, "available", lambda: True)
+    before = dict(fallback_calls)
+    x = np.cumsum(np.random.default_rng(9).standard_normal((30, 70)), axis=1).astype(np.float32)
+    for c in (Bq(bits=4, block=64), Cast("float16"), Mpc(dim=2)):
+        f = c.encode(_dev(x))
+        assert isinstance(f, DeviceArray) and _bytes(f) == c.encode(x)
+        y = c.decode(f)
+        assert isinstance(y, DeviceArray) and y.shape == x.shape
+        assert _bytes(y) == c.decode(c.encode(x)).tobytes()
+        out = _dev(np.empty_like(x))
+        assert c.decode_raw(c.encode_raw(_dev(x)), np.float32, x.size, out=out) is out
+    assert fallback_calls == before, "a device call fell back to the host"
