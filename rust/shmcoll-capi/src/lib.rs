@@ -1,0 +1,14 @@
+//! C ABI of shmcoll's engine for the PMPI interposition library (python/shmcoll/pmpi/).
+//!
+//! The C shim, compiled against the application's own mpi.h, does everything that needs
+//! MPI (datatypes, communicator attributes, the bootstrap through PMPI_Bcast); this crate
+//! does everything that needs the engine: segments, joining, Alltoall(v) on raw bytes.
+//! The declarations live in include/shmcoll_capi.h.
+//!
+//! engine.rs is the safe layer (and what the unit tests exercise); ffi.rs turns it into
+//! `extern "C"` functions and holds all the unsafe pointer handling.
+
+pub mod engine;
+pub mod ffi;
+
+pub use engine::{Outcome, Status};
