@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from conftest import shm_segments, subprocess_env
 
 PROGRAMS_DIR = Path(__file__).resolve().parent / "pmpi"
@@ -34,7 +35,8 @@ class Mpi:
         """Build tests/pmpi/<name><suffix> once; its executable."""
         if name not in self.programs:
             out = self.build_dir / name
-            cmd = [compiler or self.mpicc, "-O2", "-Wall", "-o", str(out), str(PROGRAMS_DIR / f"{name}{suffix}")]
+            source = PROGRAMS_DIR / f"{name}{suffix}"
+            cmd = [compiler or self.mpicc, "-O2", "-Wall", "-o", str(out), str(source)]
             p = subprocess.run([*cmd, *extra], capture_output=True, text=True, timeout=120, check=False)
             if p.returncode != 0:
                 pytest.fail(f"{' '.join(cmd)} failed:\n{p.stdout}{p.stderr}", pytrace=False)

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from conftest import find_tool
 from pmpi_support import Mpi, openmpi_env, stats
-
 from shmcoll.pmpi import PmpiBuildError, ensure, find_mpicc
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(300)]
@@ -79,7 +79,8 @@ def test_cli_prints_the_cached_library_and_exports_only_mpi_symbols(mpich: Mpi) 
     assert p.stdout.strip() == str(mpich.library)
     nm = shutil.which("nm")
     if nm:
-        syms = subprocess.run([nm, "-D", "--defined-only", str(mpich.library)], capture_output=True, text=True)
+        cmd = [nm, "-D", "--defined-only", str(mpich.library)]
+        syms = subprocess.run(cmd, capture_output=True, text=True, check=True)
         names = {line.split()[-1] for line in syms.stdout.splitlines() if line.strip()}
         assert {"MPI_Alltoall", "MPI_Alltoallv", "MPI_Finalize"} <= names
         assert all(n.startswith(("MPI_", "mpi_")) for n in names), sorted(names)
@@ -196,7 +197,7 @@ def test_fortran_bindings_reach_the_library(tmp_path_factory: pytest.TempPathFac
     mpif90, mpicc = shutil.which("mpif90"), shutil.which("mpicc.mpich") or "/usr/bin/mpicc"
     mpiexec = shutil.which("mpiexec.mpich") or shutil.which("mpiexec.hydra", path="/usr/bin")
     if not mpif90 or not os.path.exists(mpicc) or not mpiexec:
-        pytest.skip("no mpif90 (Debian: apt-get install gfortran libmpich-dev); the mpich wheel has no Fortran")
+        pytest.skip("no mpif90 (Debian: apt-get install gfortran libmpich-dev; the mpich wheel has none)")
     mpi = _mpi("mpich-debian", mpicc, mpiexec, tmp_path_factory.mktemp("pmpi-fortran"), {})
     prog = mpi.compile("fortran_check", compiler=mpif90, suffix=".f90")
     p = mpi.run(2, prog)

@@ -1,5 +1,8 @@
-/* OSU-style latency of MPI_Alltoall(v) as the program sees it: run once plainly and once
- * with LD_PRELOAD=libshmcoll_pmpi.so to compare (bench/pmpi_bench.sh does both).
+/* OSU-style latency of MPI_Alltoall(v) as the program sees it, and of the same call made
+ * through its PMPI_ name (MPI's own implementation, whatever is preloaded), alternating
+ * iteration by iteration in one launch. Under LD_PRELOAD=libshmcoll_pmpi.so the first is
+ * the library and the second plain MPI, measured side by side; without it both are plain
+ * MPI (the control). bench/pmpi_bench.sh runs both launches.
  *   alltoall_bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-o OP,OP,...]
  * Sizes are bytes per peer, powers of 2 from MIN to MAX (suffixes K, M). Ops:
  *   alltoall           MPI_Alltoall, MPI_BYTE
@@ -38,8 +41,21 @@ static int ragged(int i, int j, size_t n)
     return (int)(n * (size_t)(2 + (i + 2 * j) % 3) / 3);
 }
 
-static double run(const char *op, size_t n, int iters, int warmup, unsigned char *send,
-                  unsigned char *recv, double *times)
+typedef int (*alltoall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+typedef int (*alltoallv_fn)(const void *, const int *, const int *, MPI_Datatype, void *, const int *,
+                            const int *, MPI_Datatype, MPI_Comm);
+typedef alltoall_fn allgather_fn; /* the same signature */
+
+static double median(double *times, int iters)
+{
+    MPI_Reduce(rank ? times : MPI_IN_PLACE, times, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    qsort(times, iters, sizeof *times, cmp);
+    return times[iters / 2] * 1e6;
+}
+
+/* Medians of `op` through its MPI_ name (out[0]) and its PMPI_ name (out[1]). */
+static void run(const char *op, size_t n, int iters, int warmup, unsigned char *send,
+                unsigned char *recv, double *times, double *ptimes, double out[2])
 {
     int *sc = malloc(sizeof(int) * size), *sd = malloc(sizeof(int) * size);
     int *rc = malloc(sizeof(int) * size), *rd = malloc(sizeof(int) * size);
@@ -57,28 +73,32 @@ static double run(const char *op, size_t n, int iters, int warmup, unsigned char
         sd[j] = s, rd[j] = r;
         s += sc[j], r += rc[j];
     }
+    alltoall_fn a2a[2] = {MPI_Alltoall, PMPI_Alltoall};
+    alltoallv_fn a2av[2] = {MPI_Alltoallv, PMPI_Alltoallv};
+    allgather_fn ag[2] = {MPI_Allgather, PMPI_Allgather};
     for (int it = 0; it < warmup + iters; it++) {
-        memset(send, it & 0xff, send_bytes);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        if (strcmp(op, "alltoall") == 0)
-            MPI_Alltoall(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, MPI_COMM_WORLD);
-        else if (strcmp(op, "alltoallv") == 0 || rag)
-            MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
-        else if (derived)
-            MPI_Alltoall(send, 1, vec, recv, (int)(n / 8), MPI_DOUBLE, MPI_COMM_WORLD);
-        else
-            MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, MPI_COMM_WORLD);
-        double t = MPI_Wtime() - t0;
-        if (it >= warmup)
-            times[it - warmup] = t;
+        for (int k = 0; k < 2; k++) { /* k = 0: MPI_ name, 1: PMPI_ name */
+            memset(send, (it * 2 + k) & 0xff, send_bytes);
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            if (strcmp(op, "alltoall") == 0)
+                a2a[k](send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, MPI_COMM_WORLD);
+            else if (strcmp(op, "alltoallv") == 0 || rag)
+                a2av[k](send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
+            else if (derived)
+                a2a[k](send, 1, vec, recv, (int)(n / 8), MPI_DOUBLE, MPI_COMM_WORLD);
+            else
+                ag[k](send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, MPI_COMM_WORLD);
+            double t = MPI_Wtime() - t0;
+            if (it >= warmup)
+                (k ? ptimes : times)[it - warmup] = t;
+        }
     }
-    MPI_Reduce(rank ? times : MPI_IN_PLACE, times, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    qsort(times, iters, sizeof *times, cmp);
+    out[0] = median(times, iters);
+    out[1] = median(ptimes, iters);
     if (derived)
         MPI_Type_free(&vec);
     free(sc), free(sd), free(rc), free(rd);
-    return times[iters / 2] * 1e6;
 }
 
 int main(int argc, char **argv)
@@ -114,20 +134,21 @@ int main(int argc, char **argv)
     /* 4/3 of the largest size per peer covers the ragged counts; 2x the derived type. */
     size_t cap = 2 * hi * (size_t)size + 64;
     unsigned char *send = malloc(cap), *recv = malloc(cap);
-    double *times = malloc(sizeof(double) * (size_t)iters);
+    double *times = malloc(sizeof(double) * (size_t)iters), *ptimes = malloc(sizeof(double) * (size_t)iters);
     memset(recv, 0, cap);
     for (char *op = strtok(ops, ","); op; op = strtok(NULL, ",")) {
         for (size_t n = lo; n <= hi; n *= 2) {
             if (strcmp(op, "alltoall-derived") == 0 && n < 8)
                 continue;
             int it = n > (64 << 10) ? (iters + 9) / 10 : iters;
-            double us = run(op, n, it, n > (64 << 10) ? (warmup + 9) / 10 : warmup, send, recv, times);
+            double us[2];
+            run(op, n, it, n > (64 << 10) ? (warmup + 9) / 10 : warmup, send, recv, times, ptimes, us);
             if (rank == 0)
-                printf("%s %zu %.3f\n", op, n, us);
+                printf("%s %zu %.3f %.3f\n", op, n, us[0], us[1]);
             fflush(stdout);
         }
     }
-    free(send), free(recv), free(times);
+    free(send), free(recv), free(times), free(ptimes);
     MPI_Finalize();
     return 0;
 }

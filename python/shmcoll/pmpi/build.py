@@ -47,7 +47,7 @@ class MpiInfo:
 def find_mpicc(explicit: str | None = None) -> str:
     """The mpicc to build with: `explicit`, $MPICC, the one beside this Python (the MPI
     wheel's), else the one on PATH."""
-    candidates = [explicit] if explicit else []
+    candidates: list[str | None] = [explicit] if explicit else []
     candidates += [os.environ.get("MPICC"), os.path.join(os.path.dirname(sys.executable), "mpicc"), "mpicc"]
     for c in candidates:
         if c and (found := shutil.which(c)):

@@ -13,7 +13,10 @@ import click
 @click.option("--force", is_flag=True, help="rebuild even if the cache has it")
 @click.option("--mpicc", default=None, help="the MPI compiler wrapper (default: $MPICC, beside Python, PATH)")
 @click.option(
-    "--dir", "directory", default=None, help="where libraries are cached (default: $SHMCOLL_PMPI_DIR, user cache)"
+    "--dir",
+    "directory",
+    default=None,
+    help="where libraries are cached (default: $SHMCOLL_PMPI_DIR, user cache)",
 )
 def pmpi(want_path: bool, want_build: bool, force: bool, mpicc: str | None, directory: str | None) -> None:
     """The PMPI library that gives C/Fortran MPI programs shmcoll's MPI_Alltoall(v):
@@ -32,7 +35,8 @@ def pmpi(want_path: bool, want_build: bool, force: bool, mpicc: str | None, dire
             mpi = mpi_info(find_mpicc(mpicc))
             lib = library_path(mpi, directory)
             click.echo(f"MPI: {mpi.flavour} {mpi.version} ({mpi.mpicc})")
-            click.echo(f"library: {lib} ({'built' if lib.is_file() else 'not built yet: shmcoll pmpi --build'})")
+            state = "built" if lib.is_file() else "not built yet: shmcoll pmpi --build"
+            click.echo(f"library: {lib} ({state})")
             return
     except PmpiBuildError as e:
         raise click.ClickException(str(e)) from e

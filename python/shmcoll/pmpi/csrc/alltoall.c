@@ -4,21 +4,7 @@
  * are agreed at setup; datatypes are assumed alike on all ranks, as in every code we know;
  * a program that mixes derived and contiguous types across ranks for one call times out
  * in the engine with a clear message instead of hanging). */
-#include <limits.h>
-#include <stdint.h>
-
 #include "shim.h"
-
-int shim_contiguous(MPI_Datatype t, size_t *bytes)
-{
-    int size = 0;
-    MPI_Aint lb = 0, extent = 0, tlb = 0, textent = 0;
-    if (PMPI_Type_size(t, &size) != MPI_SUCCESS || PMPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS ||
-        PMPI_Type_get_true_extent(t, &tlb, &textent) != MPI_SUCCESS)
-        return 0;
-    *bytes = (size_t)size;
-    return size >= 0 && lb == 0 && tlb == 0 && extent == size && textent == size;
-}
 
 /* The state that serves `comm`, or NULL with *why set when the call must pass through. */
 static shim_comm *serving(MPI_Comm comm, enum shim_reason *why)

@@ -56,4 +56,7 @@ void shim_fatal(MPI_Comm comm, const char *op, const char *msg);
 int shim_contiguous(MPI_Datatype t, size_t *bytes);
 
 #define SHIM_ERR_CAP 512
+/* The library is loaded at startup (LD_PRELOAD), so its thread-locals can live in the
+ * static TLS block: no __tls_get_addr call on every access. */
+#define SHIM_TLS __attribute__((tls_model("initial-exec")))
 #endif

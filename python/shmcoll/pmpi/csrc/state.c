@@ -14,6 +14,17 @@ static int keyval = MPI_KEYVAL_INVALID;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* keyval creation and the list */
 static shim_comm *live; /* states still attached, for MPI_Finalize */
 
+/* The last lookup of each thread, so that a run of calls on one communicator skips the
+ * attribute lookup. Any deleted state bumps `generation`, which invalidates every cached
+ * entry: a freed communicator's handle may be reused by a new one. */
+static unsigned long generation;
+static __thread SHIM_TLS struct {
+    MPI_Comm comm;
+    shim_comm *state;
+    unsigned long generation;
+    int valid;
+} last;
+
 int shim_enabled(void)
 {
     static int enabled = -1;
@@ -42,6 +53,7 @@ static void destroy(shim_comm *s)
 static int delete_fn(MPI_Comm comm, int kv, void *value, void *extra)
 {
     (void)comm, (void)kv, (void)extra;
+    __atomic_fetch_add(&generation, 1, __ATOMIC_ACQ_REL);
     destroy(value);
     return MPI_SUCCESS;
 }
@@ -141,14 +153,19 @@ shim_comm *shim_get(MPI_Comm comm)
     int flag = 0;
     if (comm == MPI_COMM_NULL)
         return NULL;
+    unsigned long gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    if (last.valid && last.comm == comm && last.generation == gen)
+        return last.state;
     if (keyval == MPI_KEYVAL_INVALID) {
         pthread_mutex_lock(&lock);
         if (keyval == MPI_KEYVAL_INVALID)
             PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL);
         pthread_mutex_unlock(&lock);
     }
-    if (PMPI_Comm_get_attr(comm, keyval, &value, &flag) == MPI_SUCCESS && flag)
+    if (PMPI_Comm_get_attr(comm, keyval, &value, &flag) == MPI_SUCCESS && flag) {
+        last.comm = comm, last.state = value, last.generation = gen, last.valid = 1;
         return value;
+    }
     shim_comm *s = create(comm);
     if (!s)
         return NULL;
