@@ -6,7 +6,8 @@
 #include <stddef.h>
 
 #define SHMCOLL_OK 0
-/* Every rank rejected the call before any byte moved: the same call may go to PMPI. */
+/* Every rank rejected the call before any byte moved: the same call may go to PMPI.
+ * Also every failure of the setup functions (create, open, join). */
 #define SHMCOLL_REJECTED 1
 /* The communicator is unusable (peer died, timeout). */
 #define SHMCOLL_FATAL 2

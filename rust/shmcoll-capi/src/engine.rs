@@ -51,13 +51,22 @@ impl From<Error> for Failure {
 
 pub type Outcome<T> = Result<T, Failure>;
 
+/// A failure to set a communicator up is never fatal: there is no communicator yet that
+/// could be broken, and the shim passes its calls to PMPI instead.
+fn setup(e: Error) -> Failure {
+    Failure {
+        status: Status::Rejected,
+        msg: e.to_string(),
+    }
+}
+
 /// Heap per rank when SHMCOLL_HEAP_BYTES is not set: an MPI program's buffers are its own
 /// private memory, never the shared heap, so the heap only needs to exist.
 pub const PMPI_HEAP_BYTES: usize = 64 << 10;
 
 /// The engine's settings from the environment, with the PMPI library's heap default.
 pub fn config(nranks: usize) -> Outcome<Config> {
-    let mut cfg = Config::from_env(nranks)?;
+    let mut cfg = Config::from_env(nranks).map_err(setup)?;
     if std::env::var_os("SHMCOLL_HEAP_BYTES").is_none() {
         cfg.heap_bytes = PMPI_HEAP_BYTES;
     }
@@ -71,18 +80,18 @@ pub fn create_segment(nranks: usize) -> Outcome<Arc<Segment>> {
             "a communicator needs at least one rank",
         ));
     }
-    Ok(Comm::create_segment(nranks, &config(nranks)?)?)
+    Comm::create_segment(nranks, &config(nranks)?).map_err(setup)
 }
 
 pub fn open_segment(name: &str) -> Outcome<Arc<Segment>> {
-    Ok(Comm::open_segment(name)?)
+    Comm::open_segment(name).map_err(setup)
 }
 
 /// Join as `rank`; every rank of the segment must call this (the handshake waits for all
 /// and unlinks the name once everyone mapped it).
 pub fn join(seg: Arc<Segment>, rank: usize) -> Outcome<Comm> {
     let cfg = config(seg.layout().sizes.nranks)?;
-    Ok(Comm::join(seg, rank, cfg)?)
+    Comm::join(seg, rank, cfg).map_err(setup)
 }
 
 /// Bytes spanned by the blocks `(displs[j], counts[j])`: the buffer length they need.

@@ -308,3 +308,6 @@ pub unsafe extern "C" fn shmcoll_alltoallv(
         Ok(())
     }))
 }
+
+#[cfg(test)]
+mod tests;
