@@ -32,4 +32,16 @@ int shmcoll_alltoall(ShmcollComm *comm, const void *send, void *recv, size_t byt
 int shmcoll_alltoallv(ShmcollComm *comm, const void *send, const size_t *send_counts,
                       const size_t *send_displs, void *recv, const size_t *recv_counts,
                       const size_t *recv_displs, char *err, size_t cap);
+/* The other collectives (shmcoll_collective's `op`). Sizes in bytes: the broadcast buffer,
+ * each rank's Allgather block, each rank's Reduce_scatter_block result, the Allreduce
+ * vector. `dtype`/`redop` (reductions only, else -1): the engine's codes, int8 0, int16 1,
+ * int32 2, int64 3, uint8..uint64 4..7, float32 8, float64 9, complex64 10, complex128 11;
+ * sum 0, prod 1, min 2, max 3, band 4, bor 5, bxor 6, land 7, lor 8. */
+#define SHMCOLL_BCAST 0
+#define SHMCOLL_ALLGATHER 1
+#define SHMCOLL_REDUCE_SCATTER_BLOCK 2
+#define SHMCOLL_ALLREDUCE 3
+int shmcoll_collective(ShmcollComm *comm, int op, const void *send, void *recv, size_t bytes,
+                       size_t root, int dtype, int redop, char *err, size_t cap);
+int shmcoll_barrier(ShmcollComm *comm, char *err, size_t cap);
 #endif

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use shmcoll_coll::Comm;
 use shmcoll_shm::Segment;
 
+use crate::collectives::{self, coll_op, Collective};
 use crate::engine::{self, Failure, Outcome, Status, VectorArgs};
 
 /// A mapped segment not yet joined (opaque to C).
@@ -307,6 +308,74 @@ pub unsafe extern "C" fn shmcoll_alltoallv(
         c.last_algo = algo_cstr(algo);
         Ok(())
     }))
+}
+
+/// Bcast, Allgather, Reduce_scatter_block or Allreduce (`op`: SHMCOLL_BCAST..) of `bytes`
+/// bytes (see the header); `dtype` and `redop` are the engine's codes for reductions, -1
+/// otherwise; `send` null: in place (Bcast ignores it).
+///
+/// # Safety
+/// `comm` live and not used concurrently; the buffers as MPI's call would need them for
+/// `bytes` and the communicator's size; `err` as above.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn shmcoll_collective(
+    comm: *mut ShmcollComm,
+    op: c_int,
+    send: *const u8,
+    recv: *mut u8,
+    bytes: usize,
+    root: usize,
+    dtype: c_int,
+    redop: c_int,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        // SAFETY: the caller promised a live communicator used by this thread only.
+        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+        let op =
+            coll_op(op).ok_or_else(|| Failure::bad_argument(format!("unknown collective {op}")))?;
+        let reduce = match (u8::try_from(dtype), u8::try_from(redop)) {
+            (Ok(d), Ok(o)) => Some((d, o)),
+            _ => None,
+        };
+        let call = Collective {
+            op,
+            send: (!send.is_null()).then_some(send as usize),
+            recv: recv as usize,
+            bytes,
+            root,
+            reduce,
+        };
+        let algo = collectives::collective(&mut c.comm, call)?;
+        c.last_algo = coll_algo_cstr(algo);
+        Ok(())
+    }))
+}
+
+/// Barrier over the communicator.
+///
+/// # Safety
+/// `comm` live and not used concurrently; `err` as above.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_barrier(
+    comm: *mut ShmcollComm,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        // SAFETY: the caller promised a live communicator used by this thread only.
+        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+        collectives::barrier(&mut c.comm)
+    }))
+}
+
+fn coll_algo_cstr(name: &str) -> &'static CStr {
+    match name {
+        "direct" => c"direct",
+        other => algo_cstr(other),
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,10 @@
 //! engine.rs is the safe layer (and what the unit tests exercise); ffi.rs turns it into
 //! `extern "C"` functions and holds all the unsafe pointer handling.
 
+pub mod collectives;
 pub mod engine;
 pub mod ffi;
+#[cfg(test)]
+mod testing;
 
 pub use engine::{Outcome, Status};
