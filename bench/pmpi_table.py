@@ -1,11 +1,11 @@
 """The table of bench/pmpi_bench.sh. Each launch of bench/pmpi/alltoall_bench.c prints, per
 operation and size, the median through the MPI_ name and through the PMPI_ name, timed
-alternately. With the library preloaded these are the library and plain MPI side by side
-(the ratio column, against the issue's bars: MPI_Alltoall(v) at least 1.5x faster from
-1 KiB to 16 MiB per peer and never slower below; calls passed through at most 2% slower).
-The plain launches are the control: there both names are MPI's own, and their medians
-show how far apart two measurements of the same thing fall on this machine. Over several
-launches, each column keeps its lowest median."""
+alternately. The ratio judged against the issue's bars (MPI_Alltoall(v) at least 1.5x
+faster from 1 KiB to 16 MiB per peer and never slower below; calls passed through at most
+2% slower) is the plain launch's MPI_ median over the preloaded launch's MPI_ median.
+The preloaded launch's PMPI_ median is plain MPI timed in the same launch, between the
+library's calls: the "same launch" ratio, which load from elsewhere on a shared machine
+cannot skew. Over several launches, each column keeps its lowest median."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 
 SERVED = ("alltoall", "alltoallv", "alltoallv-ragged")
+#: Served too, but without a bar in the issue (reported for information).
+OTHERS = ("allgather", "allreduce")
 KIB, MIB = 1 << 10, 1 << 20
 
 
@@ -33,6 +35,8 @@ def bar(op: str, size: int, ratio: float) -> tuple[str, bool]:
     if op in SERVED:
         need = 1.5 if KIB <= size <= 16 * MIB else 1.0
         return f">= {need:.1f}x", ratio >= need
+    if op in OTHERS:
+        return "-", True
     return "<= 2% slower", ratio >= 1 / 1.02
 
 
@@ -49,17 +53,20 @@ def main() -> None:
     ap.add_argument("--shmcoll", nargs="+", type=Path, required=True)
     a = ap.parse_args()
     plain, lib = load(a.plain), load(a.shmcoll)
-    print("| op | bytes/peer | MPI µs | with library µs | ratio | bar | met | control: MPI_/PMPI_ |")
-    print("|---|---:|---:|---:|---:|---|---|---:|")
+    print("| op | bytes/peer | MPI µs | with library µs | ratio | bar | met | same launch: MPI µs | ratio |")
+    print("|---|---:|---:|---:|---:|---|---|---:|---:|")
     missed = 0
     for op, size in sorted(lib):
-        with_lib, mpi = lib[(op, size)]
+        if (op, size) not in plain:
+            continue
+        with_lib, same_launch_mpi = lib[(op, size)]
+        mpi = plain[(op, size)][0]
         ratio = mpi / with_lib
         want, ok = bar(op, size, ratio)
         missed += not ok
-        control = f"{plain[(op, size)][0] / plain[(op, size)][1]:.2f}" if (op, size) in plain else "-"
-        row = f"| {op} | {size_name(size)} | {mpi:.2f} | {with_lib:.2f} | {ratio:.2f}x"
-        print(f"{row} | {want} | {'yes' if ok else 'NO'} | {control} |")
+        row = f"| {op} | {size_name(size)} | {mpi:.2f} | {with_lib:.2f} | {ratio:.2f}x | {want}"
+        same = same_launch_mpi / with_lib
+        print(f"{row} | {'yes' if ok else 'NO'} | {same_launch_mpi:.2f} | {same:.2f}x |")
     print(f"\n{missed} row(s) miss their bar (ratio = MPI time / time with the library).")
 
 

@@ -119,6 +119,25 @@ def test_alltoall_and_alltoallv_equal_pmpi_on_every_kind_of_communicator(mpich: 
     assert all(stats(p.stderr)[(r, "MPI_Alltoallv")]["as-alltoall"] > 0 for r in range(n))
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_the_other_collectives_equal_pmpi_and_unknown_operators_pass_through(mpich: Mpi, n: int) -> None:
+    p = mpich.run(n, mpich.compile("collectives_check"))
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(n):
+        for op in ("MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Barrier"):
+            assert s[(r, op)]["handled"] > 0 and s[(r, op)]["passed"] == 0, (op, s[(r, op)])
+        red = s[(r, "MPI_Allreduce")]
+        # The user-defined operator and MPI_MAXLOC went to MPI, everything else was served.
+        assert red["handled"] > 0 and red["passed"] == red["reduction"] == 2, red
+
+
+def test_the_other_collectives_under_open_mpi(openmpi: Mpi) -> None:
+    p = openmpi.run(3, openmpi.compile("collectives_check"))
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    assert stats(p.stderr)[(0, "MPI_Allreduce")]["reduction"] == 2
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_alltoall_check_under_open_mpi(openmpi: Mpi, n: int) -> None:
     p = openmpi.run(n, openmpi.compile("alltoall_check"))

@@ -9,7 +9,8 @@
  *   alltoallv          MPI_Alltoallv, every count equal (the library's Alltoall path)
  *   alltoallv-ragged   MPI_Alltoallv, counts 2/3, 1 and 4/3 of the size, by rank pair
  *   alltoall-derived   MPI_Alltoall with an MPI_Type_vector send type (passed to MPI)
- *   allgather          MPI_Allgather (not wrapped: what the preload costs elsewhere)
+ *   allgather          MPI_Allgather, MPI_BYTE
+ *   allreduce          MPI_Allreduce, MPI_SUM on MPI_DOUBLE (size / 8 of them)
  * Every iteration rewrites the send buffer and starts after an untimed barrier; the time
  * of an iteration is the slowest rank's; printed is the median over iterations (us), one
  * line per op and size: "op bytes median_us". Above 64 KiB a tenth of the iterations. */
@@ -45,6 +46,7 @@ typedef int (*alltoall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Dat
 typedef int (*alltoallv_fn)(const void *, const int *, const int *, MPI_Datatype, void *, const int *,
                             const int *, MPI_Datatype, MPI_Comm);
 typedef alltoall_fn allgather_fn; /* the same signature */
+typedef int (*allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
 
 static double median(double *times, int iters)
 {
@@ -76,10 +78,13 @@ static void run(const char *op, size_t n, int iters, int warmup, unsigned char *
     alltoall_fn a2a[2] = {MPI_Alltoall, PMPI_Alltoall};
     alltoallv_fn a2av[2] = {MPI_Alltoallv, PMPI_Alltoallv};
     allgather_fn ag[2] = {MPI_Allgather, PMPI_Allgather};
+    allreduce_fn ar[2] = {MPI_Allreduce, PMPI_Allreduce};
     for (int it = 0; it < warmup + iters; it++) {
         for (int k = 0; k < 2; k++) { /* k = 0: MPI_ name, 1: PMPI_ name */
+            /* Repeated bytes: for allreduce, doubles that are normal, zero or NaN, never
+             * denormal (no slow arithmetic on either side). */
             memset(send, (it * 2 + k) & 0xff, send_bytes);
-            MPI_Barrier(MPI_COMM_WORLD);
+            PMPI_Barrier(MPI_COMM_WORLD); /* MPI's own in both launches: the library serves MPI_Barrier */
             double t0 = MPI_Wtime();
             if (strcmp(op, "alltoall") == 0)
                 a2a[k](send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, MPI_COMM_WORLD);
@@ -87,6 +92,8 @@ static void run(const char *op, size_t n, int iters, int warmup, unsigned char *
                 a2av[k](send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
             else if (derived)
                 a2a[k](send, 1, vec, recv, (int)(n / 8), MPI_DOUBLE, MPI_COMM_WORLD);
+            else if (strcmp(op, "allreduce") == 0)
+                ar[k](send, recv, (int)(n / 8), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
             else
                 ag[k](send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, MPI_COMM_WORLD);
             double t = MPI_Wtime() - t0;
@@ -105,7 +112,7 @@ int main(int argc, char **argv)
 {
     size_t lo = 8, hi = 16 << 20;
     int iters = 1000, warmup = 100;
-    char ops[256] = "alltoall,alltoallv,alltoallv-ragged,alltoall-derived,allgather";
+    char ops[256] = "alltoall,alltoallv,alltoallv-ragged,alltoall-derived,allgather,allreduce";
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -138,8 +145,8 @@ int main(int argc, char **argv)
     memset(recv, 0, cap);
     for (char *op = strtok(ops, ","); op; op = strtok(NULL, ",")) {
         for (size_t n = lo; n <= hi; n *= 2) {
-            if (strcmp(op, "alltoall-derived") == 0 && n < 8)
-                continue;
+            if ((strcmp(op, "alltoall-derived") == 0 || strcmp(op, "allreduce") == 0) && n < 8)
+                continue; /* whole doubles */
             int it = n > (64 << 10) ? (iters + 9) / 10 : iters;
             double us[2];
             run(op, n, it, n > (64 << 10) ? (warmup + 9) / 10 : warmup, send, recv, times, ptimes, us);

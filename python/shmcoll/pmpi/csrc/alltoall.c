@@ -6,37 +6,6 @@
  * in the engine with a clear message instead of hanging). */
 #include "shim.h"
 
-/* The state that serves `comm`, or NULL with *why set when the call must pass through. */
-static shim_comm *serving(MPI_Comm comm, enum shim_reason *why)
-{
-    if (!shim_enabled()) {
-        *why = R_DISABLED;
-        return NULL;
-    }
-    shim_comm *s = shim_get(comm);
-    if (!s) {
-        *why = R_SETUP_FAILED;
-        return NULL;
-    }
-    if (!s->engine) {
-        *why = s->reason;
-        return NULL;
-    }
-    return s;
-}
-
-/* After the engine's verdict: 1 if the call is done, 0 if it must go to PMPI. */
-static int settle(shim_comm *s, enum shim_op op, const char *name, int rc, const char *err)
-{
-    if (rc == SHMCOLL_OK)
-        return 1;
-    if (rc == SHMCOLL_FATAL)
-        shim_fatal(s->comm, name, err);
-    shim_warn_once(name, err);
-    shim_count_passed(op, R_REJECTED);
-    return 0;
-}
-
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
@@ -44,7 +13,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     int in_place = sendbuf == MPI_IN_PLACE;
     size_t ssize = 0, rsize = 0;
     char err[SHIM_ERR_CAP];
-    shim_comm *s = serving(comm, &why);
+    shim_comm *s = shim_serving(comm, &why);
     if (!s)
         goto pass;
     if (!shim_contiguous(recvtype, &rsize) || (!in_place && !shim_contiguous(sendtype, &ssize))) {
@@ -55,7 +24,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
         goto pass; /* erroneous: let MPI report it */
     size_t bpp = (size_t)recvcount * rsize;
     int rc = shmcoll_alltoall(s->engine, in_place ? NULL : sendbuf, recvbuf, bpp, err, sizeof err);
-    if (settle(s, OP_ALLTOALL, "MPI_Alltoall", rc, err)) {
+    if (shim_settle(s, OP_ALLTOALL, "MPI_Alltoall", rc, err)) {
         shim_count_handled(OP_ALLTOALL, bpp * (size_t)s->size, 0);
         return MPI_SUCCESS;
     }
@@ -94,7 +63,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
     int in_place = sendbuf == MPI_IN_PLACE;
     size_t ssize = 0, rsize = 0;
     char err[SHIM_ERR_CAP];
-    shim_comm *s = serving(comm, &why);
+    shim_comm *s = shim_serving(comm, &why);
     if (!s)
         goto pass;
     if (!shim_contiguous(recvtype, &rsize) || (!in_place && !shim_contiguous(sendtype, &ssize))) {
@@ -135,7 +104,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
             code = shmcoll_alltoallv(s->engine, send, sc, sd, recvbuf, rc, rd, err, sizeof err);
         }
     }
-    if (settle(s, OP_ALLTOALLV, "MPI_Alltoallv", code, err)) {
+    if (shim_settle(s, OP_ALLTOALLV, "MPI_Alltoallv", code, err)) {
         shim_count_handled(OP_ALLTOALLV, total, as_alltoall);
         return MPI_SUCCESS;
     }

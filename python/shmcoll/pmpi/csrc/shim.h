@@ -15,10 +15,20 @@ enum shim_reason {
     R_DATATYPE,      /* a derived, non-contiguous datatype */
     R_ARGUMENTS,     /* negative counts, sizes that disagree between send and receive */
     R_REJECTED,      /* the engine rejected the call on every rank */
+    R_REDUCTION,     /* an operator or datatype shmcoll does not reduce (user-defined ops) */
     R_COUNT
 };
 
-enum shim_op { OP_ALLTOALL, OP_ALLTOALLV, OP_COUNT };
+enum shim_op {
+    OP_ALLTOALL,
+    OP_ALLTOALLV,
+    OP_ALLGATHER,
+    OP_BCAST,
+    OP_ALLREDUCE,
+    OP_REDUCE_SCATTER_BLOCK,
+    OP_BARRIER,
+    OP_COUNT
+};
 
 /* shmcoll's state for one communicator, cached as an attribute of it. */
 typedef struct shim_comm {
@@ -54,6 +64,13 @@ void shim_fatal(MPI_Comm comm, const char *op, const char *msg);
 
 /* Contiguous datatypes only: lb 0 and extent == size. Sets *bytes to the size. */
 int shim_contiguous(MPI_Datatype t, size_t *bytes);
+/* The engine's dtype code of a predefined C type it can reduce (size in *bytes), or -1. */
+int shim_reduce_dtype(MPI_Datatype t, size_t *bytes);
+
+/* The state that serves `comm`, or NULL with *why set when the call must pass through. */
+shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why);
+/* After the engine's verdict: 1 if the call is done, 0 if it must go to PMPI (counted). */
+int shim_settle(shim_comm *s, enum shim_op op, const char *name, int rc, const char *err);
 
 #define SHIM_ERR_CAP 512
 /* The library is loaded at startup (LD_PRELOAD), so its thread-locals can live in the

@@ -7,11 +7,14 @@
 
 #include "shim.h"
 
-static const char *const op_names[OP_COUNT] = {"MPI_Alltoall", "MPI_Alltoallv"};
+static const char *const op_names[OP_COUNT] = {
+    "MPI_Alltoall", "MPI_Alltoallv", "MPI_Allgather", "MPI_Bcast",
+    "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Barrier",
+};
 
 static const char *const reason_names[R_COUNT] = {
     "disabled", "inter-communicator", "spans-nodes", "setup-failed",
-    "derived-datatype", "arguments", "rejected",
+    "derived-datatype", "arguments", "rejected", "reduction",
 };
 
 /* Collectives on one communicator are never concurrent (MPI forbids it), but calls on
@@ -45,6 +48,8 @@ void shim_print_stats(void)
         unsigned long long passed = 0;
         for (int r = 0; r < R_COUNT; r++)
             passed += counts[op].passed[r];
+        if (op > OP_ALLTOALLV && !counts[op].handled && !passed)
+            continue; /* the other collectives only when the program called them */
         int n = snprintf(line, sizeof line,
                          "[shmcoll-pmpi] rank=%d op=%s handled=%llu bytes=%llu passed=%llu", rank,
                          op_names[op], counts[op].handled, counts[op].bytes, passed);

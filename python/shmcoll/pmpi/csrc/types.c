@@ -15,6 +15,7 @@
 static struct {
     MPI_Datatype type;
     size_t size;
+    int reduce_code; /* the engine's dtype code, -1: no reductions by shmcoll */
 } known[MAX_KNOWN];
 static int nknown;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -34,23 +35,72 @@ static int general(MPI_Datatype t, size_t *bytes)
     return 1;
 }
 
+/* The engine's dtype code for a kind ('i' signed, 'u' unsigned, 'f' real, 'c' complex)
+ * and size; -1 if it has none. */
+static int engine_code(char kind, size_t size)
+{
+    int log = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : size == 8 ? 3 : -1;
+    switch (kind) {
+    case 'i': return log;
+    case 'u': return log < 0 ? -1 : 4 + log;
+    case 'f': return size == 4 ? 8 : size == 8 ? 9 : -1;
+    case 'c': return size == 8 ? 10 : size == 16 ? 11 : -1;
+    default: return -1;
+    }
+}
+
 static void fill_known(void)
 {
-    /* C types only: Fortran types may be unusable handles in an MPI built without Fortran. */
-    MPI_Datatype c_types[] = {
-        MPI_BYTE, MPI_CHAR, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_SHORT, MPI_UNSIGNED_SHORT,
-        MPI_INT, MPI_UNSIGNED, MPI_LONG, MPI_UNSIGNED_LONG, MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG,
-        MPI_FLOAT, MPI_DOUBLE, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX, MPI_INT8_T, MPI_UINT8_T,
-        MPI_INT16_T, MPI_UINT16_T, MPI_INT32_T, MPI_UINT32_T, MPI_INT64_T, MPI_UINT64_T,
+    /* C types only: Fortran types may be unusable handles in an MPI built without Fortran.
+     * MPI_BYTE and MPI_CHAR move data but take no arithmetic ('-'). */
+    struct {
+        MPI_Datatype type;
+        char kind;
+    } c_types[] = {
+        {MPI_BYTE, '-'}, {MPI_CHAR, '-'}, {MPI_SIGNED_CHAR, 'i'}, {MPI_UNSIGNED_CHAR, 'u'},
+        {MPI_SHORT, 'i'}, {MPI_UNSIGNED_SHORT, 'u'}, {MPI_INT, 'i'}, {MPI_UNSIGNED, 'u'},
+        {MPI_LONG, 'i'}, {MPI_UNSIGNED_LONG, 'u'}, {MPI_LONG_LONG, 'i'}, {MPI_UNSIGNED_LONG_LONG, 'u'},
+        {MPI_FLOAT, 'f'}, {MPI_DOUBLE, 'f'}, {MPI_C_FLOAT_COMPLEX, 'c'}, {MPI_C_DOUBLE_COMPLEX, 'c'},
+        {MPI_INT8_T, 'i'}, {MPI_UINT8_T, 'u'}, {MPI_INT16_T, 'i'}, {MPI_UINT16_T, 'u'},
+        {MPI_INT32_T, 'i'}, {MPI_UINT32_T, 'u'}, {MPI_INT64_T, 'i'}, {MPI_UINT64_T, 'u'},
     };
     for (size_t i = 0; i < sizeof c_types / sizeof *c_types && nknown < MAX_KNOWN; i++) {
         size_t size;
-        if (c_types[i] != MPI_DATATYPE_NULL && general(c_types[i], &size)) {
-            known[nknown].type = c_types[i];
+        if (c_types[i].type != MPI_DATATYPE_NULL && general(c_types[i].type, &size)) {
+            known[nknown].type = c_types[i].type;
             known[nknown].size = size;
+            known[nknown].reduce_code = engine_code(c_types[i].kind, size);
             nknown++;
         }
     }
+}
+
+/* Fortran's predefined types, asked about only once a call passes one: then the program
+ * uses Fortran and the handle is a working type. */
+static int fortran_code(MPI_Datatype t, size_t *bytes)
+{
+    struct {
+        MPI_Datatype type;
+        char kind;
+    } f_types[] = {
+        {MPI_INTEGER, 'i'}, {MPI_REAL, 'f'}, {MPI_DOUBLE_PRECISION, 'f'},
+        {MPI_COMPLEX, 'c'}, {MPI_DOUBLE_COMPLEX, 'c'},
+    };
+    for (size_t i = 0; i < sizeof f_types / sizeof *f_types; i++)
+        if (f_types[i].type == t && t != MPI_DATATYPE_NULL && general(t, bytes))
+            return engine_code(f_types[i].kind, *bytes);
+    return -1;
+}
+
+int shim_reduce_dtype(MPI_Datatype t, size_t *bytes)
+{
+    pthread_once(&once, fill_known);
+    for (int i = 0; i < nknown; i++)
+        if (known[i].type == t) {
+            *bytes = known[i].size;
+            return known[i].reduce_code;
+        }
+    return fortran_code(t, bytes);
 }
 
 #define NEGATIVE 4
