@@ -15,7 +15,7 @@ from pathlib import Path
 
 SERVED = ("alltoall", "alltoallv", "alltoallv-ragged")
 #: Served too, but without a bar in the issue (reported for information).
-OTHERS = ("allgather", "allreduce")
+OTHERS = ("allgather", "allreduce", "reduce-scatter", "bcast", "barrier")
 KIB, MIB = 1 << 10, 1 << 20
 
 

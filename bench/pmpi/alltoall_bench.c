@@ -11,6 +11,9 @@
  *   alltoall-derived   MPI_Alltoall with an MPI_Type_vector send type (passed to MPI)
  *   allgather          MPI_Allgather, MPI_BYTE
  *   allreduce          MPI_Allreduce, MPI_SUM on MPI_DOUBLE (size / 8 of them)
+ *   reduce-scatter     MPI_Reduce_scatter_block, MPI_SUM on MPI_DOUBLE (size / 8 per rank)
+ *   bcast              MPI_Bcast from rank 0, MPI_BYTE
+ *   barrier            MPI_Barrier (one line, size 0)
  * Every iteration rewrites the send buffer and starts after an untimed barrier; the time
  * of an iteration is the slowest rank's; printed is the median over iterations (us), one
  * line per op and size: "op bytes median_us". Above 64 KiB a tenth of the iterations. */
@@ -47,6 +50,9 @@ typedef int (*alltoallv_fn)(const void *, const int *, const int *, MPI_Datatype
                             const int *, MPI_Datatype, MPI_Comm);
 typedef alltoall_fn allgather_fn; /* the same signature */
 typedef int (*allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+typedef int (*rsb_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+typedef int (*bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
+typedef int (*barrier_fn)(MPI_Comm);
 
 static double median(double *times, int iters)
 {
@@ -79,6 +85,9 @@ static void run(const char *op, size_t n, int iters, int warmup, unsigned char *
     alltoallv_fn a2av[2] = {MPI_Alltoallv, PMPI_Alltoallv};
     allgather_fn ag[2] = {MPI_Allgather, PMPI_Allgather};
     allreduce_fn ar[2] = {MPI_Allreduce, PMPI_Allreduce};
+    rsb_fn rsb[2] = {MPI_Reduce_scatter_block, PMPI_Reduce_scatter_block};
+    bcast_fn bc[2] = {MPI_Bcast, PMPI_Bcast};
+    barrier_fn ba[2] = {MPI_Barrier, PMPI_Barrier};
     for (int it = 0; it < warmup + iters; it++) {
         for (int k = 0; k < 2; k++) { /* k = 0: MPI_ name, 1: PMPI_ name */
             /* Repeated bytes: for allreduce, doubles that are normal, zero or NaN, never
@@ -94,6 +103,12 @@ static void run(const char *op, size_t n, int iters, int warmup, unsigned char *
                 a2a[k](send, 1, vec, recv, (int)(n / 8), MPI_DOUBLE, MPI_COMM_WORLD);
             else if (strcmp(op, "allreduce") == 0)
                 ar[k](send, recv, (int)(n / 8), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            else if (strcmp(op, "reduce-scatter") == 0)
+                rsb[k](send, recv, (int)(n / 8), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            else if (strcmp(op, "bcast") == 0)
+                bc[k](send, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+            else if (strcmp(op, "barrier") == 0)
+                ba[k](MPI_COMM_WORLD);
             else
                 ag[k](send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, MPI_COMM_WORLD);
             double t = MPI_Wtime() - t0;
@@ -145,8 +160,11 @@ int main(int argc, char **argv)
     memset(recv, 0, cap);
     for (char *op = strtok(ops, ","); op; op = strtok(NULL, ",")) {
         for (size_t n = lo; n <= hi; n *= 2) {
-            if ((strcmp(op, "alltoall-derived") == 0 || strcmp(op, "allreduce") == 0) && n < 8)
+            if ((strcmp(op, "alltoall-derived") == 0 || strcmp(op, "allreduce") == 0 ||
+                 strcmp(op, "reduce-scatter") == 0) && n < 8)
                 continue; /* whole doubles */
+            if (strcmp(op, "barrier") == 0 && n != lo)
+                break; /* one size is enough */
             int it = n > (64 << 10) ? (iters + 9) / 10 : iters;
             double us[2];
             run(op, n, it, n > (64 << 10) ? (warmup + 9) / 10 : warmup, send, recv, times, ptimes, us);

@@ -23,6 +23,10 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     if (recvcount < 0 || (!in_place && (sendcount < 0 || (size_t)sendcount * ssize != (size_t)recvcount * rsize)))
         goto pass; /* erroneous: let MPI report it */
     size_t bpp = (size_t)recvcount * rsize;
+    if (shim_mpi_faster(OP_ALLTOALL, bpp)) {
+        why = R_MPI_FASTER;
+        goto pass;
+    }
     int rc = shmcoll_alltoall(s->engine, in_place ? NULL : sendbuf, recvbuf, bpp, err, sizeof err);
     if (shim_settle(s, OP_ALLTOALL, "MPI_Alltoall", rc, err)) {
         shim_count_handled(OP_ALLTOALL, bpp * (size_t)s->size, 0);

@@ -37,6 +37,8 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
         s = NULL, why = R_DATATYPE;
     if (s && (count < 0 || root < 0 || root >= s->size))
         s = NULL, why = R_ARGUMENTS;
+    if (s && shim_mpi_faster(OP_BCAST, (size_t)count * size))
+        s = NULL, why = R_MPI_FASTER;
     if (s) {
         size_t bytes = (size_t)count * size;
         if (engine_call(s, OP_BCAST, "MPI_Bcast", SHMCOLL_BCAST, NULL, buffer, bytes, root, -1, -1, bytes))
@@ -58,6 +60,8 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
         s = NULL, why = R_DATATYPE;
     if (s && (recvcount < 0 || (!in_place && (sendcount < 0 || (size_t)sendcount * ssize != (size_t)recvcount * rsize))))
         s = NULL, why = R_ARGUMENTS;
+    if (s && shim_mpi_faster(OP_ALLGATHER, (size_t)recvcount * rsize))
+        s = NULL, why = R_MPI_FASTER;
     if (s) {
         size_t bytes = (size_t)recvcount * rsize;
         if (engine_call(s, OP_ALLGATHER, "MPI_Allgather", SHMCOLL_ALLGATHER, in_place ? NULL : sendbuf,
@@ -95,6 +99,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     int dtype = -1, redop = -1;
     size_t size = 0;
     shim_comm *s = reducible(shim_serving(comm, &why), datatype, op, count, &dtype, &redop, &size, &why);
+    if (s && shim_mpi_faster(OP_ALLREDUCE, (size_t)count * size))
+        s = NULL, why = R_MPI_FASTER;
     if (s) {
         size_t bytes = (size_t)count * size;
         const void *send = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
@@ -114,6 +120,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, 
     int dtype = -1, redop = -1;
     size_t size = 0;
     shim_comm *s = reducible(shim_serving(comm, &why), datatype, op, recvcount, &dtype, &redop, &size, &why);
+    if (s && shim_mpi_faster(OP_REDUCE_SCATTER_BLOCK, (size_t)recvcount * size))
+        s = NULL, why = R_MPI_FASTER;
     if (s) {
         size_t bytes = (size_t)recvcount * size;
         const void *send = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
@@ -131,6 +139,8 @@ int MPI_Barrier(MPI_Comm comm)
     enum shim_reason why = R_ARGUMENTS;
     char err[SHIM_ERR_CAP];
     shim_comm *s = shim_serving(comm, &why);
+    if (s && shim_mpi_faster(OP_BARRIER, 0))
+        s = NULL, why = R_MPI_FASTER;
     if (!s) {
         shim_count_passed(OP_BARRIER, why);
         return PMPI_Barrier(comm);

@@ -16,6 +16,7 @@ enum shim_reason {
     R_ARGUMENTS,     /* negative counts, sizes that disagree between send and receive */
     R_REJECTED,      /* the engine rejected the call on every rank */
     R_REDUCTION,     /* an operator or datatype shmcoll does not reduce (user-defined ops) */
+    R_MPI_FASTER,    /* a size at which MPI's own implementation was measured faster */
     R_COUNT
 };
 
@@ -69,6 +70,8 @@ int shim_reduce_dtype(MPI_Datatype t, size_t *bytes);
 
 /* The state that serves `comm`, or NULL with *why set when the call must pass through. */
 shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why);
+/* Whether `bytes` falls in the range where MPI was measured faster for `op` (window.c). */
+int shim_mpi_faster(enum shim_op op, size_t bytes);
 /* After the engine's verdict: 1 if the call is done, 0 if it must go to PMPI (counted). */
 int shim_settle(shim_comm *s, enum shim_op op, const char *name, int rc, const char *err);
 

@@ -14,7 +14,7 @@ static const char *const op_names[OP_COUNT] = {
 
 static const char *const reason_names[R_COUNT] = {
     "disabled", "inter-communicator", "spans-nodes", "setup-failed",
-    "derived-datatype", "arguments", "rejected", "reduction",
+    "derived-datatype", "arguments", "rejected", "reduction", "mpi-faster",
 };
 
 /* Collectives on one communicator are never concurrent (MPI forbids it), but calls on
