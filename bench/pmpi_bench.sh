@@ -3,9 +3,12 @@
 # alternating launches of bench/pmpi/alltoall_bench.c, then a table of the medians with
 # ratios and the issue's bars (bench/pmpi_table.py).
 #   bench/pmpi_bench.sh [alltoall_bench options: -m MIN:MAX -i ITERS -x WARMUP -o OPS]
-#   NP=4 ROUNDS=3 MPICC=/path/to/mpicc MPIEXEC=/path/to/mpiexec bench/pmpi_bench.sh
+#   NP=4 ROUNDS=3 SIDE=1 MPICC=/path/to/mpicc MPIEXEC=/path/to/mpiexec bench/pmpi_bench.sh
 # ROUNDS launches of each kind alternate; a row shows the lowest median of each kind, so
 # that a burst of load from elsewhere on a shared machine hits neither side alone.
+# SIDE=1 adds a launch that times the library and MPI's own PMPI_ calls alternately in the
+# same processes (the "same launch" columns: immune to load that comes and goes between
+# launches, but each side then runs with the other's data in the caches).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,6 +17,7 @@ MPICC=${MPICC:-$bindir/mpicc}
 MPIEXEC=${MPIEXEC:-$bindir/mpiexec}
 NP=${NP:-2}
 ROUNDS=${ROUNDS:-2}
+SIDE=${SIDE:-0}
 flags=()
 if "$MPIEXEC" --version 2>/dev/null | grep -q -E "Open MPI|OpenRTE|PRRTE"; then
     flags=(--oversubscribe)
@@ -31,6 +35,12 @@ for r in $(seq "$ROUNDS"); do
     LD_PRELOAD=$lib SHMCOLL_PMPI_STATS=1 "$MPIEXEC" "${flags[@]}" -n "$NP" "$work/alltoall_bench" "$@" \
         >"$work/shmcoll.$r" 2>"$work/stats.$r"
 done
+if [ "$SIDE" = 1 ]; then
+    echo "side by side: the library and PMPI_ calls alternating in one launch" >&2
+    LD_PRELOAD=$lib "$MPIEXEC" "${flags[@]}" -n "$NP" "$work/alltoall_bench" "$@" -s 1 >"$work/side"
+fi
 grep -h "rank=0" "$work/stats.1" >&2 || true
-echo "command: NP=$NP ROUNDS=$ROUNDS bench/pmpi_bench.sh $*  (MPI: $("$PY" -m shmcoll.cli pmpi --mpicc "$MPICC" | head -1))"
-"$PY" bench/pmpi_table.py --plain "$work"/plain.* --shmcoll "$work"/shmcoll.*
+echo "command: NP=$NP ROUNDS=$ROUNDS SIDE=$SIDE bench/pmpi_bench.sh $*  ($("$PY" -m shmcoll.cli pmpi --mpicc "$MPICC" | head -1))"
+side=()
+[ "$SIDE" = 1 ] && side=(--side "$work/side")
+"$PY" bench/pmpi_table.py --plain "$work"/plain.* --shmcoll "$work"/shmcoll.* "${side[@]}"

@@ -1,9 +1,9 @@
-/* OSU-style latency of MPI_Alltoall(v) as the program sees it, and of the same call made
- * through its PMPI_ name (MPI's own implementation, whatever is preloaded), alternating
- * iteration by iteration in one launch. Under LD_PRELOAD=libshmcoll_pmpi.so the first is
- * the library and the second plain MPI, measured side by side; without it both are plain
- * MPI (the control). bench/pmpi_bench.sh runs both launches.
- *   alltoall_bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-o OP,OP,...]
+/* OSU-style latency of MPI_Alltoall(v) and the other collectives as the program sees
+ * them: run once plainly and once with LD_PRELOAD=libshmcoll_pmpi.so to compare
+ * (bench/pmpi_bench.sh does both). With -s 1 every iteration also times the same call
+ * through its PMPI_ name (MPI's own implementation whatever is preloaded), alternating
+ * with the MPI_ one: under the preload, the library and plain MPI side by side.
+ *   alltoall_bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-o OP,OP,...] [-s 0|1]
  * Sizes are bytes per peer, powers of 2 from MIN to MAX (suffixes K, M). Ops:
  *   alltoall           MPI_Alltoall, MPI_BYTE
  *   alltoallv          MPI_Alltoallv, every count equal (the library's Alltoall path)
@@ -37,7 +37,7 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int rank, size;
+static int rank, size, side_by_side;
 
 /* Ragged counts: c(i, j) in {2/3, 1, 4/3} x n, by (i + 2j) mod 3. */
 static int ragged(int i, int j, size_t n)
@@ -89,7 +89,7 @@ static void run(const char *op, size_t n, int iters, int warmup, unsigned char *
     bcast_fn bc[2] = {MPI_Bcast, PMPI_Bcast};
     barrier_fn ba[2] = {MPI_Barrier, PMPI_Barrier};
     for (int it = 0; it < warmup + iters; it++) {
-        for (int k = 0; k < 2; k++) { /* k = 0: MPI_ name, 1: PMPI_ name */
+        for (int k = 0; k < 1 + side_by_side; k++) { /* k = 0: MPI_ name, 1: PMPI_ name */
             /* Repeated bytes: for allreduce, doubles that are normal, zero or NaN, never
              * denormal (no slow arithmetic on either side). */
             memset(send, (it * 2 + k) & 0xff, send_bytes);
@@ -117,7 +117,7 @@ static void run(const char *op, size_t n, int iters, int warmup, unsigned char *
         }
     }
     out[0] = median(times, iters);
-    out[1] = median(ptimes, iters);
+    out[1] = side_by_side ? median(ptimes, iters) : 0;
     if (derived)
         MPI_Type_free(&vec);
     free(sc), free(sd), free(rc), free(rd);
@@ -140,6 +140,8 @@ int main(int argc, char **argv)
             iters = atoi(argv[a + 1]);
         } else if (strcmp(argv[a], "-x") == 0) {
             warmup = atoi(argv[a + 1]);
+        } else if (strcmp(argv[a], "-s") == 0) {
+            side_by_side = atoi(argv[a + 1]) != 0;
         } else if (strcmp(argv[a], "-o") == 0) {
             snprintf(ops, sizeof ops, "%s", argv[a + 1]);
         } else {
