@@ -201,6 +201,19 @@ def test_derived_types_and_inter_communicators_pass_through(mpich: Mpi, n: int) 
         assert v["derived-datatype"] == 1 and v["passed"] == 1 and v["handled"] == 0
 
 
+def test_communicators_spanning_nodes_pass_through(mpich: Mpi) -> None:
+    """SHMCOLL_NODE_SPLIT=2 makes fake nodes of world ranks {0, 1} and {2, 3}: world, its
+    duplicate, the even/odd split and the Cartesian columns span both, the rows do not."""
+    p = mpich.run(4, mpich.compile("alltoall_check"), env={"SHMCOLL_NODE_SPLIT": "2"})
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(4):
+        for op in OPS:
+            assert s[(r, op)]["spans-nodes"] > 0 and s[(r, op)]["handled"] > 0, s[(r, op)]
+        # Four communicators span nodes, one (the rows) does not.
+        assert s[(r, "MPI_Alltoall")]["spans-nodes"] == 4 * s[(r, "MPI_Alltoall")]["handled"]
+
+
 def test_shmcoll_pmpi_0_passes_everything_through(mpich: Mpi) -> None:
     p = mpich.run(2, mpich.compile("alltoall_check"), env={"SHMCOLL_PMPI": "0"})
     assert ", 0 failures" in p.stdout

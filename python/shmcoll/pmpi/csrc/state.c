@@ -58,16 +58,39 @@ static int delete_fn(MPI_Comm comm, int kv, void *value, void *extra)
     return MPI_SUCCESS;
 }
 
-/* Whether every rank of `comm` is on this node: its shared-memory split is all of it. */
+/* The fake node of this rank when SHMCOLL_NODE_SPLIT=k groups the ranks of MPI_COMM_WORLD
+ * into nodes of k (to try and test the multi-node rules on one machine), else -1. */
+static int fake_node(void)
+{
+    const char *v = getenv("SHMCOLL_NODE_SPLIT");
+    char *end;
+    if (!v || !*v)
+        return -1;
+    long k = strtol(v, &end, 10);
+    if (*end || k < 1) {
+        shim_warn_once("setup", "SHMCOLL_NODE_SPLIT is not a positive number of ranks per node; ignored");
+        return -1;
+    }
+    int world_rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    return (int)(world_rank / k);
+}
+
+/* Whether every rank of `comm` is on this node: its shared-memory split is all of it (and,
+ * with SHMCOLL_NODE_SPLIT, all of it is in one fake node). */
 static int on_one_node(MPI_Comm comm, int size)
 {
     MPI_Comm node;
-    int node_size = 0, spans, any;
+    int node_size = 0, spans, any, fake = fake_node(), lo = fake, hi = fake;
     if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
         return 0; /* the same verdict on every rank: the split is collective */
     PMPI_Comm_size(node, &node_size);
     PMPI_Comm_free(&node);
-    spans = node_size != size;
+    if (fake >= 0) {
+        PMPI_Allreduce(&fake, &lo, 1, MPI_INT, MPI_MIN, comm);
+        PMPI_Allreduce(&fake, &hi, 1, MPI_INT, MPI_MAX, comm);
+    }
+    spans = node_size != size || lo != hi;
     PMPI_Allreduce(&spans, &any, 1, MPI_INT, MPI_MAX, comm);
     return !any;
 }
