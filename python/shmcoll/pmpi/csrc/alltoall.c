@@ -98,6 +98,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
         as_alltoall = code == SHMCOLL_OK;
         if (code == SHMCOLL_REJECTED) {
             s->uniform_v = 0;
+            shim_count_mixed(OP_ALLTOALLV);
             code = shmcoll_alltoallv(s->engine, send, sc, sd, recvbuf, rc, rd, err, sizeof err);
         }
     } else {
@@ -105,6 +106,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
         if (code == SHMCOLL_REJECTED && s->uniform_v) {
             /* The peers that took the Alltoall path retry now: meet them there. */
             s->uniform_v = 0;
+            shim_count_mixed(OP_ALLTOALLV);
             code = shmcoll_alltoallv(s->engine, send, sc, sd, recvbuf, rc, rd, err, sizeof err);
         }
     }

@@ -56,6 +56,8 @@ void shim_release_all(void);
 /* Counters (stats.c). */
 void shim_count_handled(enum shim_op op, size_t bytes, int as_alltoall);
 void shim_count_passed(enum shim_op op, enum shim_reason why);
+/* An Alltoallv on which ranks disagreed about the Alltoall path and retried (alltoall.c). */
+void shim_count_mixed(enum shim_op op);
 void shim_print_stats(void);
 
 /* Report an engine message once per process (stderr). */

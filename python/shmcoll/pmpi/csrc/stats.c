@@ -20,7 +20,7 @@ static const char *const reason_names[R_COUNT] = {
 /* Collectives on one communicator are never concurrent (MPI forbids it), but calls on
  * different communicators may be, from different threads: hence atomic counters. */
 static struct {
-    unsigned long long handled, as_alltoall, bytes, passed[R_COUNT];
+    unsigned long long handled, as_alltoall, mixed, bytes, passed[R_COUNT];
 } counts[OP_COUNT];
 
 void shim_count_handled(enum shim_op op, size_t bytes, int as_alltoall)
@@ -29,6 +29,11 @@ void shim_count_handled(enum shim_op op, size_t bytes, int as_alltoall)
     __atomic_fetch_add(&counts[op].bytes, (unsigned long long)bytes, __ATOMIC_RELAXED);
     if (as_alltoall)
         __atomic_fetch_add(&counts[op].as_alltoall, 1, __ATOMIC_RELAXED);
+}
+
+void shim_count_mixed(enum shim_op op)
+{
+    __atomic_fetch_add(&counts[op].mixed, 1, __ATOMIC_RELAXED);
 }
 
 void shim_count_passed(enum shim_op op, enum shim_reason why)
@@ -54,8 +59,8 @@ void shim_print_stats(void)
                          "[shmcoll-pmpi] rank=%d op=%s handled=%llu bytes=%llu passed=%llu", rank,
                          op_names[op], counts[op].handled, counts[op].bytes, passed);
         if (op == OP_ALLTOALLV)
-            n += snprintf(line + n, sizeof line - (size_t)n, " as-alltoall=%llu",
-                          counts[op].as_alltoall);
+            n += snprintf(line + n, sizeof line - (size_t)n, " as-alltoall=%llu mixed-paths=%llu",
+                          counts[op].as_alltoall, counts[op].mixed);
         for (int r = 0; r < R_COUNT; r++)
             if (counts[op].passed[r])
                 n += snprintf(line + n, sizeof line - (size_t)n, " %s=%llu", reason_names[r],
