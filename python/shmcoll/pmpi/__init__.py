@@ -1,5 +1,6 @@
 """The PMPI interposition library: ``LD_PRELOAD=$(shmcoll pmpi --path) mpiexec -n N ./app``
-gives an unmodified C or Fortran MPI program shmcoll's MPI_Alltoall and MPI_Alltoallv.
+gives an unmodified C or Fortran MPI program shmcoll's MPI_Alltoall and MPI_Alltoallv
+(and MPI_Allgather, MPI_Bcast, MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Barrier).
 
 The library is built per MPI flavour, on demand: the C shim in ``csrc/`` is compiled with
 that MPI's own ``mpicc`` (MPICH and Open MPI differ in ABI) and linked with the engine's C

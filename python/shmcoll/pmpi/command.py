@@ -19,7 +19,8 @@ import click
     help="where libraries are cached (default: $SHMCOLL_PMPI_DIR, user cache)",
 )
 def pmpi(want_path: bool, want_build: bool, force: bool, mpicc: str | None, directory: str | None) -> None:
-    """The PMPI library that gives C/Fortran MPI programs shmcoll's MPI_Alltoall(v):
+    """The PMPI library that gives C/Fortran MPI programs shmcoll's MPI_Alltoall(v) and
+    other collectives:
 
     LD_PRELOAD=$(shmcoll pmpi --path) mpiexec -n 4 ./app
 
