@@ -9,6 +9,7 @@ from typing_extensions import disjoint_base
 
 __all__ = [
     "SEGMENT_PREFIX",
+    "SOURCE_DIR",
     "CommBase",
     "HeapBuffer",
     "PeerView",
@@ -40,6 +41,8 @@ __all__ = [
 __version__: Final[str]
 #: Prefix of segment names in /dev/shm ("shmcoll-").
 SEGMENT_PREFIX: Final[str]
+#: The source tree the module was built from (where the PMPI library is built from).
+SOURCE_DIR: Final[str]
 
 @final
 class SegmentHandle:

@@ -709,5 +709,10 @@ def cleanup(dry_run: bool) -> None:
         click.echo("nothing to remove")
 
 
+# The PMPI library's command lives with the library (python/shmcoll/pmpi).
+from .pmpi.command import pmpi as _pmpi  # noqa: E402
+
+main.add_command(_pmpi)
+
 if __name__ == "__main__":
     main()

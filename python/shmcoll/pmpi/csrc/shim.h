@@ -1,0 +1,84 @@
+/* Internal declarations of the PMPI shim (libshmcoll_pmpi.so). Compiled against the
+ * application's own mpi.h, so MPI handles have whatever representation that MPI uses. */
+#ifndef SHMCOLL_SHIM_H
+#define SHMCOLL_SHIM_H
+#include <stddef.h>
+#include <mpi.h>
+#include "shmcoll_capi.h"
+
+/* Why a call went to PMPI (stats keys; keep shim_reason_name in stats.c in step). */
+enum shim_reason {
+    R_DISABLED,      /* SHMCOLL_PMPI=0 */
+    R_INTERCOMM,     /* inter-communicators */
+    R_SPANS_NODES,   /* ranks on several nodes */
+    R_SETUP_FAILED,  /* the segment could not be created, opened or joined */
+    R_DATATYPE,      /* a derived, non-contiguous datatype */
+    R_ARGUMENTS,     /* negative counts, sizes that disagree between send and receive */
+    R_REJECTED,      /* the engine rejected the call on every rank */
+    R_REDUCTION,     /* an operator or datatype shmcoll does not reduce (user-defined ops) */
+    R_MPI_FASTER,    /* a size at which MPI's own implementation was measured faster */
+    R_COUNT
+};
+
+enum shim_op {
+    OP_ALLTOALL,
+    OP_ALLTOALLV,
+    OP_ALLGATHER,
+    OP_BCAST,
+    OP_ALLREDUCE,
+    OP_REDUCE_SCATTER_BLOCK,
+    OP_BARRIER,
+    OP_COUNT
+};
+
+/* shmcoll's state for one communicator, cached as an attribute of it. */
+typedef struct shim_comm {
+    MPI_Comm comm;        /* the handle it is attached to (to delete it at MPI_Finalize) */
+    ShmcollComm *engine;  /* NULL: every call on this communicator passes through */
+    enum shim_reason reason; /* why, when engine is NULL */
+    int size;
+    int rank;
+    /* 1 while an Alltoallv with equal counts may take the Alltoall path; cleared on every
+     * rank at once when ranks disagreed about it (see alltoallv in alltoall.c). */
+    int uniform_v;
+    size_t *scratch; /* 4 * size byte counts and displacements for Alltoallv */
+    struct shim_comm *prev, *next;
+} shim_comm;
+
+/* 1 unless SHMCOLL_PMPI=0. */
+int shim_enabled(void);
+/* The state of `comm`, created on first use (collective over `comm`, PMPI calls only).
+ * Never NULL after MPI_Init, except for MPI_COMM_NULL. */
+shim_comm *shim_get(MPI_Comm comm);
+/* Delete every state still attached (at MPI_Finalize). */
+void shim_release_all(void);
+
+/* Counters (stats.c). */
+void shim_count_handled(enum shim_op op, size_t bytes, int as_alltoall);
+void shim_count_passed(enum shim_op op, enum shim_reason why);
+/* An Alltoallv on which ranks disagreed about the Alltoall path and retried (alltoall.c). */
+void shim_count_mixed(enum shim_op op);
+void shim_print_stats(void);
+
+/* Report an engine message once per process (stderr). */
+void shim_warn_once(const char *op, const char *msg);
+/* A fatal engine error: report and abort the job (the communicator is unusable). */
+void shim_fatal(MPI_Comm comm, const char *op, const char *msg);
+
+/* Contiguous datatypes only: lb 0 and extent == size. Sets *bytes to the size. */
+int shim_contiguous(MPI_Datatype t, size_t *bytes);
+/* The engine's dtype code of a predefined C type it can reduce (size in *bytes), or -1. */
+int shim_reduce_dtype(MPI_Datatype t, size_t *bytes);
+
+/* The state that serves `comm`, or NULL with *why set when the call must pass through. */
+shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why);
+/* Whether `bytes` falls in the range where MPI was measured faster for `op` (window.c). */
+int shim_mpi_faster(enum shim_op op, size_t bytes);
+/* After the engine's verdict: 1 if the call is done, 0 if it must go to PMPI (counted). */
+int shim_settle(shim_comm *s, enum shim_op op, const char *name, int rc, const char *err);
+
+#define SHIM_ERR_CAP 512
+/* The library is loaded at startup (LD_PRELOAD), so its thread-locals can live in the
+ * static TLS block: no __tls_get_addr call on every access. */
+#define SHIM_TLS __attribute__((tls_model("initial-exec")))
+#endif

@@ -1,0 +1,223 @@
+/* Per-communicator state: created on a communicator's first handled collective (a
+ * collective step over it, PMPI calls only), cached as an attribute so that MPI frees it
+ * through the delete callback at MPI_Comm_free, and freed for the survivors at
+ * MPI_Finalize. MPI_Comm_dup does not copy it (MPI_COMM_NULL_COPY_FN): a duplicate gets
+ * its own segment, as its calls must not mix with the parent's. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+static int keyval = MPI_KEYVAL_INVALID;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* keyval creation and the list */
+static shim_comm *live; /* states still attached, for MPI_Finalize */
+
+/* The last lookup of each thread, so that a run of calls on one communicator skips the
+ * attribute lookup. Any deleted state bumps `generation`, which invalidates every cached
+ * entry: a freed communicator's handle may be reused by a new one. */
+static unsigned long generation;
+static __thread SHIM_TLS struct {
+    MPI_Comm comm;
+    shim_comm *state;
+    unsigned long generation;
+    int valid;
+} last;
+
+int shim_enabled(void)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("SHMCOLL_PMPI");
+        enabled = !(v && strcmp(v, "0") == 0);
+    }
+    return enabled;
+}
+
+static void destroy(shim_comm *s)
+{
+    pthread_mutex_lock(&lock);
+    if (s->prev)
+        s->prev->next = s->next;
+    else if (live == s)
+        live = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    pthread_mutex_unlock(&lock);
+    shmcoll_comm_free(s->engine);
+    free(s->scratch);
+    free(s);
+}
+
+static int delete_fn(MPI_Comm comm, int kv, void *value, void *extra)
+{
+    (void)comm, (void)kv, (void)extra;
+    __atomic_fetch_add(&generation, 1, __ATOMIC_ACQ_REL);
+    destroy(value);
+    return MPI_SUCCESS;
+}
+
+/* The fake node of this rank when SHMCOLL_NODE_SPLIT=k groups the ranks of MPI_COMM_WORLD
+ * into nodes of k (to try and test the multi-node rules on one machine), else -1. */
+static int fake_node(void)
+{
+    const char *v = getenv("SHMCOLL_NODE_SPLIT");
+    char *end;
+    if (!v || !*v)
+        return -1;
+    long k = strtol(v, &end, 10);
+    if (*end || k < 1) {
+        shim_warn_once("setup", "SHMCOLL_NODE_SPLIT is not a positive number of ranks per node; ignored");
+        return -1;
+    }
+    int world_rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    return (int)(world_rank / k);
+}
+
+/* Whether every rank of `comm` is on this node: its shared-memory split is all of it (and,
+ * with SHMCOLL_NODE_SPLIT, all of it is in one fake node). */
+static int on_one_node(MPI_Comm comm, int size)
+{
+    MPI_Comm node;
+    int node_size = 0, spans, any, fake = fake_node(), lo = fake, hi = fake;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return 0; /* the same verdict on every rank: the split is collective */
+    PMPI_Comm_size(node, &node_size);
+    PMPI_Comm_free(&node);
+    if (fake >= 0) {
+        PMPI_Allreduce(&fake, &lo, 1, MPI_INT, MPI_MIN, comm);
+        PMPI_Allreduce(&fake, &hi, 1, MPI_INT, MPI_MAX, comm);
+    }
+    spans = node_size != size || lo != hi;
+    PMPI_Allreduce(&spans, &any, 1, MPI_INT, MPI_MAX, comm);
+    return !any;
+}
+
+/* All ranks agree whether `ok` holds everywhere. */
+static int all_ok(int ok, MPI_Comm comm)
+{
+    int all = 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    return all;
+}
+
+/* Rank 0 creates the segment and broadcasts its name (or its error); the others map it;
+ * all join. Every failure is agreed on, so that all ranks pass through together. */
+static ShmcollComm *bootstrap(MPI_Comm comm, int rank, int size)
+{
+    char msg[SHIM_ERR_CAP];
+    char err[SHIM_ERR_CAP] = "";
+    ShmcollSegment *seg = NULL;
+    ShmcollComm *engine = NULL;
+    memset(msg, 0, sizeof msg);
+    if (rank == 0) {
+        int rc = shmcoll_segment_create((size_t)size, &seg, err, sizeof err);
+        if (rc == SHMCOLL_OK && shmcoll_segment_name(seg, msg + 1, sizeof msg - 1) == SHMCOLL_OK) {
+            msg[0] = 1;
+        } else {
+            snprintf(msg + 1, sizeof msg - 1, "%s", err);
+        }
+    }
+    PMPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, comm);
+    if (!msg[0]) {
+        if (rank == 0)
+            shim_warn_once("setup", msg + 1);
+        return NULL;
+    }
+    if (rank != 0 && shmcoll_segment_open(msg + 1, &seg, err, sizeof err) != SHMCOLL_OK)
+        seg = NULL;
+    if (!all_ok(seg != NULL, comm)) {
+        if (!seg)
+            shim_warn_once("setup", err);
+        shmcoll_segment_free(seg); /* rank 0's drop unlinks the name */
+        return NULL;
+    }
+    if (shmcoll_comm_join(seg, (size_t)rank, &engine, err, sizeof err) != SHMCOLL_OK) {
+        engine = NULL;
+        shim_warn_once("setup", err);
+    }
+    if (!all_ok(engine != NULL, comm)) {
+        shmcoll_comm_free(engine);
+        return NULL;
+    }
+    return engine;
+}
+
+static shim_comm *create(MPI_Comm comm)
+{
+    shim_comm *s = calloc(1, sizeof *s);
+    int inter = 0;
+    if (!s)
+        return NULL;
+    s->comm = comm;
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Comm_size(comm, &s->size);
+    PMPI_Comm_rank(comm, &s->rank);
+    if (inter) {
+        s->reason = R_INTERCOMM;
+    } else if (!on_one_node(comm, s->size)) {
+        s->reason = R_SPANS_NODES;
+    } else {
+        s->scratch = malloc(4 * sizeof(size_t) * (size_t)s->size);
+        if (!s->scratch) /* a rank leaving the bootstrap would leave the others waiting */
+            shim_fatal(comm, "setup", "out of memory");
+        s->engine = bootstrap(comm, s->rank, s->size);
+        s->reason = R_SETUP_FAILED;
+        s->uniform_v = 1;
+    }
+    return s;
+}
+
+shim_comm *shim_get(MPI_Comm comm)
+{
+    void *value = NULL;
+    int flag = 0;
+    if (comm == MPI_COMM_NULL)
+        return NULL;
+    unsigned long gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    if (last.valid && last.comm == comm && last.generation == gen)
+        return last.state;
+    if (keyval == MPI_KEYVAL_INVALID) {
+        pthread_mutex_lock(&lock);
+        if (keyval == MPI_KEYVAL_INVALID)
+            PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL);
+        pthread_mutex_unlock(&lock);
+    }
+    if (PMPI_Comm_get_attr(comm, keyval, &value, &flag) == MPI_SUCCESS && flag) {
+        last.comm = comm, last.state = value, last.generation = gen, last.valid = 1;
+        return value;
+    }
+    shim_comm *s = create(comm);
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    s->next = live;
+    if (live)
+        live->prev = s;
+    live = s;
+    pthread_mutex_unlock(&lock);
+    PMPI_Comm_set_attr(comm, keyval, s);
+    return s;
+}
+
+void shim_release_all(void)
+{
+    if (keyval == MPI_KEYVAL_INVALID)
+        return;
+    /* Deleting the attribute runs delete_fn, which unlinks the state from the list. */
+    while (live) {
+        shim_comm *s = live;
+        if (PMPI_Comm_delete_attr(s->comm, keyval) != MPI_SUCCESS || live == s)
+            destroy(s); /* never loop on a state MPI would not delete */
+    }
+    PMPI_Comm_free_keyval(&keyval);
+}
+
+int MPI_Finalize(void)
+{
+    shim_print_stats();
+    shim_release_all();
+    return PMPI_Finalize();
+}

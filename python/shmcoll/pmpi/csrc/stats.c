@@ -1,0 +1,86 @@
+/* Per-operation counters and their report at MPI_Finalize (SHMCOLL_PMPI_STATS=1): calls
+ * handled, bytes they received, calls passed to PMPI by reason. One key=value line per
+ * operation and rank, on stderr, so that tests and users can parse them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+static const char *const op_names[OP_COUNT] = {
+    "MPI_Alltoall", "MPI_Alltoallv", "MPI_Allgather", "MPI_Bcast",
+    "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Barrier",
+};
+
+static const char *const reason_names[R_COUNT] = {
+    "disabled", "inter-communicator", "spans-nodes", "setup-failed",
+    "derived-datatype", "arguments", "rejected", "reduction", "mpi-faster",
+};
+
+/* Collectives on one communicator are never concurrent (MPI forbids it), but calls on
+ * different communicators may be, from different threads: hence atomic counters. */
+static struct {
+    unsigned long long handled, as_alltoall, mixed, bytes, passed[R_COUNT];
+} counts[OP_COUNT];
+
+void shim_count_handled(enum shim_op op, size_t bytes, int as_alltoall)
+{
+    __atomic_fetch_add(&counts[op].handled, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&counts[op].bytes, (unsigned long long)bytes, __ATOMIC_RELAXED);
+    if (as_alltoall)
+        __atomic_fetch_add(&counts[op].as_alltoall, 1, __ATOMIC_RELAXED);
+}
+
+void shim_count_mixed(enum shim_op op)
+{
+    __atomic_fetch_add(&counts[op].mixed, 1, __ATOMIC_RELAXED);
+}
+
+void shim_count_passed(enum shim_op op, enum shim_reason why)
+{
+    __atomic_fetch_add(&counts[op].passed[why], 1, __ATOMIC_RELAXED);
+}
+
+void shim_print_stats(void)
+{
+    const char *v = getenv("SHMCOLL_PMPI_STATS");
+    if (!v || !*v || strcmp(v, "0") == 0)
+        return;
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int op = 0; op < OP_COUNT; op++) {
+        char line[1024];
+        unsigned long long passed = 0;
+        for (int r = 0; r < R_COUNT; r++)
+            passed += counts[op].passed[r];
+        if (op > OP_ALLTOALLV && !counts[op].handled && !passed)
+            continue; /* the other collectives only when the program called them */
+        int n = snprintf(line, sizeof line,
+                         "[shmcoll-pmpi] rank=%d op=%s handled=%llu bytes=%llu passed=%llu", rank,
+                         op_names[op], counts[op].handled, counts[op].bytes, passed);
+        if (op == OP_ALLTOALLV)
+            n += snprintf(line + n, sizeof line - (size_t)n, " as-alltoall=%llu mixed-paths=%llu",
+                          counts[op].as_alltoall, counts[op].mixed);
+        for (int r = 0; r < R_COUNT; r++)
+            if (counts[op].passed[r])
+                n += snprintf(line + n, sizeof line - (size_t)n, " %s=%llu", reason_names[r],
+                              counts[op].passed[r]);
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
+void shim_warn_once(const char *op, const char *msg)
+{
+    static int warned;
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        return;
+    fprintf(stderr, "[shmcoll-pmpi] %s passed to MPI: %s (reported once)\n", op, msg);
+}
+
+void shim_fatal(MPI_Comm comm, const char *op, const char *msg)
+{
+    fprintf(stderr, "[shmcoll-pmpi] %s failed, aborting: %s\n", op, msg);
+    fflush(stderr);
+    PMPI_Abort(comm, 1);
+}

@@ -1,0 +1,47 @@
+/* C ABI of shmcoll's engine (rust/shmcoll-capi, linked statically into the PMPI library).
+ * Every call that can fail returns one of the SHMCOLL_* codes and, unless `err` is NULL,
+ * writes a NUL-terminated message into err[0..cap). */
+#ifndef SHMCOLL_CAPI_H
+#define SHMCOLL_CAPI_H
+#include <stddef.h>
+
+#define SHMCOLL_OK 0
+/* Every rank rejected the call before any byte moved: the same call may go to PMPI.
+ * Also every failure of the setup functions (create, open, join). */
+#define SHMCOLL_REJECTED 1
+/* The communicator is unusable (peer died, timeout). */
+#define SHMCOLL_FATAL 2
+/* A null pointer or similar breach of this header's contract. */
+#define SHMCOLL_BAD_ARGUMENT 3
+
+typedef struct ShmcollSegment ShmcollSegment;
+typedef struct ShmcollComm ShmcollComm;
+
+int shmcoll_segment_create(size_t nranks, ShmcollSegment **out, char *err, size_t cap);
+int shmcoll_segment_open(const char *name, ShmcollSegment **out, char *err, size_t cap);
+int shmcoll_segment_name(const ShmcollSegment *seg, char *buf, size_t cap);
+void shmcoll_segment_free(ShmcollSegment *seg);
+/* Collective over the segment's ranks; consumes `seg` whatever the outcome. */
+int shmcoll_comm_join(ShmcollSegment *seg, size_t rank, ShmcollComm **out, char *err, size_t cap);
+void shmcoll_comm_free(ShmcollComm *comm);
+size_t shmcoll_comm_size(const ShmcollComm *comm);
+const char *shmcoll_comm_last_algorithm(const ShmcollComm *comm);
+/* send == NULL: in place. Sizes and displacements in bytes. */
+int shmcoll_alltoall(ShmcollComm *comm, const void *send, void *recv, size_t bytes_per_rank,
+                     char *err, size_t cap);
+int shmcoll_alltoallv(ShmcollComm *comm, const void *send, const size_t *send_counts,
+                      const size_t *send_displs, void *recv, const size_t *recv_counts,
+                      const size_t *recv_displs, char *err, size_t cap);
+/* The other collectives (shmcoll_collective's `op`). Sizes in bytes: the broadcast buffer,
+ * each rank's Allgather block, each rank's Reduce_scatter_block result, the Allreduce
+ * vector. `dtype`/`redop` (reductions only, else -1): the engine's codes, int8 0, int16 1,
+ * int32 2, int64 3, uint8..uint64 4..7, float32 8, float64 9, complex64 10, complex128 11;
+ * sum 0, prod 1, min 2, max 3, band 4, bor 5, bxor 6, land 7, lor 8. */
+#define SHMCOLL_BCAST 0
+#define SHMCOLL_ALLGATHER 1
+#define SHMCOLL_REDUCE_SCATTER_BLOCK 2
+#define SHMCOLL_ALLREDUCE 3
+int shmcoll_collective(ShmcollComm *comm, int op, const void *send, void *recv, size_t bytes,
+                       size_t root, int dtype, int redop, char *err, size_t cap);
+int shmcoll_barrier(ShmcollComm *comm, char *err, size_t cap);
+#endif

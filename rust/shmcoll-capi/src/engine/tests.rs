@@ -1,0 +1,144 @@
+//! Ranks as threads of one process: each joins the same segment, as MPI processes would.
+
+use super::*;
+use crate::testing::on_ranks;
+
+fn block(from: usize, to: usize, i: usize) -> u8 {
+    (from * 31 + to * 7 + i) as u8
+}
+
+#[test]
+fn alltoall_moves_every_block_and_names_its_algorithm() {
+    for bpp in [0usize, 3, 200, 70_000] {
+        let out = on_ranks(3, move |r, c| {
+            let p = c.size();
+            let send: Vec<u8> = (0..p * bpp)
+                .map(|k| block(r, k / bpp.max(1), k % bpp.max(1)))
+                .collect();
+            let mut recv = vec![0xAAu8; p * bpp];
+            let algo = alltoall(
+                c,
+                Some(send.as_ptr() as usize),
+                recv.as_mut_ptr() as usize,
+                bpp,
+            )
+            .expect("alltoall");
+            let want: Vec<u8> = (0..p * bpp)
+                .map(|k| block(k / bpp.max(1), r, k % bpp.max(1)))
+                .collect();
+            (recv == want, algo)
+        });
+        for (ok, algo) in out {
+            assert!(ok, "bpp {bpp}: wrong data ({algo})");
+            assert!(!algo.is_empty());
+        }
+    }
+}
+
+#[test]
+fn in_place_alltoall_takes_the_data_from_the_receive_buffer() {
+    let bpp = 5000;
+    let out = on_ranks(2, move |r, c| {
+        let mut buf: Vec<u8> = (0..2 * bpp).map(|k| block(r, k / bpp, k % bpp)).collect();
+        alltoall(c, None, buf.as_mut_ptr() as usize, bpp).expect("in place");
+        buf == (0..2 * bpp)
+            .map(|k| block(k / bpp, r, k % bpp))
+            .collect::<Vec<u8>>()
+    });
+    assert!(out.into_iter().all(|ok| ok));
+}
+
+#[test]
+fn ragged_alltoallv_with_zero_counts_lands_at_the_displacements() {
+    // Rank i sends (i + 2 * j) % 4 * 10 bytes to rank j; receive blocks in reverse order
+    // with a gap, so displacements really matter.
+    let count = |i: usize, j: usize| (i + 2 * j) % 4 * 10;
+    let out = on_ranks(3, move |r, c| {
+        let p = c.size();
+        let sc: Vec<usize> = (0..p).map(|j| count(r, j)).collect();
+        let sd: Vec<usize> = (0..p).map(|j| sc[..j].iter().sum()).collect();
+        let rc: Vec<usize> = (0..p).map(|j| count(j, r)).collect();
+        let mut rd = vec![0; p];
+        let mut at = 0;
+        for j in (0..p).rev() {
+            rd[j] = at;
+            at += rc[j] + 3;
+        }
+        let send: Vec<u8> = (0..p)
+            .flat_map(|j| (0..sc[j]).map(move |i| block(r, j, i)))
+            .collect();
+        let mut recv = vec![0u8; at];
+        let v = VectorArgs {
+            send_counts: &sc,
+            send_displs: &sd,
+            recv_counts: &rc,
+            recv_displs: &rd,
+        };
+        alltoallv(
+            c,
+            Some(send.as_ptr() as usize),
+            recv.as_mut_ptr() as usize,
+            v,
+        )
+        .expect("v");
+        (0..p).all(|j| (0..rc[j]).all(|i| recv[rd[j] + i] == block(j, r, i)))
+    });
+    assert!(out.into_iter().all(|ok| ok));
+}
+
+#[test]
+fn disagreeing_sizes_are_rejected_on_every_rank_and_the_comm_stays_usable() {
+    let out = on_ranks(2, |r, c| {
+        let bpp = 8 + r; // ranks disagree
+        let send = vec![1u8; 2 * bpp];
+        let mut recv = vec![0u8; 2 * bpp];
+        let first = alltoall(
+            c,
+            Some(send.as_ptr() as usize),
+            recv.as_mut_ptr() as usize,
+            bpp,
+        );
+        let untouched = recv.iter().all(|&b| b == 0);
+        let again = alltoall(
+            c,
+            Some(send.as_ptr() as usize),
+            recv.as_mut_ptr() as usize,
+            8,
+        );
+        (first.map_err(|f| f.status), untouched, again.is_ok())
+    });
+    for (first, untouched, again) in out {
+        assert_eq!(first, Err(Status::Rejected));
+        assert!(untouched, "a rejected call wrote into the receive buffer");
+        assert!(again, "the communicator should survive a rejected call");
+    }
+}
+
+#[test]
+fn wrong_array_lengths_and_overflow_are_bad_arguments() {
+    // Both ranks make the same mistake, so neither reaches the engine (where a lone
+    // rank would wait for its peer).
+    let out = on_ranks(2, |_, c| {
+        let v = VectorArgs {
+            send_counts: &[1, 2, 3],
+            send_displs: &[0],
+            recv_counts: &[1],
+            recv_displs: &[0],
+        };
+        let a = alltoallv(c, Some(16), 32, v).map_err(|f| f.status);
+        let b = alltoall(c, Some(16), 32, usize::MAX).map_err(|f| f.status);
+        (a, b)
+    });
+    for (a, b) in out {
+        assert_eq!(a, Err(Status::BadArgument));
+        assert_eq!(b, Err(Status::BadArgument));
+    }
+}
+
+#[test]
+fn extent_covers_the_furthest_block() {
+    assert_eq!(extent(&[4, 0, 2], &[10, 100, 0]), Ok(100));
+    assert_eq!(extent(&[4, 2], &[10, 0]), Ok(14));
+    assert_eq!(extent(&[0, 0], &[5, 9]), Ok(9));
+    assert!(extent(&[2], &[usize::MAX]).is_err());
+}

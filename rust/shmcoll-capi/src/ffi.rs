@@ -1,0 +1,382 @@
+//! The `extern "C"` functions of include/shmcoll_capi.h. Everything unsafe of the crate is
+//! here: turning the caller's pointers into references and slices, and writing messages
+//! into the caller's buffers. Panics never cross the boundary: they become SHMCOLL_FATAL.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use shmcoll_coll::Comm;
+use shmcoll_shm::Segment;
+
+use crate::collectives::{self, coll_op, Collective};
+use crate::engine::{self, Failure, Outcome, Status, VectorArgs};
+
+/// A mapped segment not yet joined (opaque to C).
+#[derive(Debug)]
+pub struct ShmcollSegment {
+    seg: Arc<Segment>,
+}
+
+/// One rank of a node communicator (opaque to C).
+#[derive(Debug)]
+pub struct ShmcollComm {
+    comm: Comm,
+    /// The algorithm that served the last call, NUL-terminated for C.
+    last_algo: &'static CStr,
+}
+
+/// Write `msg` NUL-terminated into `err[..cap]` (truncated to fit), if there is room.
+fn write_msg(err: *mut c_char, cap: usize, msg: &str) {
+    if err.is_null() || cap == 0 {
+        return;
+    }
+    let n = msg.len().min(cap - 1);
+    // SAFETY: the caller promised `err` points to `cap` writable bytes (header contract);
+    // n + 1 <= cap, and a &str never overlaps a buffer the caller handed us for writing.
+    unsafe {
+        std::ptr::copy_nonoverlapping(msg.as_ptr(), err.cast::<u8>(), n);
+        *err.add(n) = 0;
+    }
+}
+
+/// Run `f`, turn a panic into a fatal failure, report a failure through `err`.
+fn guard<T>(err: *mut c_char, cap: usize, f: impl FnOnce() -> Outcome<T>) -> Result<T, c_int> {
+    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Failure {
+            status: Status::Fatal,
+            msg: format!("internal error in shmcoll: {what}"),
+        })
+    });
+    r.map_err(|e| {
+        write_msg(err, cap, &e.msg);
+        e.status as c_int
+    })
+}
+
+fn code<T>(r: Result<T, c_int>) -> c_int {
+    r.map_or_else(|c| c, |_| Status::Ok as c_int)
+}
+
+/// The algorithm's name as a C string (the engine's names are static).
+fn algo_cstr(name: &str) -> &'static CStr {
+    match name {
+        "inline" => c"inline",
+        "staging" => c"staging",
+        "pull" => c"pull",
+        "push" => c"push",
+        "cma" => c"cma",
+        "cma-push" => c"cma-push",
+        _ => c"other",
+    }
+}
+
+/// Create a segment for `nranks` ranks and store it in `*out`.
+///
+/// # Safety
+/// `out` must be valid for a write; `err` must point to `cap` writable bytes (or be null).
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_segment_create(
+    nranks: usize,
+    out: *mut *mut ShmcollSegment,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        if out.is_null() {
+            return Err(Failure::bad_argument("null output pointer"));
+        }
+        let seg = engine::create_segment(nranks)?;
+        // SAFETY: checked non-null; the caller promised it is valid for a write.
+        unsafe { *out = Box::into_raw(Box::new(ShmcollSegment { seg })) };
+        Ok(())
+    }))
+}
+
+/// Open the segment another rank created under `name` and store it in `*out`.
+///
+/// # Safety
+/// `name` must be a NUL-terminated string; `out` and `err` as for `shmcoll_segment_create`.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_segment_open(
+    name: *const c_char,
+    out: *mut *mut ShmcollSegment,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        if name.is_null() || out.is_null() {
+            return Err(Failure::bad_argument("null name or output pointer"));
+        }
+        // SAFETY: checked non-null; the caller promised a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(name) }
+            .to_str()
+            .map_err(|_| Failure::bad_argument("the segment name is not UTF-8"))?;
+        let seg = engine::open_segment(name)?;
+        // SAFETY: checked non-null; the caller promised it is valid for a write.
+        unsafe { *out = Box::into_raw(Box::new(ShmcollSegment { seg })) };
+        Ok(())
+    }))
+}
+
+/// Copy the segment's name (NUL-terminated) into `buf[..cap]`; fails if it does not fit.
+///
+/// # Safety
+/// `seg` must come from `shmcoll_segment_create`/`_open` and not be freed; `buf` must
+/// point to `cap` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_segment_name(
+    seg: *const ShmcollSegment,
+    buf: *mut c_char,
+    cap: usize,
+) -> c_int {
+    // SAFETY: the caller promised a live segment (or null, refused here).
+    let Some(seg) = (unsafe { seg.as_ref() }) else {
+        return Status::BadArgument as c_int;
+    };
+    let name = seg.seg.name();
+    if buf.is_null() || name.len() >= cap {
+        return Status::BadArgument as c_int;
+    }
+    write_msg(buf, cap, name);
+    Status::Ok as c_int
+}
+
+/// Drop a segment that will not be joined (the creator's drop unlinks the name).
+///
+/// # Safety
+/// `seg` must come from `shmcoll_segment_create`/`_open`, not yet freed or joined; null is
+/// ignored.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_segment_free(seg: *mut ShmcollSegment) {
+    if !seg.is_null() {
+        // SAFETY: the caller hands back ownership of a Box made by this crate.
+        drop(unsafe { Box::from_raw(seg) });
+    }
+}
+
+/// Join the segment as `rank` (collective over its ranks). Consumes `seg` whatever the
+/// outcome; on success stores the communicator in `*out`.
+///
+/// # Safety
+/// `seg` as for `shmcoll_segment_free`; `out` valid for a write; `err` as above.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_comm_join(
+    seg: *mut ShmcollSegment,
+    rank: usize,
+    out: *mut *mut ShmcollComm,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    if seg.is_null() {
+        write_msg(err, cap, "null segment");
+        return Status::BadArgument as c_int;
+    }
+    // SAFETY: non-null, and the caller hands over ownership of a Box made by this crate.
+    let seg = unsafe { Box::from_raw(seg) }.seg;
+    code(guard(err, cap, || {
+        if out.is_null() {
+            return Err(Failure::bad_argument("null output pointer"));
+        }
+        let comm = engine::join(seg, rank)?;
+        let c = Box::new(ShmcollComm {
+            comm,
+            last_algo: c"none",
+        });
+        // SAFETY: checked non-null; the caller promised it is valid for a write.
+        unsafe { *out = Box::into_raw(c) };
+        Ok(())
+    }))
+}
+
+/// Leave and unmap. Not collective: each rank frees its own when it is done.
+///
+/// # Safety
+/// `comm` must come from `shmcoll_comm_join` and not be freed yet; null is ignored.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_comm_free(comm: *mut ShmcollComm) {
+    if !comm.is_null() {
+        // SAFETY: the caller hands back ownership of a Box made by this crate.
+        drop(unsafe { Box::from_raw(comm) });
+    }
+}
+
+/// Ranks of the communicator (0 for null).
+///
+/// # Safety
+/// `comm` must be live or null.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_comm_size(comm: *const ShmcollComm) -> usize {
+    // SAFETY: the caller promised a live communicator or null.
+    unsafe { comm.as_ref() }.map_or(0, |c| c.comm.size())
+}
+
+/// The algorithm that served the last successful call ("none" before any), a static
+/// NUL-terminated string.
+///
+/// # Safety
+/// `comm` must be live or null.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_comm_last_algorithm(comm: *const ShmcollComm) -> *const c_char {
+    // SAFETY: the caller promised a live communicator or null.
+    unsafe { comm.as_ref() }
+        .map_or(c"none", |c| c.last_algo)
+        .as_ptr()
+}
+
+/// Alltoall of `bytes_per_rank` bytes to and from every rank; `send` null: in place.
+///
+/// # Safety
+/// `comm` live and not used concurrently; `send` (unless null) readable and `recv`
+/// writable for `bytes_per_rank * size` bytes, not overlapping; `err` as above.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_alltoall(
+    comm: *mut ShmcollComm,
+    send: *const u8,
+    recv: *mut u8,
+    bytes_per_rank: usize,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        // SAFETY: the caller promised a live communicator used by this thread only.
+        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+        let send = (!send.is_null()).then_some(send as usize);
+        let algo = engine::alltoall(&mut c.comm, send, recv as usize, bytes_per_rank)?;
+        c.last_algo = algo_cstr(algo);
+        Ok(())
+    }))
+}
+
+/// Alltoallv with byte counts and byte displacements (`size` entries each); `send` null:
+/// in place (the send blocks are the receive blocks).
+///
+/// # Safety
+/// As `shmcoll_alltoall`; the four arrays must hold `size` entries; the blocks they
+/// describe must lie in the buffers.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn shmcoll_alltoallv(
+    comm: *mut ShmcollComm,
+    send: *const u8,
+    send_counts: *const usize,
+    send_displs: *const usize,
+    recv: *mut u8,
+    recv_counts: *const usize,
+    recv_displs: *const usize,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        // SAFETY: the caller promised a live communicator used by this thread only.
+        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+        let p = c.comm.size();
+        let arr = |ptr: *const usize, what: &str| {
+            if ptr.is_null() {
+                return Err(Failure::bad_argument(format!("null {what} array")));
+            }
+            // SAFETY: non-null, and the caller promised `p` readable entries.
+            Ok(unsafe { std::slice::from_raw_parts(ptr, p) })
+        };
+        let v = VectorArgs {
+            send_counts: arr(
+                if send.is_null() {
+                    recv_counts
+                } else {
+                    send_counts
+                },
+                "send counts",
+            )?,
+            send_displs: arr(
+                if send.is_null() {
+                    recv_displs
+                } else {
+                    send_displs
+                },
+                "send displacements",
+            )?,
+            recv_counts: arr(recv_counts, "receive counts")?,
+            recv_displs: arr(recv_displs, "receive displacements")?,
+        };
+        let send = (!send.is_null()).then_some(send as usize);
+        let algo = engine::alltoallv(&mut c.comm, send, recv as usize, v)?;
+        c.last_algo = algo_cstr(algo);
+        Ok(())
+    }))
+}
+
+/// Bcast, Allgather, Reduce_scatter_block or Allreduce (`op`: SHMCOLL_BCAST..) of `bytes`
+/// bytes (see the header); `dtype` and `redop` are the engine's codes for reductions, -1
+/// otherwise; `send` null: in place (Bcast ignores it).
+///
+/// # Safety
+/// `comm` live and not used concurrently; the buffers as MPI's call would need them for
+/// `bytes` and the communicator's size; `err` as above.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn shmcoll_collective(
+    comm: *mut ShmcollComm,
+    op: c_int,
+    send: *const u8,
+    recv: *mut u8,
+    bytes: usize,
+    root: usize,
+    dtype: c_int,
+    redop: c_int,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        // SAFETY: the caller promised a live communicator used by this thread only.
+        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+        let op =
+            coll_op(op).ok_or_else(|| Failure::bad_argument(format!("unknown collective {op}")))?;
+        let reduce = match (u8::try_from(dtype), u8::try_from(redop)) {
+            (Ok(d), Ok(o)) => Some((d, o)),
+            _ => None,
+        };
+        let call = Collective {
+            op,
+            send: (!send.is_null()).then_some(send as usize),
+            recv: recv as usize,
+            bytes,
+            root,
+            reduce,
+        };
+        let algo = collectives::collective(&mut c.comm, call)?;
+        c.last_algo = coll_algo_cstr(algo);
+        Ok(())
+    }))
+}
+
+/// Barrier over the communicator.
+///
+/// # Safety
+/// `comm` live and not used concurrently; `err` as above.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_barrier(
+    comm: *mut ShmcollComm,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        // SAFETY: the caller promised a live communicator used by this thread only.
+        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+        collectives::barrier(&mut c.comm)
+    }))
+}
+
+fn coll_algo_cstr(name: &str) -> &'static CStr {
+    match name {
+        "direct" => c"direct",
+        other => algo_cstr(other),
+    }
+}
+
+#[cfg(test)]
+mod tests;

