@@ -33,5 +33,11 @@ python -m mypy.stubtest shmcoll._core --allowlist stubtest-allowlist.txt
 step "mypy"
 python -m mypy python/shmcoll
 
+step "Fortran MPI for the PMPI library's Fortran test (Debian's MPICH; the wheel has no mpif90)"
+if ! command -v mpif90 >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gfortran libmpich-dev >/dev/null; } \
+        || echo "could not install gfortran/libmpich-dev: the Fortran test will skip"
+fi
+
 step "pytest"
 python -m pytest -q "$@"
