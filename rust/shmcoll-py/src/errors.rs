@@ -65,7 +65,6 @@ impl<T> IntoPyResult<T> for Result<T, Error> {
 }
 
 /// Convert a codec error: `shmcoll.errors.CodecError` (a ValueError).
-#[allow(dead_code)] // scaffold: used once the codec bindings land
 pub fn codec_to_py(py: Python<'_>, e: shmcoll_codec::CodecError) -> PyErr {
     let msg = e.to_string();
     let module = ERRORS.get_or_try_init(py, || {
