@@ -63,6 +63,45 @@ const fn enc_table() -> [[u16; 16]; 5] {
     t
 }
 
+/// Two planes at once: for `n` and index `second | first << 4`,
+/// `code | len << 16 | n' << 24` (code of the first plane, then of the second).
+static ENC2: [[u32; 256]; 5] = enc2_table();
+
+const fn enc2_table() -> [[u32; 256]; 5] {
+    let mut t = [[0u32; 256]; 5];
+    let mut n = 0;
+    while n < 5 {
+        let mut x = 0;
+        while x < 256 {
+            let e1 = enc_entry(n as u32, (x >> 4) as u32) as u32;
+            let (c1, l1, n1) = (e1 & 0xff, (e1 >> 8) & 0xf, e1 >> 12);
+            let e2 = enc_entry(n1, (x & 15) as u32) as u32;
+            let (c2, l2, n2) = (e2 & 0xff, (e2 >> 8) & 0xf, e2 >> 12);
+            t[n][x] = (c1 | (c2 << l1)) | ((l1 + l2) << 16) | (n2 << 24);
+            x += 1;
+        }
+        n += 1;
+    }
+    t
+}
+
+/// For n = 1..=3 significant coefficients, the positions of the group bits in a run of
+/// planes that each code as n verbatim bits and a 0 (bit n of every (n+1)-bit group).
+static GROUP_BITS: [u64; 4] = [0, group_bits(1), group_bits(2), group_bits(3)];
+
+/// ceil(2^16 / (n + 1)): `x * RECIP[n] >> 16 == x / (n + 1)` for x < 2^14.
+static RECIP: [u32; 4] = [0, 32768, 21846, 16384];
+
+const fn group_bits(n: u32) -> u64 {
+    let mut m = 0u64;
+    let mut at = n;
+    while at < 64 {
+        m |= 1 << at;
+        at += n + 1;
+    }
+    m
+}
+
 const fn dec_entry(n0: u32, p: u32) -> u16 {
     let mut x = 0u32;
     let mut len = 0u32;
@@ -110,6 +149,62 @@ fn plane(u: &[u64; 4], k: u32) -> usize {
         | (((u[3] >> k) & 1) << 3)) as usize
 }
 
+/// Spread the 16 low bits of `v` to every 4th bit (bit `m` to bit `4m`).
+#[inline(always)]
+fn spread4(v: u64) -> u64 {
+    let mut x = v & 0xffff;
+    x = (x | (x << 24)) & 0x0000_00ff_0000_00ff;
+    x = (x | (x << 12)) & 0x000f_000f_000f_000f;
+    x = (x | (x << 6)) & 0x0303_0303_0303_0303;
+    (x | (x << 3)) & 0x1111_1111_1111_1111
+}
+
+/// The bits at even positions of `x`, packed (bit `2m` to bit `m`).
+#[inline(always)]
+fn compress2(x: u64) -> u64 {
+    let mut x = x & 0x5555_5555_5555_5555;
+    x = (x | (x >> 1)) & 0x3333_3333_3333_3333;
+    x = (x | (x >> 2)) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | (x >> 4)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x >> 8)) & 0x0000_ffff_0000_ffff;
+    (x | (x >> 16)) & 0xffff_ffff
+}
+
+/// Inverse of `spread4`: bit `4m` of `x` to bit `m`.
+#[inline(always)]
+fn compress4(x: u64) -> u64 {
+    let mut x = x & 0x1111_1111_1111_1111;
+    x = (x | (x >> 3)) & 0x0303_0303_0303_0303;
+    x = (x | (x >> 6)) & 0x000f_000f_000f_000f;
+    x = (x | (x >> 12)) & 0x0000_00ff_0000_00ff;
+    (x | (x >> 24)) & 0xffff
+}
+
+/// Planes `k-1` down to `k-c` (1 <= c <= 16) as consecutive nibbles, plane `k-1` in the
+/// lowest: the stream of `c` verbatim planes.
+#[inline(always)]
+fn verbatim_planes(u: &[u64; 4], k: u32, c: u32) -> u64 {
+    let lo = k - c;
+    // Coefficient i at offset 3 - i and plane k-c+m in nibble m; reversing all 4c bits then
+    // puts plane k-1-j in nibble j and coefficient i at offset i.
+    let mut s = 0;
+    for (i, coeff) in u.iter().enumerate() {
+        s |= spread4((coeff >> lo) & mask(c)) << (3 - i);
+    }
+    s.reverse_bits() >> (64 - 4 * c)
+}
+
+/// Planes `base .. base+16` of the four coefficients as nibbles, plane `base + m` in
+/// nibble `m`, coefficient `i` at bit `i` of each.
+#[inline(always)]
+fn plane_window(u: &[u64; 4], base: u32) -> u64 {
+    let mut w = 0;
+    for (i, coeff) in u.iter().enumerate() {
+        w |= spread4(coeff >> base) << i;
+    }
+    w
+}
+
 /// Code planes `prec-1` down to 0 of `u` into at most `budget` bits; returns the bits
 /// written (the caller pads to the budget).
 #[inline(always)]
@@ -122,16 +217,46 @@ pub(super) fn encode(w: &mut BitWriter<'_>, u: &[u64; 4], prec: u32, budget: u32
     w.zeros(skip);
     bits -= skip;
     let mut n = 0usize;
+    // Planes k-1 down to 0 remain; those in base .. base+16 are nibbles of `win`.
     let mut k = top;
+    let mut base = u32::MAX;
+    let mut win = 0;
     while bits > 0 && k > 0 {
-        k -= 1;
-        let e = ENC[n][plane(u, k)] as u32;
-        let (code, len) = ((e & 0xff) as u64, (e >> 8) & 0xf);
+        if n == 4 {
+            // Everything significant: the remaining planes are plain nibbles.
+            while bits >= 4 && k > 0 {
+                let c = (bits / 4).min(k).min(16);
+                w.put(verbatim_planes(u, k, c), 4 * c);
+                bits -= 4 * c;
+                k -= c;
+            }
+            if bits > 0 && k > 0 {
+                w.put(plane(u, k - 1) as u64 & mask(bits), bits);
+                bits = 0;
+            }
+            break;
+        }
+        let p = k - 1;
+        if p.saturating_sub(1) < base {
+            base = p.saturating_sub(15);
+            win = plane_window(u, base);
+        }
+        let (code, len, next) = if k >= 2 {
+            // Planes p and p-1 at once: p in the high nibble of the index.
+            let e = ENC2[n][((win >> (4 * (p - 1 - base))) & 0xff) as usize];
+            k -= 2;
+            ((e & 0xffff) as u64, (e >> 16) & 0xff, (e >> 24) as usize)
+        } else {
+            let e = ENC[n][((win >> (4 * (p - base))) & 0xf) as usize] as u32;
+            k -= 1;
+            ((e & 0xff) as u64, (e >> 8) & 0xf, (e >> 12) as usize)
+        };
         if len <= bits {
             w.put(code, len);
             bits -= len;
-            n = (e >> 12) as usize;
+            n = next;
         } else {
+            // The budget ends inside: zfp writes exactly a prefix of the code.
             w.put(code & mask(bits), bits);
             bits = 0;
         }
@@ -144,10 +269,24 @@ pub(super) fn encode(w: &mut BitWriter<'_>, u: &[u64; 4], prec: u32, budget: u32
 #[inline(always)]
 pub(super) fn decode(r: &mut BitReader<'_>, prec: u32, kmin: u32, budget: u32) -> [u64; 4] {
     let mut u = [0u64; 4];
+    // Planes decoded one at a time: plane k in nibble k % 16 of word k / 16.
+    let mut nibbles = [0u64; 4];
     let mut bits = budget;
     let mut n = 0u32;
     let mut k = prec;
     while bits > 0 && k > kmin {
+        if n == 4 && bits >= 4 {
+            // Everything significant: whole planes are plain nibbles (57 bits per peek).
+            let c = (bits / 4).min(k - kmin).min(14);
+            let rev = (r.peek() & mask(4 * c)).reverse_bits() >> (64 - 4 * c);
+            r.skip(4 * c);
+            for (t, coeff) in u.iter_mut().rev().enumerate() {
+                *coeff |= compress4(rev >> t) << (k - c);
+            }
+            bits -= 4 * c;
+            k -= c;
+            continue;
+        }
         let x;
         if bits >= 7 {
             let p = r.peek();
@@ -159,6 +298,45 @@ pub(super) fn decode(r: &mut BitReader<'_>, prec: u32, kmin: u32, budget: u32) -
                 k -= z;
                 continue;
             }
+            if n > 0 {
+                // A run of planes in which nothing new becomes significant: n verbatim
+                // bits and a 0 group bit each.
+                let step = n + 1;
+                // min(a, b) / step == min(a / step, b / step); the division by 2, 3 or 4
+                // as a multiplication (exact below 2^14), a hardware divide being slow.
+                let most = (p & GROUP_BITS[n as usize])
+                    .trailing_zeros()
+                    .min(57)
+                    .min(bits);
+                let runs = ((most * RECIP[n as usize]) >> 16).min(k - kmin);
+                if runs > 0 {
+                    // Planes k-1 .. k-runs, straight into the coefficients.
+                    let lo = k - runs;
+                    match n {
+                        1 => {
+                            let rev = (compress2(p) & mask(runs)).reverse_bits() >> (64 - runs);
+                            u[0] |= rev << lo;
+                        }
+                        2 => {
+                            for j in 0..runs {
+                                let at = k - 1 - j;
+                                u[0] |= ((p >> (3 * j)) & 1) << at;
+                                u[1] |= ((p >> (3 * j + 1)) & 1) << at;
+                            }
+                        }
+                        _ => {
+                            let rev = (p & mask(4 * runs)).reverse_bits() >> (64 - 4 * runs);
+                            for (t, coeff) in u.iter_mut().rev().enumerate().skip(1) {
+                                *coeff |= compress4(rev >> t) << lo;
+                            }
+                        }
+                    }
+                    k = lo;
+                    r.skip(step * runs);
+                    bits -= step * runs;
+                    continue;
+                }
+            }
             let e = DEC[n as usize][((p >> n) & 0x7f) as usize] as u32;
             let len = n + ((e >> 4) & 0xf);
             x = (p & mask(n)) as u32 | (e & 0xf);
@@ -169,8 +347,14 @@ pub(super) fn decode(r: &mut BitReader<'_>, prec: u32, kmin: u32, budget: u32) -
             x = decode_plane_slow(r, &mut n, &mut bits);
         }
         k -= 1;
-        for (i, c) in u.iter_mut().enumerate() {
-            *c |= (((x >> i) & 1) as u64) << k;
+        // Collected as nibbles, transposed once at the end.
+        nibbles[(k >> 4) as usize] |= (x as u64) << (4 * (k & 15));
+    }
+    for (c, &word) in nibbles.iter().enumerate() {
+        if word != 0 {
+            for (i, coeff) in u.iter_mut().enumerate() {
+                *coeff |= compress4(word >> i) << (16 * c);
+            }
         }
     }
     u
@@ -204,6 +388,40 @@ fn decode_plane_slow(r: &mut BitReader<'_>, n: &mut u32, bits: &mut u32) -> u32 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spread_and_compress() {
+        for v in [0u64, 1, 0xffff, 0x8001, 0x1234, 0xa5a5] {
+            let s = spread4(v);
+            assert_eq!(s & !0x1111_1111_1111_1111, 0);
+            assert_eq!(s.count_ones(), v.count_ones());
+            assert_eq!(compress4(s), v);
+            assert_eq!(compress4(s << 1 | s << 2 | s << 3), 0);
+            assert_eq!(compress2(s), spread2_ref(v));
+        }
+        let u = [0b1010u64 << 20, 0b0110 << 20, 0b1111 << 20, 0];
+        for c in 1..=4 {
+            let w = verbatim_planes(&u, 24, c);
+            for j in 0..c {
+                assert_eq!((w >> (4 * j)) & 15, plane(&u, 23 - j) as u64, "c={c} j={j}");
+            }
+            assert_eq!(w >> (4 * c), 0);
+        }
+    }
+
+    /// Bit m of v to bit 2m, then packed back from the even bits: bit 4m -> 2m.
+    fn spread2_ref(v: u64) -> u64 {
+        (0..16).fold(0, |a, m| a | (((v >> m) & 1) << (2 * m)))
+    }
+
+    #[test]
+    fn reciprocals_divide() {
+        for n in 1..4u32 {
+            for x in 0..1 << 14 {
+                assert_eq!((x * RECIP[n as usize]) >> 16, x / (n + 1));
+            }
+        }
+    }
 
     #[test]
     fn code_lengths() {

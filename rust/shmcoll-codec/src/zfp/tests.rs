@@ -74,6 +74,24 @@ fn any_f64() -> impl Strategy<Value = f64> {
     ]
 }
 
+/// Smooth data: a large common value plus small deviations of random scale, so that the
+/// lifted coefficients differ by many orders of magnitude and the coder spends many planes
+/// with 1, 2 or 3 significant coefficients.
+fn smooth_f64() -> impl Strategy<Value = Vec<f64>> {
+    (
+        -1e6f64..1e6f64,
+        0i32..60,
+        prop::collection::vec(-1.0f64..1.0, 1..40),
+        prop::collection::vec(0i32..20, 1..40),
+    )
+        .prop_map(|(base, scale, dev, extra)| {
+            dev.iter()
+                .zip(extra.iter().cycle())
+                .map(|(d, e)| base + d * 2f64.powi(-scale - e))
+                .collect()
+        })
+}
+
 #[test]
 fn sizes_are_whole_words() {
     assert_eq!(compressed_bytes(0, FloatKind::F32, 8).unwrap(), 0);
@@ -219,6 +237,21 @@ proptest! {
         let fast = enc64(&v, rate);
         prop_assert_eq!(&fast, &reference::encode(&v, rate));
         prop_assert_eq!(bits64(&dec64(&fast, rate, v.len())), bits64(&reference::decode::<f64>(&fast, rate, v.len())));
+    }
+
+    #[test]
+    fn smooth_data_matches_reference(v in smooth_f64(), rate in 3u32..=64) {
+        if rate <= 32 {
+            let v32: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+            let fast = enc32(&v32, rate);
+            prop_assert_eq!(&fast, &reference::encode(&v32, rate));
+            prop_assert_eq!(bits32(&dec32(&fast, rate, v.len())), bits32(&reference::decode::<f32>(&fast, rate, v.len())));
+        }
+        if rate >= 4 {
+            let fast = enc64(&v, rate);
+            prop_assert_eq!(&fast, &reference::encode(&v, rate));
+            prop_assert_eq!(bits64(&dec64(&fast, rate, v.len())), bits64(&reference::decode::<f64>(&fast, rate, v.len())));
+        }
     }
 
     #[test]
