@@ -25,6 +25,35 @@ def timed(f: Callable[[], object]) -> tuple[float, float]:
     return time.process_time() - c, time.perf_counter() - w
 
 
+def bench_case(a: np.ndarray, rate: int, runs: int) -> None:
+    dt, n = a.dtype.type, a.size
+    zt = zfpy.dtype_to_ztype(a.dtype)
+    ref = zfpy.compress_numpy(a, rate=rate, write_header=False)
+    assert _core.zfp_encode(a, rate) == ref, "streams differ"
+    back = zfpy._decompress(ref, zt, [n], rate=rate)
+    assert _core.zfp_decode(ref, a.dtype.name, n, rate).tobytes() == back.tobytes(), "decodes differ"
+    out = np.empty_like(a)
+    sbuf = bytearray(len(ref))
+    jobs: dict[str, Callable[[], object]] = {
+        "ze": lambda: zfpy.compress_numpy(a, rate=rate, write_header=False),
+        "se": lambda: _core.zfp_encode(a, rate, sbuf),
+        "zd": lambda: zfpy._decompress(ref, zt, [n], rate=rate),
+        "sd": lambda: _core.zfp_decode(ref, a.dtype.name, n, rate, out),
+    }
+    t: dict[str, list[tuple[float, float]]] = {k: [] for k in jobs}
+    for _ in range(runs):
+        for k, job in jobs.items():
+            t[k].append(timed(job))
+    gb = a.nbytes / 1e9
+    cpu = {k: gb / statistics.median(x[0] for x in v) for k, v in t.items()}
+    wall = {k: gb / statistics.median(x[1] for x in v) for k, v in t.items()}
+    cells = {k: f"{cpu[k]:7.3f} ({wall[k]:6.3f})" for k in jobs}
+    print(
+        f"{np.dtype(dt).name + ' rate ' + str(rate):<16}{cells['ze']:>18}{cells['se']:>18}"
+        f"{cpu['se'] / cpu['ze']:6.1f}{cells['zd']:>18}{cells['sd']:>18}{cpu['sd'] / cpu['zd']:6.1f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=64)
@@ -39,31 +68,8 @@ def main() -> None:
     for dt in (np.float32, np.float64):
         n = (args.mib << 20) // np.dtype(dt).itemsize
         a = (np.cumsum(base[:n]) if args.data == "walk" else base[:n]).astype(dt)
-        zt = zfpy.dtype_to_ztype(a.dtype)
         for rate in (8, 16):
-            ref = zfpy.compress_numpy(a, rate=rate, write_header=False)
-            assert _core.zfp_encode(a, rate) == ref, "streams differ"
-            back = zfpy._decompress(ref, zt, [n], rate=rate)
-            assert _core.zfp_decode(ref, dt, n, rate).tobytes() == back.tobytes(), "decodes differ"
-            out = np.empty_like(a)
-            sbuf = bytearray(len(ref))
-            t: dict[str, list[tuple[float, float]]] = {k: [] for k in ("ze", "se", "zd", "sd")}
-            for _ in range(args.runs):
-                t["ze"].append(timed(lambda: zfpy.compress_numpy(a, rate=rate, write_header=False)))
-                t["se"].append(timed(lambda: _core.zfp_encode(a, rate, sbuf)))
-                t["zd"].append(timed(lambda: zfpy._decompress(ref, zt, [n], rate=rate)))
-                t["sd"].append(timed(lambda: _core.zfp_decode(ref, dt, n, rate, out)))
-            gb = a.nbytes / 1e9
-            cpu = {k: gb / statistics.median(x[0] for x in v) for k, v in t.items()}
-            wall = {k: gb / statistics.median(x[1] for x in v) for k, v in t.items()}
-
-            def cell(k: str) -> str:
-                return f"{cpu[k]:7.3f} ({wall[k]:6.3f})"
-
-            print(
-                f"{np.dtype(dt).name + ' rate ' + str(rate):<16}{cell('ze'):>18}{cell('se'):>18}"
-                f"{cpu['se'] / cpu['ze']:6.1f}{cell('zd'):>18}{cell('sd'):>18}{cpu['sd'] / cpu['zd']:6.1f}"
-            )
+            bench_case(a, rate, args.runs)
 
 
 if __name__ == "__main__":
