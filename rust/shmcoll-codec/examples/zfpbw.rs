@@ -57,7 +57,10 @@ fn main() {
                     let src: Vec<f32> = walk(bytes / 4).into_iter().map(|x| x as f32).collect();
                     let mut s = vec![0u8; zfp::compressed_bytes(src.len(), kind, rate).unwrap()];
                     let mut out = vec![0f32; src.len()];
-                    let e = median(|| drop(zfp::encode_f32(&src, rate, &mut s).unwrap()), runs);
+                    let e = median(
+                        || assert!(zfp::encode_f32(&src, rate, &mut s).unwrap() > 0),
+                        runs,
+                    );
                     let d = median(|| zfp::decode_f32(&s, rate, &mut out).unwrap(), runs);
                     (e, d)
                 }
@@ -65,7 +68,10 @@ fn main() {
                     let src = walk(bytes / 8);
                     let mut s = vec![0u8; zfp::compressed_bytes(src.len(), kind, rate).unwrap()];
                     let mut out = vec![0f64; src.len()];
-                    let e = median(|| drop(zfp::encode_f64(&src, rate, &mut s).unwrap()), runs);
+                    let e = median(
+                        || assert!(zfp::encode_f64(&src, rate, &mut s).unwrap() > 0),
+                        runs,
+                    );
                     let d = median(|| zfp::decode_f64(&s, rate, &mut out).unwrap(), runs);
                     (e, d)
                 }

@@ -138,7 +138,7 @@ unsafe fn with_values<T: Copy, R>(addr: usize, n: usize, f: impl FnOnce(&[T]) ->
     if n == 0 {
         return f(&[]);
     }
-    if addr % align_of::<T>() == 0 {
+    if addr.is_multiple_of(align_of::<T>()) {
         // SAFETY: aligned, and valid for n values by the caller's contract.
         return f(unsafe { std::slice::from_raw_parts(addr as *const T, n) });
     }
@@ -169,7 +169,7 @@ unsafe fn with_values_mut<T: Copy + Default, R>(
     if n == 0 {
         return f(&mut []);
     }
-    if addr % align_of::<T>() == 0 {
+    if addr.is_multiple_of(align_of::<T>()) {
         // SAFETY: aligned, valid and exclusive for n values by the caller's contract.
         return f(unsafe { std::slice::from_raw_parts_mut(addr as *mut T, n) });
     }

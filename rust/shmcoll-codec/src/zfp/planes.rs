@@ -432,8 +432,8 @@ mod tests {
         // Only the last coefficient: 1, 0, 0, 0 (implied) -> 4 bits.
         assert_eq!(ENC[0][8], 1 | (4 << 8) | (4 << 12));
         // Everything significant: the plane verbatim.
-        for x in 0..16 {
-            assert_eq!(ENC[4][x], x as u16 | (4 << 8) | (4 << 12));
+        for (x, &e) in ENC[4].iter().enumerate() {
+            assert_eq!(e, x as u16 | (4 << 8) | (4 << 12));
         }
     }
 

@@ -13,7 +13,7 @@ pub(super) struct Bits {
 
 impl Bits {
     fn write_bit(&mut self, b: bool) {
-        if self.len % 64 == 0 {
+        if self.len.is_multiple_of(64) {
             self.words.push(0);
         }
         if b {
