@@ -63,8 +63,8 @@ const fn enc_table() -> [[u16; 16]; 5] {
     t
 }
 
-/// Two planes at once: for `n` and index `second | first << 4`,
-/// `code | len << 16 | n' << 24` (code of the first plane, then of the second).
+/// Two planes at once: for `n` and index `first | second << 4` (plane nibbles in stream
+/// order), `code | len << 16 | n' << 24`.
 static ENC2: [[u32; 256]; 5] = enc2_table();
 
 const fn enc2_table() -> [[u32; 256]; 5] {
@@ -73,9 +73,9 @@ const fn enc2_table() -> [[u32; 256]; 5] {
     while n < 5 {
         let mut x = 0;
         while x < 256 {
-            let e1 = enc_entry(n as u32, (x >> 4) as u32) as u32;
+            let e1 = enc_entry(n as u32, (x & 15) as u32) as u32;
             let (c1, l1, n1) = (e1 & 0xff, (e1 >> 8) & 0xf, e1 >> 12);
-            let e2 = enc_entry(n1, (x & 15) as u32) as u32;
+            let e2 = enc_entry(n1, (x >> 4) as u32) as u32;
             let (c2, l2, n2) = (e2 & 0xff, (e2 >> 8) & 0xf, e2 >> 12);
             t[n][x] = (c1 | (c2 << l1)) | ((l1 + l2) << 16) | (n2 << 24);
             x += 1;
@@ -88,6 +88,15 @@ const fn enc2_table() -> [[u32; 256]; 5] {
 /// For n = 1..=3 significant coefficients, the positions of the group bits in a run of
 /// planes that each code as n verbatim bits and a 0 (bit n of every (n+1)-bit group).
 static GROUP_BITS: [u64; 4] = [0, group_bits(1), group_bits(2), group_bits(3)];
+
+/// For n = 1..=3 significant coefficients, the bits of every window nibble that would
+/// make a new one significant.
+static NEW_BITS: [u64; 4] = [
+    0,
+    0xeeee_eeee_eeee_eeee,
+    0xcccc_cccc_cccc_cccc,
+    0x8888_8888_8888_8888,
+];
 
 /// ceil(2^16 / (n + 1)): `x * RECIP[n] >> 16 == x / (n + 1)` for x < 2^14.
 static RECIP: [u32; 4] = [0, 32768, 21846, 16384];
@@ -140,8 +149,9 @@ const fn dec_table() -> [[u16; 128]; 5] {
     t
 }
 
-/// Bit `k` of each coefficient, coefficient `i` in bit `i`.
-#[inline(always)]
+/// Bit `k` of each coefficient, coefficient `i` in bit `i` (tests only: the coder reads
+/// planes from a window).
+#[cfg(test)]
 fn plane(u: &[u64; 4], k: u32) -> usize {
     (((u[0] >> k) & 1)
         | (((u[1] >> k) & 1) << 1)
@@ -170,6 +180,17 @@ fn compress2(x: u64) -> u64 {
     (x | (x >> 16)) & 0xffff_ffff
 }
 
+/// Spread the 32 low bits of `v` to every other bit (bit `m` to bit `2m`).
+#[inline(always)]
+fn spread2(v: u64) -> u64 {
+    let mut x = v & 0xffff_ffff;
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | (x << 2)) & 0x3333_3333_3333_3333;
+    (x | (x << 1)) & 0x5555_5555_5555_5555
+}
+
 /// Inverse of `spread4`: bit `4m` of `x` to bit `m`.
 #[inline(always)]
 fn compress4(x: u64) -> u64 {
@@ -180,29 +201,17 @@ fn compress4(x: u64) -> u64 {
     (x | (x >> 24)) & 0xffff
 }
 
-/// Planes `k-1` down to `k-c` (1 <= c <= 16) as consecutive nibbles, plane `k-1` in the
-/// lowest: the stream of `c` verbatim planes.
-#[inline(always)]
-fn verbatim_planes(u: &[u64; 4], k: u32, c: u32) -> u64 {
-    let lo = k - c;
-    // Coefficient i at offset 3 - i and plane k-c+m in nibble m; reversing all 4c bits then
-    // puts plane k-1-j in nibble j and coefficient i at offset i.
-    let mut s = 0;
-    for (i, coeff) in u.iter().enumerate() {
-        s |= spread4((coeff >> lo) & mask(c)) << (3 - i);
-    }
-    s.reverse_bits() >> (64 - 4 * c)
-}
-
-/// Planes `base .. base+16` of the four coefficients as nibbles, plane `base + m` in
-/// nibble `m`, coefficient `i` at bit `i` of each.
+/// Planes `base .. base+16` of the coefficients as nibbles in stream order: plane
+/// `base + 15 - j` in nibble `j`, coefficient `i` at bit `i` of each.
 #[inline(always)]
 fn plane_window(u: &[u64; 4], base: u32) -> u64 {
     let mut w = 0;
     for (i, coeff) in u.iter().enumerate() {
         w |= spread4(coeff >> base) << i;
     }
-    w
+    // Reverse the nibble order: bytes, then the two nibbles of each byte.
+    let w = w.swap_bytes();
+    ((w >> 4) & 0x0f0f_0f0f_0f0f_0f0f) | ((w & 0x0f0f_0f0f_0f0f_0f0f) << 4)
 }
 
 /// Code planes `prec-1` down to 0 of `u` into at most `budget` bits; returns the bits
@@ -217,44 +226,63 @@ pub(super) fn encode(w: &mut BitWriter<'_>, u: &[u64; 4], prec: u32, budget: u32
     w.zeros(skip);
     bits -= skip;
     let mut n = 0usize;
-    // Planes k-1 down to 0 remain; those in base .. base+16 are nibbles of `win`.
+    // Planes k-1 down to 0 remain; planes base .. base+16 are in `win` (stream order).
     let mut k = top;
     let mut base = u32::MAX;
     let mut win = 0;
     while bits > 0 && k > 0 {
-        if n == 4 {
-            // Everything significant: the remaining planes are plain nibbles.
-            while bits >= 4 && k > 0 {
-                let c = (bits / 4).min(k).min(16);
-                w.put(verbatim_planes(u, k, c), 4 * c);
-                bits -= 4 * c;
-                k -= c;
-            }
-            if bits > 0 && k > 0 {
-                w.put(plane(u, k - 1) as u64 & mask(bits), bits);
-                bits = 0;
-            }
-            break;
-        }
-        let p = k - 1;
-        if p.saturating_sub(1) < base {
-            base = p.saturating_sub(15);
+        if k - 1 < base || (k >= 2 && k - 2 < base) {
+            base = k.saturating_sub(16);
             win = plane_window(u, base);
         }
-        let (code, len, next) = if k >= 2 {
-            // Planes p and p-1 at once: p in the high nibble of the index.
-            let e = ENC2[n][((win >> (4 * (p - 1 - base))) & 0xff) as usize];
+        // Plane k-1 in the low nibble, the planes below it next.
+        let next = win >> (4 * (base + 16 - k));
+        if n == 4 {
+            // Everything significant: the planes are sent verbatim.
+            let c = (bits / 4).min(k - base);
+            if c == 0 {
+                // The budget ends inside this plane: its first bits.
+                w.put(next & mask(bits), bits);
+                bits = 0;
+                break;
+            }
+            w.put(next & mask(4 * c), 4 * c);
+            bits -= 4 * c;
+            k -= c;
+            continue;
+        }
+        if n > 0 {
+            // A run of planes in which nothing new becomes significant codes as n verbatim
+            // bits and a 0 each.
+            let quiet = (next & NEW_BITS[n]).trailing_zeros() / 4;
+            let runs = quiet.min(k - base).min((bits * RECIP[n]) >> 16);
+            if runs > 0 {
+                let len = (n as u32 + 1) * runs;
+                let code = match n {
+                    1 => spread2(compress4(next)),
+                    2 => (0..runs).fold(0, |c, j| c | ((next >> (4 * j)) & 3) << (3 * j)),
+                    // The nibbles themselves, their top bit (the group test) being 0.
+                    _ => next,
+                };
+                w.put(code & mask(len), len);
+                bits -= len;
+                k -= runs;
+                continue;
+            }
+        }
+        let (code, len, n_after) = if k >= 2 {
+            let e = ENC2[n][(next & 0xff) as usize];
             k -= 2;
             ((e & 0xffff) as u64, (e >> 16) & 0xff, (e >> 24) as usize)
         } else {
-            let e = ENC[n][((win >> (4 * (p - base))) & 0xf) as usize] as u32;
+            let e = ENC[n][(next & 0xf) as usize] as u32;
             k -= 1;
             ((e & 0xff) as u64, (e >> 8) & 0xf, (e >> 12) as usize)
         };
         if len <= bits {
             w.put(code, len);
             bits -= len;
-            n = next;
+            n = n_after;
         } else {
             // The budget ends inside: zfp writes exactly a prefix of the code.
             w.put(code & mask(bits), bits);
@@ -264,13 +292,19 @@ pub(super) fn encode(w: &mut BitWriter<'_>, u: &[u64; 4], prec: u32, budget: u32
     budget - bits
 }
 
+/// Set bit `k` of coefficient `i` for each bit `i` of the plane `x`.
+#[inline(always)]
+fn deposit(u: &mut [u64; 4], x: u64, k: u32) {
+    for (i, c) in u.iter_mut().enumerate() {
+        *c |= ((x >> i) & 1) << k;
+    }
+}
+
 /// Decode planes `prec-1` down to `kmin` from at most `budget` bits at the reader's
 /// position (the reader advances past what was read).
 #[inline(always)]
 pub(super) fn decode(r: &mut BitReader<'_>, prec: u32, kmin: u32, budget: u32) -> [u64; 4] {
     let mut u = [0u64; 4];
-    // Planes decoded one at a time: plane k in nibble k % 16 of word k / 16.
-    let mut nibbles = [0u64; 4];
     let mut bits = budget;
     let mut n = 0u32;
     let mut k = prec;
@@ -286,6 +320,12 @@ pub(super) fn decode(r: &mut BitReader<'_>, prec: u32, kmin: u32, budget: u32) -
             bits -= 4 * c;
             k -= c;
             continue;
+        }
+        if n == 4 {
+            // The budget ends inside this plane: its first bits.
+            k -= 1;
+            deposit(&mut u, r.read(bits), k);
+            break;
         }
         let x;
         if bits >= 7 {
@@ -347,21 +387,13 @@ pub(super) fn decode(r: &mut BitReader<'_>, prec: u32, kmin: u32, budget: u32) -
             x = decode_plane_slow(r, &mut n, &mut bits);
         }
         k -= 1;
-        // Collected as nibbles, transposed once at the end.
-        nibbles[(k >> 4) as usize] |= (x as u64) << (4 * (k & 15));
-    }
-    for (c, &word) in nibbles.iter().enumerate() {
-        if word != 0 {
-            for (i, coeff) in u.iter_mut().enumerate() {
-                *coeff |= compress4(word >> i) << (16 * c);
-            }
-        }
+        deposit(&mut u, x as u64, k);
     }
     u
 }
 
 /// One plane exactly as zfp's `decode_few_ints` reads it under a small budget.
-#[cold]
+#[inline]
 fn decode_plane_slow(r: &mut BitReader<'_>, n: &mut u32, bits: &mut u32) -> u32 {
     let m = (*n).min(*bits);
     *bits -= m;
@@ -398,14 +430,20 @@ mod tests {
             assert_eq!(compress4(s), v);
             assert_eq!(compress4(s << 1 | s << 2 | s << 3), 0);
             assert_eq!(compress2(s), spread2_ref(v));
+            assert_eq!(spread2(v), spread2_ref(v));
+            assert_eq!(compress2(spread2(v | v << 16)), v | v << 16);
         }
-        let u = [0b1010u64 << 20, 0b0110 << 20, 0b1111 << 20, 0];
-        for c in 1..=4 {
-            let w = verbatim_planes(&u, 24, c);
-            for j in 0..c {
-                assert_eq!((w >> (4 * j)) & 15, plane(&u, 23 - j) as u64, "c={c} j={j}");
+        // The window lists planes in stream order, top first.
+        let u = [0xdead_beef_u64, 0x1234_5678, 0xffff_0000, 0x0f0f_f0f0];
+        for base in [0u32, 5, 16] {
+            let w = plane_window(&u, base);
+            for j in 0..16 {
+                assert_eq!(
+                    (w >> (4 * j)) & 15,
+                    plane(&u, base + 15 - j) as u64,
+                    "base={base} j={j}"
+                );
             }
-            assert_eq!(w >> (4 * c), 0);
         }
     }
 
