@@ -159,8 +159,32 @@ fn plane(u: &[u64; 4], k: u32) -> usize {
         | (((u[3] >> k) & 1) << 3)) as usize
 }
 
+/// `spread4` of every byte.
+static SPREAD_BYTE: [u32; 256] = spread_byte_table();
+
+const fn spread_byte_table() -> [u32; 256] {
+    let mut t = [0u32; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut m = 0;
+        while m < 8 {
+            t[b] |= (((b >> m) & 1) as u32) << (4 * m);
+            m += 1;
+        }
+        b += 1;
+    }
+    t
+}
+
+/// Spread the 16 low bits of `v` to every 4th bit (bit `m` to bit `4m`), by table.
+#[inline(always)]
+fn spread4_fast(v: u64) -> u64 {
+    SPREAD_BYTE[(v & 0xff) as usize] as u64 | (SPREAD_BYTE[((v >> 8) & 0xff) as usize] as u64) << 32
+}
+
 /// Spread the 16 low bits of `v` to every 4th bit (bit `m` to bit `4m`).
 #[inline(always)]
+#[cfg_attr(not(test), allow(dead_code))]
 fn spread4(v: u64) -> u64 {
     let mut x = v & 0xffff;
     x = (x | (x << 24)) & 0x0000_00ff_0000_00ff;
@@ -207,7 +231,7 @@ fn compress4(x: u64) -> u64 {
 fn plane_window(u: &[u64; 4], base: u32) -> u64 {
     let mut w = 0;
     for (i, coeff) in u.iter().enumerate() {
-        w |= spread4(coeff >> base) << i;
+        w |= spread4_fast(coeff >> base) << i;
     }
     // Reverse the nibble order: bytes, then the two nibbles of each byte.
     let w = w.swap_bytes();
@@ -428,6 +452,7 @@ mod tests {
             assert_eq!(s & !0x1111_1111_1111_1111, 0);
             assert_eq!(s.count_ones(), v.count_ones());
             assert_eq!(compress4(s), v);
+            assert_eq!(spread4_fast(v), s);
             assert_eq!(compress4(s << 1 | s << 2 | s << 3), 0);
             assert_eq!(compress2(s), spread2_ref(v));
             assert_eq!(spread2(v), spread2_ref(v));
