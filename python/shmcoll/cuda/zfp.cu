@@ -184,7 +184,7 @@ ZFP_INLINE zu32 kmin(zu32 e) {
     return T::PREC - p;
 }
 
-// --- the bit stream (zfp/bits.rs) --------------------------------------------------------
+// --- the bit stream (zfp/bits.rs, zfp/reference.rs) --------------------------------------------------------
 
 ZFP_INLINE zu64 zmask(zu32 n) { return n >= 64 ? ~0ull : ((1ull << n) - 1); }
 
@@ -217,20 +217,37 @@ ZFP_INLINE void put_zeros(ZfpWriter& w, zu32 n) {
     }
 }
 
+// Sequential reader: the next `avail` bits of the stream in `buf` (the next one in bit 0),
+// whole words loaded only when a read needs them, so nothing past the block is touched.
 struct ZfpReader {
     const zu64* in;
-    zu64 pos;  // next bit
+    zu64 next;   // index of the next word to load
+    zu64 buf;
+    zu32 avail;  // 0..=64; the bits of buf above them are zero
 };
 
-// n <= 64 bits; reads only the words that hold them.
+ZFP_INLINE void reader_at(ZfpReader& r, const zu64* in, zu64 pos) {
+    r.in = in;
+    r.next = (pos >> 6) + 1;
+    const zu32 sh = (zu32)(pos & 63);
+    r.buf = in[pos >> 6] >> sh;
+    r.avail = 64 - sh;
+}
+
+// n <= 32 bits.
 ZFP_INLINE zu64 get(ZfpReader& r, zu32 n) {
-    if (n == 0) return 0;
-    const zu64 w = r.pos >> 6;
-    const zu32 sh = (zu32)(r.pos & 63);
-    zu64 v = r.in[w] >> sh;
-    if (sh + n > 64) v |= r.in[w + 1] << (64 - sh);
-    r.pos += n;
-    return v & zmask(n);
+    if (n <= r.avail) {
+        const zu64 v = r.buf & zmask(n);
+        r.buf = n == 64 ? 0 : r.buf >> n;
+        r.avail -= n;
+        return v;
+    }
+    const zu64 w = r.in[r.next++];
+    const zu64 v = (r.buf | (w << r.avail)) & zmask(n);
+    const zu32 used = n - r.avail;
+    r.buf = w >> used;
+    r.avail = 64 - used;
+    return v;
 }
 
 // --- the bit planes (zfp/reference.rs: zfp's encode_few_ints / decode_few_ints) ---------
@@ -354,8 +371,7 @@ ZFP_INLINE void decode_block(const zu64* stream, zu64 n, zu32 rate, typename T::
     if (b >= nb) return;
     const zu32 maxbits = 4 * rate;
     ZfpReader r;
-    r.in = stream;
-    r.pos = b * maxbits;
+    reader_at(r, stream, b * maxbits);
     typename T::F v[4];
     const zu64 head = get(r, 1 + T::EBITS);
     if (head & 1) {
