@@ -7,6 +7,12 @@
 //! truncates the last plane's code. The decoder is not prefix-closed in the same way
 //! (a plane cut short by the budget still marks a coefficient significant), so it uses the
 //! tables only while at least 7 budget bits remain and finishes bit by bit.
+//!
+//! Three shortcuts, each coding exactly what the plane-by-plane loop codes: leading empty
+//! planes (one 0 bit each), runs of planes in which nothing new becomes significant (n
+//! verbatim bits and a 0 each), and, once all four coefficients are significant, whole
+//! planes sent verbatim as nibbles. The encoder reads planes from a 16-plane window of
+//! nibbles in stream order; the decoder deposits bits straight into the coefficients.
 
 use super::bits::{mask, BitReader, BitWriter};
 
