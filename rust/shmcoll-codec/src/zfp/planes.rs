@@ -104,6 +104,9 @@ static NEW_BITS: [u64; 4] = [
     0x8888_8888_8888_8888,
 ];
 
+/// Block budgets (bits for the planes) up to which the encoder takes fewer shortcuts.
+const SMALL_BUDGET: u32 = 32;
+
 /// ceil(2^16 / (n + 1)): `x * RECIP[n] >> 16 == x / (n + 1)` for x < 2^14.
 static RECIP: [u32; 4] = [0, 32768, 21846, 16384];
 
@@ -260,6 +263,10 @@ pub(super) fn encode(w: &mut BitWriter<'_>, u: &[u64; 4], prec: u32, budget: u32
     let mut k = top;
     let mut base = u32::MAX;
     let mut win = 0;
+    // With a small budget few planes are coded, and the shortcuts below cost more in
+    // mispredicted branches than they save, except runs with one significant coefficient
+    // (smooth data): otherwise two planes per lookup.
+    let shortcuts = budget > SMALL_BUDGET;
     while bits > 0 && k > 0 {
         if k - 1 < base || (k >= 2 && k - 2 < base) {
             base = k.saturating_sub(16);
@@ -267,7 +274,7 @@ pub(super) fn encode(w: &mut BitWriter<'_>, u: &[u64; 4], prec: u32, budget: u32
         }
         // Plane k-1 in the low nibble, the planes below it next.
         let next = win >> (4 * (base + 16 - k));
-        if n == 4 {
+        if shortcuts && n == 4 {
             // Everything significant: the planes are sent verbatim.
             let c = (bits / 4).min(k - base);
             if c == 0 {
@@ -281,7 +288,7 @@ pub(super) fn encode(w: &mut BitWriter<'_>, u: &[u64; 4], prec: u32, budget: u32
             k -= c;
             continue;
         }
-        if n > 0 {
+        if n == 1 || (shortcuts && n > 1 && n < 4) {
             // A run of planes in which nothing new becomes significant codes as n verbatim
             // bits and a 0 each.
             let quiet = (next & NEW_BITS[n]).trailing_zeros() / 4;
