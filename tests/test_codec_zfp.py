@@ -215,6 +215,8 @@ def test_bad_arguments() -> None:
             pytest.fail(f"bad call {i} was accepted")
     with pytest.raises(CodecError, match="corrupt"):
         _core.zfp_decode(b"\0" * 8, "float64", 4, 16 + 1)
+    with pytest.raises(CodecError, match="corrupt"):
+        _core.zfp_decode(b"\0" * 8, "float64", 1 << 40, 16)  # no terabyte allocation
     with pytest.raises(CodecError, match="overlaps"):
         buf = np.zeros(64, np.float32)
         _core.zfp_encode(buf, 8, buf.view(np.uint8))

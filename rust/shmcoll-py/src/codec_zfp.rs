@@ -316,8 +316,19 @@ fn zfp_decode<'py>(
     let kind = parse_dtype(py, dtype)?;
     let rate = rate_arg(py, kind, rate)?;
     let n = count_arg(py, n)?;
-    zfp::compressed_bytes(n, kind, rate).map_err(|e| codec_to_py(py, e))?;
+    let need = zfp::compressed_bytes(n, kind, rate).map_err(|e| codec_to_py(py, e))?;
     let stream = borrow(py, buf, false, "stream")?;
+    if stream.raw().len < need {
+        // Before allocating the output: a wrong n must not cost a huge allocation.
+        return Err(codec_to_py(
+            py,
+            CodecError::Corrupt(format!(
+                "a zfp stream of {n} {} values at rate {rate} has {need} bytes, this one {}",
+                kind_name(kind),
+                stream.raw().len
+            )),
+        ));
+    }
     let target = match out {
         Some(o) => o.clone(),
         None => numpy(py)?.getattr("empty")?.call1((n, kind_name(kind)))?,
