@@ -3,9 +3,10 @@ API is the ``shmcoll`` package, which wraps what is here."""
 
 import sys
 from collections.abc import Sequence
-from typing import Any, Final, Self, final
+from typing import Any, Final, Self, final, overload
 
-from typing_extensions import disjoint_base
+from numpy.typing import NDArray
+from typing_extensions import Buffer, disjoint_base
 
 __all__ = [
     "SEGMENT_PREFIX",
@@ -36,6 +37,9 @@ __all__ = [
     "register_mpi",
     "resolve",
     "settings",
+    "zfp_compressed_size",
+    "zfp_decode",
+    "zfp_encode",
 ]
 
 __version__: Final[str]
@@ -322,6 +326,24 @@ def algorithms() -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """The registry: algorithms (name, description), copy orders, store policies."""
 
 # --- codecs: zfp (rust/shmcoll-py/src/codec_zfp.rs) ---
+
+def zfp_compressed_size(n: int, dtype: str, rate: int) -> int:
+    """Bytes of the zfp fixed-rate stream of `n` values of `dtype` ("float32" or "float64")
+    at `rate` bits per value (3..32 for float32, 4..64 for float64): whole 64-bit words."""
+
+@overload
+def zfp_encode(arr: Buffer, rate: int, out: None = None) -> bytes:
+    """Compress a C-contiguous float32/float64 buffer (zfp fixed rate, 1-D, the stream of
+    zfpy's ``compress_numpy(arr, rate=rate, write_header=False)``); returns the stream, or
+    writes it into the writable buffer `out` and returns its length. Releases the GIL for
+    arrays of 64 KiB and more."""
+
+@overload
+def zfp_encode(arr: Buffer, rate: int, out: Buffer) -> int: ...
+def zfp_decode(buf: Buffer, dtype: str, n: int, rate: int, out: NDArray[Any] | None = None) -> NDArray[Any]:
+    """Decompress `n` values of `dtype` from the zfp stream `buf` written at `rate`; returns
+    a new 1-D array, or fills `out` (C-contiguous, exactly `n` values of `dtype`) and
+    returns it."""
 
 # --- codecs: bq, cast, mpc (rust/shmcoll-py/src/codec_misc.rs) ---
 

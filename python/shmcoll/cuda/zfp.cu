@@ -1,0 +1,410 @@
+// zfp fixed-rate, 1-D, float32/float64: the CUDA twin of rust/shmcoll-codec/src/zfp.rs.
+// The stream is specified byte for byte in that module's documentation; this file writes
+// and reads the same bytes (checked on the CPU by tests/test_codec_zfp_cuda_host.py, which
+// compiles this very file as C++ with g++, and on a GPU by tests/test_gpu_zfp.py).
+//
+// It transliterates the Rust reference coder bit for bit: the block-floating-point cast
+// and lifting of zfp/scalar.rs, and the plane coder of zfp/reference.rs (one bit at a
+// time; the Rust fast path uses tables that would serialise in constant memory here).
+// Compile with NVRTC and the options of shmcoll.gpu.kernels (--fmad=false, no fast math,
+// denormals kept): every float operation is a power-of-two scaling, an int<->float
+// conversion rounded to nearest even or toward zero, or a product rounded once.
+//
+// Kernels (all pointers device memory; n values; rate 3..=32 for float32, 4..=64 for
+// float64, validated by the caller):
+//
+//   zfp_encode_f32(const float* src, unsigned long long n, unsigned int rate,
+//                  unsigned long long* stream)
+//   zfp_encode_f64(const double* src, ...same...)
+//     One thread per group of G = 16 / gcd(rate, 16) consecutive blocks of 4 values:
+//     a group is G * 4 * rate bits, a whole number of 64-bit words, so each thread writes
+//     its own words (no atomics, no zeroing beforehand). Thread t codes blocks
+//     [t*G, min((t+1)*G, nb)) with nb = ceil(n / 4), and the thread of the last group
+//     also writes the zero-padded last word. Launch ceil(nb / G) threads in 1-D:
+//     grid = ceil(ceil(nb / G) / blockDim.x); any blockDim.x (256 in shmcoll.gpu.zfp).
+//     `stream` must be 8-byte aligned with room for ceil(nb * 4 * rate / 64) words.
+//
+//   zfp_decode_f32(const unsigned long long* stream, unsigned long long n,
+//                  unsigned int rate, float* dst)
+//   zfp_decode_f64(..., double* dst)
+//     One thread per block: launch nb threads in 1-D (any blockDim.x). The stream must be
+//     8-byte aligned and hold ceil(nb * 4 * rate / 64) words.
+//
+// Written in plain C++17 with no headers, CUDA builtins only behind the small shim below,
+// so that g++ compiles it unchanged (with ZFP_HOST defined and the shim provided).
+
+typedef unsigned int zu32;
+typedef unsigned long long zu64;
+typedef int zi32;
+typedef long long zi64;
+
+#ifndef ZFP_HOST
+#define ZFP_INLINE __device__ __forceinline__
+#else
+#define ZFP_INLINE inline
+#endif
+
+// --- the per-type half: cast, lifting, negabinary (zfp/scalar.rs) ------------------------
+
+struct ZfpF32 {
+    typedef float F;
+    typedef zi32 I;
+    typedef zu32 U;
+    static constexpr zu32 EBITS = 8;
+    static constexpr zu32 PREC = 32;
+    static constexpr zu32 MANT = 23;
+    static constexpr zi32 EBIAS = 127;
+    // Exponent-field clamp: below it 2^(30 - emax) would overflow float32.
+    static constexpr zi32 EF_MIN = 29;
+    static constexpr U NB = 0xaaaaaaaau;
+    static constexpr U ABS = 0x7fffffffu;
+    static constexpr U INF = 0x7f800000u;
+    static constexpr U MAXF = 0x7f7fffffu;
+    ZFP_INLINE static U bits(F x) { return __float_as_uint(x); }
+    ZFP_INLINE static F from_bits(U b) { return __uint_as_float(b); }
+};
+
+struct ZfpF64 {
+    typedef double F;
+    typedef zi64 I;
+    typedef zu64 U;
+    static constexpr zu32 EBITS = 11;
+    static constexpr zu32 PREC = 64;
+    static constexpr zu32 MANT = 52;
+    static constexpr zi32 EBIAS = 1023;
+    static constexpr zi32 EF_MIN = 61;
+    static constexpr U NB = 0xaaaaaaaaaaaaaaaaull;
+    static constexpr U ABS = 0x7fffffffffffffffull;
+    static constexpr U INF = 0x7ff0000000000000ull;
+    static constexpr U MAXF = 0x7fefffffffffffffull;
+    ZFP_INLINE static U bits(F x) { return (U)__double_as_longlong(x); }
+    ZFP_INLINE static F from_bits(U b) { return __longlong_as_double((zi64)b); }
+};
+
+// Wrapping two's-complement arithmetic through the unsigned type (signed overflow is
+// undefined in C++); >> on a signed value is arithmetic on every target we compile for.
+template <class T>
+ZFP_INLINE typename T::I wadd(typename T::I a, typename T::I b) {
+    return (typename T::I)((typename T::U)a + (typename T::U)b);
+}
+template <class T>
+ZFP_INLINE typename T::I wsub(typename T::I a, typename T::I b) {
+    return (typename T::I)((typename T::U)a - (typename T::U)b);
+}
+template <class T>
+ZFP_INLINE typename T::I wshl1(typename T::I a) {
+    return (typename T::I)((typename T::U)a << 1);
+}
+
+template <class T>
+ZFP_INLINE void fwd_lift(typename T::I* p) {
+    typename T::I x = p[0], y = p[1], z = p[2], w = p[3];
+    x = wadd<T>(x, w); x >>= 1; w = wsub<T>(w, x);
+    z = wadd<T>(z, y); z >>= 1; y = wsub<T>(y, z);
+    x = wadd<T>(x, z); x >>= 1; z = wsub<T>(z, x);
+    w = wadd<T>(w, y); w >>= 1; y = wsub<T>(y, w);
+    w = wadd<T>(w, y >> 1); y = wsub<T>(y, w >> 1);
+    p[0] = x; p[1] = y; p[2] = z; p[3] = w;
+}
+
+template <class T>
+ZFP_INLINE void inv_lift(typename T::I* p) {
+    typename T::I x = p[0], y = p[1], z = p[2], w = p[3];
+    y = wadd<T>(y, w >> 1); w = wsub<T>(w, y >> 1);
+    y = wadd<T>(y, w); w = wshl1<T>(w); w = wsub<T>(w, y);
+    z = wadd<T>(z, x); x = wshl1<T>(x); x = wsub<T>(x, z);
+    y = wadd<T>(y, z); z = wshl1<T>(z); z = wsub<T>(z, y);
+    w = wadd<T>(w, x); x = wshl1<T>(x); x = wsub<T>(x, w);
+    p[0] = x; p[1] = y; p[2] = z; p[3] = w;
+}
+
+// 2^k rounded as C's ldexp(1, k): exact down to the smallest subnormal, zero below.
+template <class T>
+ZFP_INLINE typename T::F pow2(zi32 k) {
+    const zi32 min_normal = 1 - T::EBIAS;
+    if (k >= min_normal) return T::from_bits((typename T::U)(k + T::EBIAS) << T::MANT);
+    if (k >= min_normal - (zi32)T::MANT)
+        return T::from_bits((typename T::U)1 << (zu32)(k - (min_normal - (zi32)T::MANT)));
+    return T::from_bits(0);
+}
+
+// Forward transform of a block: false for a block of zeros, else the biased exponent and
+// the negabinary coefficients (zfp/scalar.rs `forward`).
+template <class T>
+ZFP_INLINE bool forward(const typename T::F* v, zu32* e, zu64* u) {
+    typedef typename T::U U;
+    U b[4];
+    U m = 0;
+    for (int i = 0; i < 4; i++) {
+        b[i] = T::bits(v[i]);
+        U a = b[i] & T::ABS;
+        m = a > m ? a : m;
+    }
+    if (m >= T::INF) {
+        // NaN as +0, +-inf as +-MAX.
+        m = 0;
+        for (int i = 0; i < 4; i++) {
+            U a = b[i] & T::ABS;
+            if (a > T::INF) b[i] = 0;
+            else if (a == T::INF) b[i] = (b[i] & ~T::ABS) | T::MAXF;
+            a = b[i] & T::ABS;
+            m = a > m ? a : m;
+        }
+    }
+    if (m == 0) return false;
+    zi32 ef = (zi32)(m >> T::MANT);
+    if (ef < T::EF_MIN) ef = T::EF_MIN;
+    const zi32 emax = ef - (T::EBIAS - 1);
+    const typename T::F s = T::from_bits((U)(T::EBIAS + (zi32)(T::PREC - 2) - emax) << T::MANT);
+    typename T::I q[4];
+    for (int i = 0; i < 4; i++) q[i] = (typename T::I)(T::from_bits(b[i]) * s);
+    fwd_lift<T>(q);
+    for (int i = 0; i < 4; i++) u[i] = (zu64)(((U)q[i] + T::NB) ^ T::NB);
+    *e = (zu32)(emax + T::EBIAS);
+    return true;
+}
+
+template <class T>
+ZFP_INLINE void inverse(zu32 e, const zu64* u, typename T::F* out) {
+    typedef typename T::U U;
+    const zi32 emax = (zi32)e - T::EBIAS;
+    const typename T::F s = pow2<T>(emax - (zi32)(T::PREC - 2));
+    typename T::I q[4];
+    for (int i = 0; i < 4; i++) q[i] = (typename T::I)(((U)u[i] ^ T::NB) - T::NB);
+    inv_lift<T>(q);
+    for (int i = 0; i < 4; i++) out[i] = (typename T::F)q[i] * s;
+}
+
+// Lowest decoded bit plane for biased exponent e (maxprec of zfp's `precision`).
+template <class T>
+ZFP_INLINE zu32 kmin(zu32 e) {
+    zi32 maxprec = (zi32)e - T::EBIAS + 1074 + 4;
+    maxprec = maxprec < 0 ? 0 : (maxprec > 64 ? 64 : maxprec);
+    zu32 p = (zu32)maxprec < T::PREC ? (zu32)maxprec : T::PREC;
+    return T::PREC - p;
+}
+
+// --- the bit stream (zfp/bits.rs, zfp/reference.rs) --------------------------------------------------------
+
+ZFP_INLINE zu64 zmask(zu32 n) { return n >= 64 ? ~0ull : ((1ull << n) - 1); }
+
+struct ZfpWriter {
+    zu64* out;
+    zu64 word;  // next word to store
+    zu64 acc;   // pending bits, the first in bit 0
+    zu32 fill;  // pending bit count, < 64
+};
+
+ZFP_INLINE void put(ZfpWriter& w, zu64 v, zu32 n) {
+    if (n == 0) return;
+    w.acc |= v << w.fill;
+    const zu32 f = w.fill + n;
+    if (f >= 64) {
+        w.out[w.word++] = w.acc;
+        const zu32 rem = f - 64;
+        w.acc = rem == 0 ? 0 : v >> (n - rem);
+        w.fill = rem;
+    } else {
+        w.fill = f;
+    }
+}
+
+ZFP_INLINE void put_zeros(ZfpWriter& w, zu32 n) {
+    while (n > 0) {
+        const zu32 k = n < 64 ? n : 64;
+        put(w, 0, k);
+        n -= k;
+    }
+}
+
+// Sequential reader: the next `avail` bits of the stream in `buf` (the next one in bit 0),
+// whole words loaded only when a read needs them, so nothing past the block is touched.
+struct ZfpReader {
+    const zu64* in;
+    zu64 next;   // index of the next word to load
+    zu64 buf;
+    zu32 avail;  // 0..=64; the bits of buf above them are zero
+};
+
+ZFP_INLINE void reader_at(ZfpReader& r, const zu64* in, zu64 pos) {
+    r.in = in;
+    r.next = (pos >> 6) + 1;
+    const zu32 sh = (zu32)(pos & 63);
+    r.buf = in[pos >> 6] >> sh;
+    r.avail = 64 - sh;
+}
+
+// n <= 32 bits.
+ZFP_INLINE zu64 get(ZfpReader& r, zu32 n) {
+    if (n <= r.avail) {
+        const zu64 v = r.buf & zmask(n);
+        r.buf = n == 64 ? 0 : r.buf >> n;
+        r.avail -= n;
+        return v;
+    }
+    const zu64 w = r.in[r.next++];
+    const zu64 v = (r.buf | (w << r.avail)) & zmask(n);
+    const zu32 used = n - r.avail;
+    r.buf = w >> used;
+    r.avail = 64 - used;
+    return v;
+}
+
+// --- the bit planes (zfp/reference.rs: zfp's encode_few_ints / decode_few_ints) ---------
+
+ZFP_INLINE void encode_ints(ZfpWriter& s, const zu64* u, zu32 prec, zu32 maxbits) {
+    zu32 bits = maxbits;
+    zu32 n = 0;
+    zu32 k = prec;
+    while (bits > 0 && k > 0) {
+        k--;
+        zu64 x = 0;
+        for (int i = 0; i < 4; i++) x += ((u[i] >> k) & 1) << i;
+        const zu32 m = n < bits ? n : bits;
+        bits -= m;
+        put(s, x & zmask(m), m);
+        x >>= m;
+        while (n < 4 && bits > 0) {
+            bits--;
+            const zu32 any = x != 0;
+            put(s, any, 1);
+            if (!any) break;
+            while (n < 3 && bits > 0) {
+                bits--;
+                const zu32 b = (zu32)(x & 1);
+                put(s, b, 1);
+                if (b) break;
+                x >>= 1;
+                n++;
+            }
+            x >>= 1;
+            n++;
+        }
+    }
+    put_zeros(s, bits);
+}
+
+ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 maxbits, zu64* u) {
+    for (int i = 0; i < 4; i++) u[i] = 0;
+    zu32 bits = maxbits;
+    zu32 n = 0;
+    zu32 k = prec;
+    while (bits > 0 && k > kmin) {
+        k--;
+        const zu32 m = n < bits ? n : bits;
+        bits -= m;
+        zu64 x = get(r, m);
+        while (n < 4 && bits > 0) {
+            bits--;
+            if (!get(r, 1)) break;
+            while (n < 3 && bits > 0) {
+                bits--;
+                if (get(r, 1)) break;
+                n++;
+            }
+            x += 1ull << n;
+            n++;
+        }
+        for (int i = 0; x != 0; i++, x >>= 1) u[i] += (x & 1) << k;
+    }
+}
+
+// --- blocks and kernels -------------------------------------------------------------------
+
+// Blocks per thread in the encoder: the smallest group whose bits fill whole words.
+ZFP_INLINE zu32 group_blocks(zu32 rate) {
+    zu32 g = 16;
+    while (g > 1 && (rate & 1) == 0) {
+        g >>= 1;
+        rate >>= 1;
+    }
+    return g;
+}
+
+// Values of block b, the last one padded as zfp's pad_block.
+template <class T>
+ZFP_INLINE void load_block(const typename T::F* src, zu64 n, zu64 b, typename T::F* v) {
+    const zu64 at = 4 * b;
+    const zu64 left = n - at;
+    if (left >= 4) {
+        for (int i = 0; i < 4; i++) v[i] = src[at + i];
+    } else {
+        v[0] = src[at];
+        v[1] = left > 1 ? src[at + 1] : v[0];
+        v[2] = left > 2 ? src[at + 2] : v[1];
+        v[3] = v[0];
+    }
+}
+
+template <class T>
+ZFP_INLINE void encode_group(const typename T::F* src, zu64 n, zu32 rate, zu64* stream, zu64 t) {
+    const zu64 nb = (n + 3) / 4;
+    const zu32 maxbits = 4 * rate;
+    const zu64 g = group_blocks(rate);
+    const zu64 b0 = t * g;
+    if (b0 >= nb) return;
+    const zu64 b1 = b0 + g < nb ? b0 + g : nb;
+    ZfpWriter w;
+    w.out = stream;
+    w.word = b0 * maxbits / 64;
+    w.acc = 0;
+    w.fill = 0;
+    for (zu64 b = b0; b < b1; b++) {
+        typename T::F v[4];
+        load_block<T>(src, n, b, v);
+        zu32 e;
+        zu64 u[4];
+        if (forward<T>(v, &e, u)) {
+            put(w, ((zu64)e << 1) | 1, T::EBITS + 1);
+            encode_ints(w, u, T::PREC, maxbits - 1 - T::EBITS);
+        } else {
+            put_zeros(w, maxbits);
+        }
+    }
+    // Only the last group ends inside a word: the stream's zero-padded last word.
+    if (w.fill > 0) w.out[w.word] = w.acc;
+}
+
+template <class T>
+ZFP_INLINE void decode_block(const zu64* stream, zu64 n, zu32 rate, typename T::F* dst, zu64 b) {
+    const zu64 nb = (n + 3) / 4;
+    if (b >= nb) return;
+    const zu32 maxbits = 4 * rate;
+    ZfpReader r;
+    reader_at(r, stream, b * maxbits);
+    typename T::F v[4];
+    const zu64 head = get(r, 1 + T::EBITS);
+    if (head & 1) {
+        const zu32 e = (zu32)(head >> 1);
+        zu64 u[4];
+        decode_ints(r, T::PREC, kmin<T>(e), maxbits - 1 - T::EBITS, u);
+        inverse<T>(e, u, v);
+    } else {
+        for (int i = 0; i < 4; i++) v[i] = 0;
+    }
+    const zu64 at = 4 * b;
+    const zu64 left = n - at;
+    for (zu64 i = 0; i < 4 && i < left; i++) dst[at + i] = v[i];
+}
+
+#define ZFP_TID ((zu64)blockIdx.x * (zu64)blockDim.x + (zu64)threadIdx.x)
+
+extern "C" __global__ void zfp_encode_f32(const float* src, unsigned long long n, unsigned int rate,
+                                          unsigned long long* stream) {
+    encode_group<ZfpF32>(src, n, rate, stream, ZFP_TID);
+}
+
+extern "C" __global__ void zfp_encode_f64(const double* src, unsigned long long n, unsigned int rate,
+                                          unsigned long long* stream) {
+    encode_group<ZfpF64>(src, n, rate, stream, ZFP_TID);
+}
+
+extern "C" __global__ void zfp_decode_f32(const unsigned long long* stream, unsigned long long n,
+                                          unsigned int rate, float* dst) {
+    decode_block<ZfpF32>(stream, n, rate, dst, ZFP_TID);
+}
+
+extern "C" __global__ void zfp_decode_f64(const unsigned long long* stream, unsigned long long n,
+                                          unsigned int rate, double* dst) {
+    decode_block<ZfpF64>(stream, n, rate, dst, ZFP_TID);
+}
