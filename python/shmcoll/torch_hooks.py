@@ -73,7 +73,7 @@ def _as_array(tensor: Any) -> Any:
 def compressed_allreduce_hook(state: CompressionState, bucket: Any) -> Any:
     """DDP communication hook: average `bucket`'s gradients over the ranks of
     ``state.comm`` with the compressed Allreduce; returns a completed future."""
-    import torch
+    import torch  # type: ignore[import-not-found]
 
     tensor = bucket.buffer()
     averaged = state.average(_as_array(tensor), int(bucket.index()))

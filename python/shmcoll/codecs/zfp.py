@@ -36,6 +36,7 @@ class Zfp(Codec):
     codec_id: ClassVar[str] = "shmcoll.zfp"
     fixed_size: ClassVar[bool] = True
     _number: ClassVar[int] = 1
+    _has_gpu: ClassVar[bool] = True
 
     def __init__(self, rate: int = 16) -> None:
         # Whole bits per value, as shmcoll_codec::zfp takes them (its bindings check the
@@ -60,3 +61,13 @@ class Zfp(Codec):
 
     def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
         bindings().zfp_decode(buf, out.dtype.name, out.size, self.rate, out=out)
+
+    def _gpu_encode(self, x: Any) -> Any:
+        from ..gpu import zfp
+
+        return zfp.encode(x, self.rate)
+
+    def _gpu_decode(self, buf: Any, out: Any) -> None:
+        from ..gpu import zfp
+
+        zfp.decode(buf, out.dtype, out.size, self.rate, out=out)

@@ -826,7 +826,6 @@ impl CommBase {
             store,
         )
     }
-
 }
 
 /// Hand a call with `compress=` or `traffic=` to the Python implementation
