@@ -511,6 +511,7 @@ COMMANDS = [
     ["bench"],
     ["bench", "alltoall"],
     ["bench", "copy"],
+    ["bench", "codec"],
     *[["bench", op] for op in ("allreduce", "allgather", "bcast", "reduce_scatter")],
     *[["bench", op] for op in ("reduce", "gather", "scatter")],
     ["profiles"],
@@ -519,6 +520,7 @@ COMMANDS = [
     ["plot"],
     ["info"],
     ["cleanup"],
+    ["pmpi"],
 ]
 
 
