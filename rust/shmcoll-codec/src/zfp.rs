@@ -180,7 +180,42 @@ fn decode_block<F: Real>(r: &mut BitReader<'_>, maxbits: u32) -> [F; 4] {
     vals
 }
 
-fn encode<F: Real>(src: &[F], kind: FloatKind, rate: u32, out: &mut [u8]) -> Result<usize> {
+/// Values per thread below which a stream is coded on the calling thread alone.
+const VALUES_PER_THREAD: usize = 1 << 18;
+
+/// Threads for `n` values: one per available CPU (`SHMCOLL_CODEC_THREADS` caps it), and
+/// no more than keeps every thread busy with [`VALUES_PER_THREAD`] values.
+fn threads_for(n: usize) -> usize {
+    if n < 2 * VALUES_PER_THREAD {
+        return 1; // before reading the environment: small calls stay cheap
+    }
+    let cpus = std::env::var("SHMCOLL_CODEC_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&t| t > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()));
+    cpus.min(n / VALUES_PER_THREAD).max(1)
+}
+
+/// Values per piece when `n` values are split over `threads`: a multiple of the blocks
+/// whose bits fill whole 64-bit words (16 / gcd(rate, 16) blocks), so that each piece is
+/// an independent stream ending on a word boundary and the pieces, laid end to end, are
+/// the stream of the whole input, byte for byte.
+fn piece_values(n: usize, rate: u32, threads: usize) -> usize {
+    let g = 16 / gcd(rate as usize, 16);
+    let unit = 4 * g;
+    n.div_ceil(threads).div_ceil(unit) * unit
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn encode<F: Real + Send + Sync>(src: &[F], kind: FloatKind, rate: u32, out: &mut [u8]) -> Result<usize> {
     let need = compressed_bytes(src.len(), kind, rate)?;
     if out.len() < need {
         return Err(CodecError::BufferTooSmall {
@@ -188,8 +223,28 @@ fn encode<F: Real>(src: &[F], kind: FloatKind, rate: u32, out: &mut [u8]) -> Res
             have: out.len(),
         });
     }
+    let threads = threads_for(src.len());
+    if threads == 1 {
+        return Ok(encode_serial(src, rate, &mut out[..need]));
+    }
+    let per = piece_values(src.len(), rate, threads);
+    std::thread::scope(|s| {
+        let mut rest = &mut out[..need];
+        for piece in src.chunks(per) {
+            let bytes = compressed_bytes(piece.len(), kind, rate).expect("checked rate");
+            let (mine, tail) = rest.split_at_mut(bytes);
+            rest = tail;
+            s.spawn(move || encode_serial(piece, rate, mine));
+        }
+    });
+    Ok(need)
+}
+
+/// One stream on the calling thread; `out` holds exactly its bytes.
+fn encode_serial<F: Real>(src: &[F], rate: u32, out: &mut [u8]) -> usize {
+    let need = out.len();
     let maxbits = 4 * rate;
-    let mut w = BitWriter::new(&mut out[..need]);
+    let mut w = BitWriter::new(out);
     let mut blocks = src.chunks_exact(4);
     for b in &mut blocks {
         let b: &[F; 4] = b.try_into().expect("chunks of 4");
@@ -201,10 +256,10 @@ fn encode<F: Real>(src: &[F], kind: FloatKind, rate: u32, out: &mut [u8]) -> Res
     }
     let written = w.finish();
     debug_assert_eq!(written, need);
-    Ok(written)
+    written
 }
 
-fn decode<F: Real>(stream: &[u8], kind: FloatKind, rate: u32, out: &mut [F]) -> Result<()> {
+fn decode<F: Real + Send + Sync>(stream: &[u8], kind: FloatKind, rate: u32, out: &mut [F]) -> Result<()> {
     let need = compressed_bytes(out.len(), kind, rate)?;
     if stream.len() < need {
         return Err(CodecError::Corrupt(format!(
@@ -214,8 +269,28 @@ fn decode<F: Real>(stream: &[u8], kind: FloatKind, rate: u32, out: &mut [F]) -> 
             stream.len()
         )));
     }
+    let threads = threads_for(out.len());
+    if threads == 1 {
+        decode_serial(&stream[..need], rate, out);
+        return Ok(());
+    }
+    let per = piece_values(out.len(), rate, threads);
+    std::thread::scope(|s| {
+        let mut rest = &stream[..need];
+        for piece in out.chunks_mut(per) {
+            let bytes = compressed_bytes(piece.len(), kind, rate).expect("checked rate");
+            let (mine, tail) = rest.split_at(bytes);
+            rest = tail;
+            s.spawn(move || decode_serial(mine, rate, piece));
+        }
+    });
+    Ok(())
+}
+
+/// Decode one stream (exactly its bytes) on the calling thread.
+fn decode_serial<F: Real>(stream: &[u8], rate: u32, out: &mut [F]) {
     let maxbits = 4 * rate;
-    let mut r = BitReader::new(&stream[..need], 0);
+    let mut r = BitReader::new(stream, 0);
     let mut blocks = out.chunks_exact_mut(4);
     for b in &mut blocks {
         b.copy_from_slice(&decode_block::<F>(&mut r, maxbits));
@@ -225,5 +300,4 @@ fn decode<F: Real>(stream: &[u8], kind: FloatKind, rate: u32, out: &mut [F]) -> 
         let len = rest.len();
         rest.copy_from_slice(&decode_block::<F>(&mut r, maxbits)[..len]);
     }
-    Ok(())
 }
