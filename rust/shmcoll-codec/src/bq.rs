@@ -123,6 +123,12 @@ impl Bq {
             });
         }
         #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: the CPU has AVX-512F/BW (checked just above).
+            unsafe { self.encode_avx512(src, &mut dst[..need]) };
+            return Ok(need);
+        }
+        #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
             unsafe { self.encode_avx2(src, &mut dst[..need]) };
@@ -143,6 +149,19 @@ impl Bq {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     fn decode_avx2(&self, src: &[u8], dst: &mut [f32]) {
+        self.decode_blocks(src, dst);
+    }
+
+    /// And for AVX-512 (16 lanes; byte packing of the codes in one instruction).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn encode_avx512(&self, src: &[f32], dst: &mut [u8]) {
+        self.encode_blocks(src, dst);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn decode_avx512(&self, src: &[u8], dst: &mut [f32]) {
         self.decode_blocks(src, dst);
     }
 
@@ -201,6 +220,12 @@ impl Bq {
                 self.block,
                 src.len()
             )));
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: the CPU has AVX-512F/BW (checked just above).
+            unsafe { self.decode_avx512(src, dst) };
+            return Ok(());
         }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
