@@ -215,7 +215,12 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-fn encode<F: Real + Send + Sync>(src: &[F], kind: FloatKind, rate: u32, out: &mut [u8]) -> Result<usize> {
+fn encode<F: Real + Send + Sync>(
+    src: &[F],
+    kind: FloatKind,
+    rate: u32,
+    out: &mut [u8],
+) -> Result<usize> {
     let need = compressed_bytes(src.len(), kind, rate)?;
     if out.len() < need {
         return Err(CodecError::BufferTooSmall {
@@ -259,7 +264,12 @@ fn encode_serial<F: Real>(src: &[F], rate: u32, out: &mut [u8]) -> usize {
     written
 }
 
-fn decode<F: Real + Send + Sync>(stream: &[u8], kind: FloatKind, rate: u32, out: &mut [F]) -> Result<()> {
+fn decode<F: Real + Send + Sync>(
+    stream: &[u8],
+    kind: FloatKind,
+    rate: u32,
+    out: &mut [F],
+) -> Result<()> {
     let need = compressed_bytes(out.len(), kind, rate)?;
     if stream.len() < need {
         return Err(CodecError::Corrupt(format!(
