@@ -29,7 +29,7 @@ from shmcoll.tuning import table
 pytestmark = pytest.mark.timeout(120)
 
 
-class Half:
+class _Half:
     """float32 -> float16 (round to nearest even) -> float32: fixed size, lossy."""
 
     def __init__(self, tag: int = 0) -> None:
@@ -50,6 +50,9 @@ class Half:
             return v
         out[...] = v
         return out
+
+
+Half = _Half
 
 
 class Deflate:
@@ -193,14 +196,15 @@ def test_lossless_codec_equals_uncompressed() -> None:
     check_all(run_ranks(3, lossless_equals_uncompressed))
 
 
-def disagreements(case: str) -> str:
+def disagreements(case: str, variable: bool = False) -> str:
     comm = shmcoll.Comm()
     me = comm.rank
+    Half = Deflate if variable else _Half
     x = np.ones(64, np.float32)
     out = np.empty(64, np.float32)
     try:
         if case == "codec":
-            comm.Allreduce(x, out, compress=Half(tag=me))
+            comm.Allreduce(x, out, compress=_Half(tag=me) if not variable else (Deflate() if me else _Half()))
         elif case == "size":
             mine = np.ones(8 + (me == 1), np.float32)
             comm.Allgather(mine, np.empty(8 * comm.size, np.float32), compress=Half())
@@ -223,10 +227,37 @@ def disagreements(case: str) -> str:
         ("buffer", {"ArgumentError", "PeerRejectedError"}),
     ],
 )
-def test_errors_raise_on_every_rank(case: str, want: set[str]) -> None:
-    got = run_ranks(3, disagreements, case)
+@pytest.mark.parametrize("variable", [False, True], ids=["fixed", "variable"])
+def test_errors_raise_on_every_rank(case: str, want: set[str], variable: bool) -> None:
+    got = run_ranks(3, disagreements, case, variable)
     assert "no error" not in got, got
     assert set(got) <= want, got
+
+
+def engine_calls(variable: bool) -> list[int]:
+    """Collective calls each compressed operation makes."""
+    comm = shmcoll.Comm()
+    codec: Any = Deflate() if variable else Half()
+    p = comm.size
+    x = data(comm.rank, 64 * p)
+    out = np.empty_like(x)
+    calls = []
+    for op in (
+        lambda: comm.Alltoall(x, out, compress=codec),
+        lambda: comm.Allgather(x[:64], out, compress=codec),
+        lambda: comm.Allreduce(x, out, compress=codec),
+        lambda: comm.Reduce_scatter_block(x, out[:64], compress=codec),
+    ):
+        before = comm.stats()["calls"]
+        op()
+        calls.append(comm.stats()["calls"] - before)
+    return calls
+
+
+def test_fixed_size_codecs_need_no_size_exchange() -> None:
+    # Alltoall, Allgather, Allreduce (two stages), Reduce_scatter_block
+    assert run_ranks(2, engine_calls, False)[0] == [1, 1, 2, 1]
+    assert run_ranks(2, engine_calls, True)[0] == [2, 2, 4, 2]
 
 
 def policies() -> list[str]:

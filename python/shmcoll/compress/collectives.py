@@ -1,10 +1,14 @@
 """Compressed collectives: encode before the exchange, decode after.
 
-Every call opens with one small metadata exchange (an Alltoall or Allgather of four
-int64 per rank: status, element count, codec key, compressed bytes). It lets every rank
-raise the same error when one rank's arguments are bad or the ranks disagree on the
-codec, and it carries the compressed sizes of variable-size codecs (MPC), so one
-protocol serves fixed- and variable-size codecs alike.
+Every piece travels with 32 bytes of metadata (status, element count, codec key,
+compressed bytes), so every rank can raise the same error when the ranks disagree on
+the codec or the sizes. A fixed-size codec makes every compressed size known in advance,
+so the metadata rides as a header in front of each piece in the one exchange the call
+needs, and a rank whose own arguments are bad rejects the exchange itself (its peers
+raise PeerRejectedError). A variable-size codec (MPC, any numcodecs codec) needs the
+sizes first: one small Alltoall or Allgather of the metadata precedes the data, and that
+round carries the rejections. Bcast always takes the metadata round (a root cannot
+receive the other ranks' headers in a broadcast).
 
 Compressed Allreduce (SUM) is a reduce-scatter by Alltoall followed by an Allgather of
 compressed bytes: each rank quantizes its contribution once, chunk i goes to rank i,
@@ -174,6 +178,119 @@ def _rows(p: int, elems: int, key: int, nbytes: list[int] | None = None) -> np.n
     return rows
 
 
+_HDR = _META * 8  # bytes of the in-band header of a fixed-size piece
+
+
+def _fixed_size(codec: Any, n: int, dtype: np.dtype) -> int | None:
+    """The compressed bytes of `n` values when the codec says in advance, else None."""
+    size = getattr(codec, "compressed_size", None)
+    got = size(n, dtype) if callable(size) else None
+    return None if got is None else int(got)
+
+
+def is_fixed_size(codec: Any) -> bool:
+    """Whether `codec` makes compressed sizes a function of the input size alone (a
+    property of the codec, so that every rank of a call decides alike)."""
+    fixed = getattr(codec, "fixed_size", None)
+    if isinstance(fixed, bool):
+        return fixed
+    try:
+        return codec.compressed_size(4, np.dtype(np.float32)) is not None
+    except Exception:
+        return False
+
+
+def _in_band(comm: Any, codec: Any) -> bool:
+    """Whether the metadata can ride in front of the pieces: sizes known in advance and a
+    communicator whose collectives a rank can reject (shmcoll.Comm)."""
+    return is_fixed_size(codec) and callable(getattr(comm, "_reject_with", None))
+
+
+def _check_headers(heads: np.ndarray) -> None:
+    bad = np.flatnonzero(heads[:, 0] != _OK)
+    if bad.size:
+        e = PeerRejectedError(f"rank {int(bad[0])} rejected its part of the compressed collective")
+        e.rank = int(bad[0])
+        raise e
+    if np.any(heads[:, 2] != heads[0, 2]):
+        raise MismatchError("ranks use different codecs or codec settings for the same collective")
+
+
+def _exchange(
+    comm: Any,
+    codec: Any,
+    op: str,
+    pieces: list[Any],
+    elems: int,
+    key: int,
+    err: BaseException | None,
+    expect: list[int] | None,
+) -> tuple[np.ndarray, list[int], list[int], list[int]]:
+    """Send pieces[j] to rank j. `expect`: the compressed bytes this rank receives from each
+    rank, when known in advance (fixed-size codecs). Returns (received bytes, offset and
+    size of each source's piece in them, element counts the sources announced)."""
+    p = comm.size
+    if _in_band(comm, codec):
+        if err is not None or expect is None:
+            comm._reject_with(op, err or ArgumentError("no compressed size"))
+            raise err or ArgumentError("no compressed size")
+        rows = _rows(p, elems, key, [int(x.size) for x in pieces])
+        framed = [np.concatenate([rows[j].view(np.uint8), _host_bytes(pieces[j], op)]) for j in range(p)]
+        send, ssizes = _pack(comm, framed, f"{op}-send")
+        rsizes = [_HDR + e for e in expect]
+        rd = _displs(rsizes)
+        recv = _buf(comm, f"{op}-recv", sum(rsizes))
+        comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
+        heads = np.stack([recv[o : o + _HDR].view(np.int64) for o in rd])
+        _check_headers(heads)
+        return recv, [o + _HDR for o in rd], list(expect), [int(v) for v in heads[:, 1]]
+    got = _agree(comm, _rows(p, elems, key, [int(x.size) for x in pieces] or None), err, gather=False)
+    send, ssizes = _pack(comm, pieces, f"{op}-send")
+    rsizes = [int(v) for v in got[:, 3]]
+    rd = _displs(rsizes)
+    recv = _buf(comm, f"{op}-recv", sum(rsizes))
+    comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
+    return recv, rd, rsizes, [int(v) for v in got[:, 1]]
+
+
+def _gather(
+    comm: Any,
+    codec: Any,
+    op: str,
+    piece: Any,
+    elems: int,
+    key: int,
+    err: BaseException | None,
+    expect: list[int] | None,
+) -> tuple[np.ndarray, list[int], list[int], list[int]]:
+    """Allgather of one piece per rank; as _exchange."""
+    if _in_band(comm, codec):
+        if err is not None or expect is None:
+            comm._reject_with(op, err or ArgumentError("no compressed size"))
+            raise err or ArgumentError("no compressed size")
+        row = _rows(1, elems, key, [int(piece.size)])[0]
+        send, _ = _pack(comm, [np.concatenate([row.view(np.uint8), _host_bytes(piece, op)])], f"{op}-send")
+        rsizes = [_HDR + e for e in expect]
+        rd = _displs(rsizes)
+        recv = _buf(comm, f"{op}-recv", sum(rsizes))
+        comm.Allgatherv(send, [recv, (rsizes, rd)])
+        heads = np.stack([recv[o : o + _HDR].view(np.int64) for o in rd])
+        _check_headers(heads)
+        return recv, [o + _HDR for o in rd], list(expect), [int(v) for v in heads[:, 1]]
+    got = _agree(comm, _rows(1, elems, key, [int(piece.size)]), err, gather=True)
+    send, _ = _pack(comm, [piece], f"{op}-send")
+    sizes = [int(v) for v in got[:, 3]]
+    d = _displs(sizes)
+    recv = _buf(comm, f"{op}-recv", sum(sizes))
+    comm.Allgatherv(send, [recv, (sizes, d)])
+    return recv, d, sizes, [int(v) for v in got[:, 1]]
+
+
+def _host_bytes(piece: Any, tag: str) -> np.ndarray:
+    """A compressed piece as host bytes (device pieces cross through pinned memory)."""
+    return to_host(piece, tag) if is_device_array(piece) else np.asarray(piece, np.uint8)
+
+
 # -- the collectives -------------------------------------------------------------------------
 def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     """Alltoall of compressed blocks: block j of `sendbuf` is encoded, sent to rank j and
@@ -181,6 +298,7 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     p, key = comm.size, codec_key(codec)
     err: BaseException | None = None
     pieces: list[Any] = []
+    expect: list[int] | None = None
     n = 0
     try:
         r = _flat(recvbuf, "receive buffer")
@@ -191,20 +309,17 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
                 f"same number of elements of one dtype, split into {p} blocks"
             )
         n = s.size // p
+        cb = _fixed_size(codec, n, s.dtype)
+        expect = None if cb is None else [cb] * p
         pieces = [_encode(codec, s[j * n : (j + 1) * n]) for j in range(p)]
     except Exception as e:
-        err = e
-    got = _agree(comm, _rows(p, n, key, [int(x.size) for x in pieces] or None), err, gather=False)
-    if np.any(got[:, 1] != n):
-        raise MismatchError(f"ranks send different block sizes: {got[:, 1].tolist()} elements")
-    send, ssizes = _pack(comm, pieces, "a2a-send")
-    rsizes = [int(v) for v in got[:, 3]]
-    recv = _buf(comm, "a2a-recv", sum(rsizes))
-    rd = _displs(rsizes)
-    comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
+        err, expect = e, None
+    recv, offs, sizes, elems = _exchange(comm, codec, "Alltoall", pieces, n, key, err, expect)
+    if any(e != n for e in elems):
+        raise MismatchError(f"ranks send different block sizes: {elems} elements")
     for j in range(p):
-        _decode(codec, recv[rd[j] : rd[j] + rsizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
-    _count("alltoall", s.nbytes, sum(ssizes))
+        _decode(codec, recv[offs[j] : offs[j] + sizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
+    _count("alltoall", s.nbytes, sum(int(x.size) for x in pieces))
 
 
 def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
@@ -213,6 +328,7 @@ def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     p, key = comm.size, codec_key(codec)
     err: BaseException | None = None
     piece: Any = np.empty(0, np.uint8)
+    expect: list[int] | None = None
     n = 0
     try:
         r = _flat(recvbuf, "receive buffer")
@@ -224,17 +340,14 @@ def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
             raise ArgumentError(
                 f"the send buffer must hold {n} elements of {r.dtype}, not {s.size} {s.dtype}"
             )
+        cb = _fixed_size(codec, n, s.dtype)
+        expect = None if cb is None else [cb] * p
         piece = _encode(codec, s)
     except Exception as e:
-        err = e
-    got = _agree(comm, _rows(1, n, key, [int(piece.size)]), err, gather=True)
-    if np.any(got[:, 1] != n):
-        raise MismatchError(f"ranks contribute different sizes: {got[:, 1].tolist()} elements")
-    send, _ = _pack(comm, [piece], "ag-send")
-    sizes = [int(v) for v in got[:, 3]]
-    recv = _buf(comm, "ag-recv", sum(sizes))
-    d = _displs(sizes)
-    comm.Allgatherv(send, [recv, (sizes, d)])
+        err, expect = e, None
+    recv, d, sizes, elems = _gather(comm, codec, "Allgather", piece, n, key, err, expect)
+    if any(e != n for e in elems):
+        raise MismatchError(f"ranks contribute different sizes: {elems} elements")
     for j in range(p):
         _decode(codec, recv[d[j] : d[j] + sizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
     _count("allgather", s.nbytes, int(piece.size))
@@ -284,8 +397,11 @@ def _reduce_scatter(
     decode this rank's p chunks and sum them in rank order. Returns the sum (on x's device)."""
     p, me = comm.size, comm.rank
     pieces: list[Any] = []
+    expect: list[int] | None = None
     if err is None:
         try:
+            cb = _fixed_size(codec, counts[me], x.dtype)
+            expect = None if cb is None else [cb] * p
             pieces = [_encode(codec, x[offs[i] : offs[i] + counts[i]]) for i in range(p)]
             if feedback is not None:
                 decoded = array_module(x).empty_like(x)
@@ -299,20 +415,13 @@ def _reduce_scatter(
                     )
                 feedback.update(x, decoded)
         except Exception as e:
-            err = e
-    got = _agree(
-        comm,
-        _rows(p, int(x.size) if x is not None else 0, key, [int(v.size) for v in pieces] or None),
-        err,
-        gather=False,
-    )
-    if np.any(got[:, 1] != got[0, 1]):
-        raise MismatchError(f"ranks reduce vectors of different lengths: {got[:, 1].tolist()} elements")
-    send, ssizes = _pack(comm, pieces, f"{op}-send")
-    rsizes = [int(v) for v in got[:, 3]]
-    rd = _displs(rsizes)
-    recv = _buf(comm, f"{op}-recv", sum(rsizes))
-    comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
+            err, expect = e, None
+    name = "Allreduce" if op == "allreduce" else "Reduce_scatter_block"
+    elems = int(x.size) if x is not None else 0
+    recv, rd, rsizes, announced = _exchange(comm, codec, name, pieces, elems, key, err, expect)
+    if any(e != announced[0] for e in announced):
+        raise MismatchError(f"ranks reduce vectors of different lengths: {announced} elements")
+    ssizes = [int(v.size) for v in pieces]
     xp = array_module(x)
     acc = xp.empty(counts[me], x.dtype)
     part = xp.empty(counts[me], x.dtype)
@@ -351,13 +460,9 @@ def allreduce(
         err = e
     acc = _reduce_scatter(comm, x, counts, offs, codec, key, err, feedback, "allreduce")
     piece = _encode(codec, acc)
-    sizes = [
-        int(v) for v in _agree(comm, _rows(1, int(acc.size), key, [int(piece.size)]), None, gather=True)[:, 3]
-    ]
-    send, _ = _pack(comm, [piece], "allreduce-send2")
-    d = _displs(sizes)
-    recv = _buf(comm, "allreduce-recv2", sum(sizes))
-    comm.Allgatherv(send, [recv, (sizes, d)])
+    fixed = [_fixed_size(codec, c, x.dtype) for c in counts]
+    expect = None if any(f is None for f in fixed) else [int(f or 0) for f in fixed]
+    recv, d, sizes, _ = _gather(comm, codec, "Allreduce", piece, int(acc.size), key, None, expect)
     for i in range(p):
         _decode(codec, recv[d[i] : d[i] + sizes[i]], r.dtype, counts[i], r[offs[i] : offs[i] + counts[i]])
     if feedback is not None and feedback.residual is not None:
