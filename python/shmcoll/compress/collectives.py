@@ -114,28 +114,28 @@ def _chunks(n: int, p: int) -> tuple[list[int], list[int]]:
     """Counts and offsets of n elements split into p near-equal chunks (the first n % p
     one larger)."""
     counts = [n // p + (1 if i < n % p else 0) for i in range(p)]
-    offs = [0] * p
-    for i in range(1, p):
-        offs[i] = offs[i - 1] + counts[i - 1]
-    return counts, offs
+    return counts, _displs(counts)
 
 
-def _pack(comm: Any, pieces: list[Any], tag: str) -> tuple[np.ndarray, list[int]]:
-    """Concatenate compressed pieces into one host buffer; (buffer, sizes)."""
-    sizes = [int(p.size) for p in pieces]
-    total = sum(sizes)
+def _pack(
+    comm: Any, pieces: list[Any], tag: str, heads: np.ndarray | None = None
+) -> tuple[np.ndarray, list[int]]:
+    """Lay compressed pieces end to end in one host buffer, each after its header row
+    when `heads` is given; (buffer, bytes of each framed piece). Device pieces cross to
+    the host in one transfer."""
+    sizes = [int(x.size) for x in pieces]
     if pieces and is_device_array(pieces[0]):
-        xp = array_module(pieces[0])
-        dev = xp.concatenate(pieces) if pieces else xp.empty(0, xp.uint8)
-        host = _buf(comm, tag, total)
-        host[:] = to_host(dev, tag)
-        return host, sizes
-    host = _buf(comm, tag, total)
+        flat = to_host(array_module(pieces[0]).concatenate(pieces), tag)
+        pieces = [flat[o : o + n] for o, n in zip(_displs(sizes), sizes, strict=True)]
+    h = 0 if heads is None else _HDR
+    host = _buf(comm, tag, sum(sizes) + h * len(pieces))
     o = 0
-    for p, s in zip(pieces, sizes, strict=True):
-        host[o : o + s] = p
-        o += s
-    return host, sizes
+    for j, (x, n) in enumerate(zip(pieces, sizes, strict=True)):
+        if heads is not None:
+            host[o : o + _HDR] = heads[j].view(np.uint8)
+        host[o + h : o + h + n] = x
+        o += h + n
+    return host, [n + h for n in sizes]
 
 
 def _displs(sizes: list[int]) -> list[int]:
@@ -159,13 +159,7 @@ def _agree(comm: Any, rows: np.ndarray, error: BaseException | None, *, gather: 
         comm.Alltoall(rows, got)
     if error is not None:
         raise error
-    bad = np.flatnonzero(got[:, 0] != _OK)
-    if bad.size:
-        e = PeerRejectedError(f"rank {int(bad[0])} rejected its part of the compressed collective")
-        e.rank = int(bad[0])
-        raise e
-    if np.any(got[:, 2] != got[0, 2]):
-        raise MismatchError("ranks use different codecs or codec settings for the same collective")
+    _check_headers(got)
     return got
 
 
@@ -216,7 +210,7 @@ def _check_headers(heads: np.ndarray) -> None:
         raise MismatchError("ranks use different codecs or codec settings for the same collective")
 
 
-def _exchange(
+def _transfer(
     comm: Any,
     codec: Any,
     op: str,
@@ -225,70 +219,37 @@ def _exchange(
     key: int,
     err: BaseException | None,
     expect: list[int] | None,
+    *,
+    gather: bool,
 ) -> tuple[np.ndarray, list[int], list[int], list[int]]:
-    """Send pieces[j] to rank j. `expect`: the compressed bytes this rank receives from each
+    """Send pieces[j] to rank j (Alltoallv), or this rank's one piece to every rank
+    (`gather`: Allgatherv). `expect`: the compressed bytes this rank receives from each
     rank, when known in advance (fixed-size codecs). Returns (received bytes, offset and
     size of each source's piece in them, element counts the sources announced)."""
-    p = comm.size
-    if _in_band(comm, codec):
+    rows = _rows(1 if gather else comm.size, elems, key, [int(x.size) for x in pieces] or None)
+    in_band = _in_band(comm, codec)
+    if in_band:
         if err is not None or expect is None:
-            comm._reject_with(op, err or ArgumentError("no compressed size"))
-            raise err or ArgumentError("no compressed size")
-        rows = _rows(p, elems, key, [int(x.size) for x in pieces])
-        framed = [np.concatenate([rows[j].view(np.uint8), _host_bytes(pieces[j], op)]) for j in range(p)]
-        send, ssizes = _pack(comm, framed, f"{op}-send")
+            why = err or ArgumentError("no compressed size")
+            comm._reject_with(op, why)
+            raise why
+        send, ssizes = _pack(comm, pieces, f"{op}-send", rows)
         rsizes = [_HDR + e for e in expect]
-        rd = _displs(rsizes)
-        recv = _buf(comm, f"{op}-recv", sum(rsizes))
-        comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
-        heads = np.stack([recv[o : o + _HDR].view(np.int64) for o in rd])
-        _check_headers(heads)
-        return recv, [o + _HDR for o in rd], list(expect), [int(v) for v in heads[:, 1]]
-    got = _agree(comm, _rows(p, elems, key, [int(x.size) for x in pieces] or None), err, gather=False)
-    send, ssizes = _pack(comm, pieces, f"{op}-send")
-    rsizes = [int(v) for v in got[:, 3]]
+    else:
+        got = _agree(comm, rows, err, gather=gather)
+        send, ssizes = _pack(comm, pieces, f"{op}-send")
+        rsizes = [int(v) for v in got[:, 3]]
     rd = _displs(rsizes)
     recv = _buf(comm, f"{op}-recv", sum(rsizes))
-    comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
-    return recv, rd, rsizes, [int(v) for v in got[:, 1]]
-
-
-def _gather(
-    comm: Any,
-    codec: Any,
-    op: str,
-    piece: Any,
-    elems: int,
-    key: int,
-    err: BaseException | None,
-    expect: list[int] | None,
-) -> tuple[np.ndarray, list[int], list[int], list[int]]:
-    """Allgather of one piece per rank; as _exchange."""
-    if _in_band(comm, codec):
-        if err is not None or expect is None:
-            comm._reject_with(op, err or ArgumentError("no compressed size"))
-            raise err or ArgumentError("no compressed size")
-        row = _rows(1, elems, key, [int(piece.size)])[0]
-        send, _ = _pack(comm, [np.concatenate([row.view(np.uint8), _host_bytes(piece, op)])], f"{op}-send")
-        rsizes = [_HDR + e for e in expect]
-        rd = _displs(rsizes)
-        recv = _buf(comm, f"{op}-recv", sum(rsizes))
+    if gather:
         comm.Allgatherv(send, [recv, (rsizes, rd)])
-        heads = np.stack([recv[o : o + _HDR].view(np.int64) for o in rd])
-        _check_headers(heads)
-        return recv, [o + _HDR for o in rd], list(expect), [int(v) for v in heads[:, 1]]
-    got = _agree(comm, _rows(1, elems, key, [int(piece.size)]), err, gather=True)
-    send, _ = _pack(comm, [piece], f"{op}-send")
-    sizes = [int(v) for v in got[:, 3]]
-    d = _displs(sizes)
-    recv = _buf(comm, f"{op}-recv", sum(sizes))
-    comm.Allgatherv(send, [recv, (sizes, d)])
-    return recv, d, sizes, [int(v) for v in got[:, 1]]
-
-
-def _host_bytes(piece: Any, tag: str) -> np.ndarray:
-    """A compressed piece as host bytes (device pieces cross through pinned memory)."""
-    return to_host(piece, tag) if is_device_array(piece) else np.asarray(piece, np.uint8)
+    else:
+        comm.Alltoallv([send, (ssizes, _displs(ssizes))], [recv, (rsizes, rd)])
+    if not in_band:
+        return recv, rd, rsizes, [int(v) for v in got[:, 1]]
+    heads = np.stack([recv[o : o + _HDR].view(np.int64) for o in rd])
+    _check_headers(heads)
+    return recv, [o + _HDR for o in rd], [n - _HDR for n in rsizes], [int(v) for v in heads[:, 1]]
 
 
 # -- the collectives -------------------------------------------------------------------------
@@ -314,7 +275,7 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
         pieces = [_encode(codec, s[j * n : (j + 1) * n]) for j in range(p)]
     except Exception as e:
         err, expect = e, None
-    recv, offs, sizes, elems = _exchange(comm, codec, "Alltoall", pieces, n, key, err, expect)
+    recv, offs, sizes, elems = _transfer(comm, codec, "Alltoall", pieces, n, key, err, expect, gather=False)
     if any(e != n for e in elems):
         raise MismatchError(f"ranks send different block sizes: {elems} elements")
     for j in range(p):
@@ -345,7 +306,7 @@ def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
         piece = _encode(codec, s)
     except Exception as e:
         err, expect = e, None
-    recv, d, sizes, elems = _gather(comm, codec, "Allgather", piece, n, key, err, expect)
+    recv, d, sizes, elems = _transfer(comm, codec, "Allgather", [piece], n, key, err, expect, gather=True)
     if any(e != n for e in elems):
         raise MismatchError(f"ranks contribute different sizes: {elems} elements")
     for j in range(p):
@@ -373,9 +334,10 @@ def bcast(comm: Any, buf: Any, root: int, codec: Any) -> None:
     if np.any(got[:, 1] != n):
         raise MismatchError(f"ranks pass buffers of different sizes: {got[:, 1].tolist()} elements")
     nbytes = int(got[root, 3])
-    data = _buf(comm, "bcast", nbytes)
     if comm.rank == root:
-        data[:], _ = _pack(comm, [piece], "bcast-send")
+        data, _ = _pack(comm, [piece], "bcast")
+    else:
+        data = _buf(comm, "bcast", nbytes)
     comm.Bcast(data, root=root)
     _decode(codec, data, b.dtype, n, b)
     if comm.rank == root:
@@ -418,7 +380,7 @@ def _reduce_scatter(
             err, expect = e, None
     name = "Allreduce" if op == "allreduce" else "Reduce_scatter_block"
     elems = int(x.size) if x is not None else 0
-    recv, rd, rsizes, announced = _exchange(comm, codec, name, pieces, elems, key, err, expect)
+    recv, rd, rsizes, announced = _transfer(comm, codec, name, pieces, elems, key, err, expect, gather=False)
     if any(e != announced[0] for e in announced):
         raise MismatchError(f"ranks reduce vectors of different lengths: {announced} elements")
     ssizes = [int(v.size) for v in pieces]
@@ -462,7 +424,9 @@ def allreduce(
     piece = _encode(codec, acc)
     fixed = [_fixed_size(codec, c, x.dtype) for c in counts]
     expect = None if any(f is None for f in fixed) else [int(f or 0) for f in fixed]
-    recv, d, sizes, _ = _gather(comm, codec, "Allreduce", piece, int(acc.size), key, None, expect)
+    recv, d, sizes, _ = _transfer(
+        comm, codec, "Allreduce", [piece], int(acc.size), key, None, expect, gather=True
+    )
     for i in range(p):
         _decode(codec, recv[d[i] : d[i] + sizes[i]], r.dtype, counts[i], r[offs[i] : offs[i] + counts[i]])
     if feedback is not None and feedback.residual is not None:
