@@ -171,11 +171,7 @@ def build(
     log: TextIO | None = None,
 ) -> Path:
     """Build the library for the MPI of `mpicc` (see find_mpicc) now; its path."""
-    mpi = mpi_info(find_mpicc(mpicc))
-    out = library_path(mpi, directory)
-    with _locked(out.parent):
-        _build_into(mpi, out, log)
-    return out
+    return _library(mpicc, directory, log, reuse=False)
 
 
 def ensure(
@@ -184,10 +180,20 @@ def ensure(
     log: TextIO | None = None,
 ) -> Path:
     """The library for the MPI of `mpicc`, built first if the cache lacks it."""
+    return _library(mpicc, directory, log, reuse=True)
+
+
+def _library(
+    mpicc: str | None, directory: str | os.PathLike[str] | None, log: TextIO | None, reuse: bool
+) -> Path:
     mpi = mpi_info(find_mpicc(mpicc))
     out = library_path(mpi, directory)
-    if out.is_file():
+    if reuse and out.is_file():
         return out
+    with _locked(out.parent):
+        if not (reuse and out.is_file()):  # another process may have built it while we waited
+            _build_into(mpi, out, log)
+    return out
     with _locked(out.parent):
         if not out.is_file():  # another process may have built it while we waited
             _build_into(mpi, out, log)

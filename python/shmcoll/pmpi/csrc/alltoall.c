@@ -13,13 +13,9 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     int in_place = sendbuf == MPI_IN_PLACE;
     size_t ssize = 0, rsize = 0;
     char err[SHIM_ERR_CAP];
-    shim_comm *s = shim_serving(comm, &why);
+    shim_comm *s = shim_serving_types(comm, in_place, sendtype, recvtype, &ssize, &rsize, &why);
     if (!s)
         goto pass;
-    if (!shim_contiguous(recvtype, &rsize) || (!in_place && !shim_contiguous(sendtype, &ssize))) {
-        why = R_DATATYPE;
-        goto pass;
-    }
     if (recvcount < 0 || (!in_place && (sendcount < 0 || (size_t)sendcount * ssize != (size_t)recvcount * rsize)))
         goto pass; /* erroneous: let MPI report it */
     size_t bpp = (size_t)recvcount * rsize;
@@ -67,13 +63,9 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
     int in_place = sendbuf == MPI_IN_PLACE;
     size_t ssize = 0, rsize = 0;
     char err[SHIM_ERR_CAP];
-    shim_comm *s = shim_serving(comm, &why);
+    shim_comm *s = shim_serving_types(comm, in_place, sendtype, recvtype, &ssize, &rsize, &why);
     if (!s)
         goto pass;
-    if (!shim_contiguous(recvtype, &rsize) || (!in_place && !shim_contiguous(sendtype, &ssize))) {
-        why = R_DATATYPE;
-        goto pass;
-    }
     int p = s->size;
     size_t *sc = s->scratch, *sd = sc + p, *rc = sd + p, *rd = rc + p;
     if (!to_bytes(p, recvcounts, rdispls, rsize, rc, rd))

@@ -55,9 +55,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     enum shim_reason why = R_ARGUMENTS;
     int in_place = sendbuf == MPI_IN_PLACE;
     size_t ssize = 0, rsize = 0;
-    shim_comm *s = shim_serving(comm, &why);
-    if (s && (!shim_contiguous(recvtype, &rsize) || (!in_place && !shim_contiguous(sendtype, &ssize))))
-        s = NULL, why = R_DATATYPE;
+    shim_comm *s = shim_serving_types(comm, in_place, sendtype, recvtype, &ssize, &rsize, &why);
     if (s && (recvcount < 0 || (!in_place && (sendcount < 0 || (size_t)sendcount * ssize != (size_t)recvcount * rsize))))
         s = NULL, why = R_ARGUMENTS;
     if (s && shim_mpi_faster(OP_ALLGATHER, (size_t)recvcount * rsize))

@@ -20,6 +20,17 @@ shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why)
     return s;
 }
 
+shim_comm *shim_serving_types(MPI_Comm comm, int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype,
+                              size_t *ssize, size_t *rsize, enum shim_reason *why)
+{
+    shim_comm *s = shim_serving(comm, why);
+    if (s && (!shim_contiguous(recvtype, rsize) || (!in_place && !shim_contiguous(sendtype, ssize)))) {
+        *why = R_DATATYPE;
+        return NULL;
+    }
+    return s;
+}
+
 int shim_settle(shim_comm *s, enum shim_op op, const char *name, int rc, const char *err)
 {
     if (rc == SHMCOLL_OK)

@@ -72,6 +72,10 @@ int shim_reduce_dtype(MPI_Datatype t, size_t *bytes);
 
 /* The state that serves `comm`, or NULL with *why set when the call must pass through. */
 shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why);
+/* As shim_serving, for a call moving `recvtype` and (unless `in_place`) `sendtype`: both
+ * must be contiguous; their sizes go to *rsize and *ssize. */
+shim_comm *shim_serving_types(MPI_Comm comm, int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype,
+                              size_t *ssize, size_t *rsize, enum shim_reason *why);
 /* Whether `bytes` falls in the range where MPI was measured faster for `op` (window.c). */
 int shim_mpi_faster(enum shim_op op, size_t bytes);
 /* After the engine's verdict: 1 if the call is done, 0 if it must go to PMPI (counted). */
