@@ -11,17 +11,40 @@ use crate::buffer::{hold, Borrowed};
 use crate::errors::to_py;
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 
-/// The arguments of `_coll`, as Python passed them.
+/// A setting given by name (from Python's `_coll`: parsed inside the call, so that a bad
+/// name is rejected on every rank) or already parsed (the fast path, which must not pay
+/// for formatting and re-parsing a name on every call).
+#[derive(Clone, Copy, Debug)]
+pub enum Named<'a, T> {
+    Name(&'a str),
+    Value(T),
+}
+
+impl<'a, T> Named<'a, T> {
+    fn resolve(
+        this: Option<Self>,
+        what: &str,
+        f: impl Fn(&str) -> Option<T>,
+    ) -> Result<Option<T>, Error> {
+        match this {
+            None => Ok(None),
+            Some(Named::Value(v)) => Ok(Some(v)),
+            Some(Named::Name(s)) => parse(what, Some(s), f),
+        }
+    }
+}
+
+/// The arguments of one collective call.
 pub struct CollArgs<'a, 'py> {
-    pub op: &'a str,
+    pub op: CollOp,
     pub sendbuf: Option<&'a Bound<'py, PyAny>>,
     pub recvbuf: Option<&'a Bound<'py, PyAny>>,
     pub root: usize,
     pub block: Option<usize>,
     pub counts: Option<Vec<usize>>,
     pub displs: Option<Vec<usize>>,
-    pub dtype: Option<&'a str>,
-    pub reduce_op: Option<&'a str>,
+    pub dtype: Option<Named<'a, Dtype>>,
+    pub reduce_op: Option<Named<'a, Op>>,
     pub algorithm: Option<&'a str>,
 }
 
@@ -53,22 +76,14 @@ fn borrow(
 /// Run one collective; every rank takes part even when its own arguments are rejected
 /// (the peers then raise too).
 pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()> {
-    let op = match CollOp::parse(a.op) {
-        Some(op) => op,
-        None => {
-            return Err(to_py(
-                py,
-                Error::InvalidArgument(format!("unknown collective {:?}", a.op)),
-            ))
-        }
-    };
+    let op = a.op;
     let mut held = Vec::with_capacity(2);
     let mut pyerr = None;
     let root_reads_only = comm.rank() == a.root && op == CollOp::Bcast;
     let call = (|| {
         let algo = parse("algorithm", a.algorithm, CollAlgo::parse)?;
-        let dt = parse("datatype", a.dtype, Dtype::parse)?;
-        let rop = parse("reduction operator", a.reduce_op, Op::parse)?;
+        let dt = Named::resolve(a.dtype, "datatype", Dtype::parse)?;
+        let rop = Named::resolve(a.reduce_op, "reduction operator", Op::parse)?;
         let send = borrow(&mut held, &mut pyerr, a.sendbuf, false, "send buffer")?;
         let recv = borrow(
             &mut held,

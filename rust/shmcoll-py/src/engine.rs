@@ -579,6 +579,13 @@ impl CommBase {
         reduce_op: Option<&str>,
         algorithm: Option<&str>,
     ) -> PyResult<()> {
+        use crate::collectives::Named;
+        let Some(op) = CollOp::parse(op) else {
+            return Err(to_py(
+                py,
+                Error::InvalidArgument(format!("unknown collective {op:?}")),
+            ));
+        };
         let comm = self.comm(py)?;
         crate::collectives::run(
             py,
@@ -591,8 +598,8 @@ impl CommBase {
                 block,
                 counts,
                 displs,
-                dtype,
-                reduce_op,
+                dtype: dtype.map(Named::Name),
+                reduce_op: reduce_op.map(Named::Name),
                 algorithm,
             },
         )
