@@ -27,12 +27,18 @@ pub(super) fn write_line_payload(c: &Comm, seq: u64, send: RawBuf, blocks: &Bloc
 }
 
 /// Copy the send blocks back to back, in rank order, to `area`: this rank's own inline
-/// area or arrive line, whose capacity the caller checked against the packed total.
+/// area or arrive line, whose capacity the caller checked against the packed total. The
+/// block for this rank itself keeps its place but is not copied: `run` takes it straight
+/// from the send buffer, which saves a copy in and out (a fifth of a 2-rank 4 KiB call).
 fn pack(c: &Comm, area: usize, send: RawBuf, blocks: &Blocks) {
     let mut m = Mover::default();
     let mut at = 0;
     for j in 0..c.size {
         let (off, len) = blocks.block(j);
+        if j == c.rank {
+            at += len;
+            continue;
+        }
         // SAFETY: the block lies inside the send buffer (check_local); the packed total fits
         // `area` (checked by the caller); only this rank writes its own areas.
         unsafe { m.copy(area + at, send.addr + off, len, Store::Temporal) };
@@ -62,6 +68,16 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
             return;
         }
         let (roff, len) = x.recv_blocks.block(j);
+        if j == c.rank {
+            if !x.in_place {
+                let (soff, _) = x.send_blocks.block(j);
+                // SAFETY: both blocks lie inside this rank's buffers (check_local), which
+                // do not overlap when the call is not in place.
+                unsafe { m.copy(x.recv + roff, x.send + soff, len, store) };
+            }
+            // In place, this rank's block already is where it belongs.
+            return;
+        }
         let at = packed_offset(c, x, j);
         let (area, cap) = if x.cores[j].flags & F_TINY != 0 {
             (ArriveLine::of(&c.seg, j, x.seq).payload(), LINE_PAYLOAD)
