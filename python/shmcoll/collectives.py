@@ -161,7 +161,8 @@ class Collectives:
         if dt is None:
             raise ArgumentError(f"{name}: cannot tell the element type; pass [buf, datatype]")
         if o is None or not supports(o, dt):
-            what = f"operator {op!r}" if o is None else f"{o.upper()} on {dt.name}"
+            order = "" if dt.isnative else " in non-native byte order"
+            what = f"operator {op!r}" if o is None else f"{o.upper()} on {dt.name}{order}"
             if self._mpi is None:
                 raise UnsupportedError(
                     f"{name}: {what} is not supported (and there is no MPI to fall back to)"

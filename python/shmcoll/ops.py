@@ -76,10 +76,12 @@ def op_name(op: Any) -> Op | None:
 
 
 def supports(op: Op, dtype: np.dtype) -> bool:
-    """Whether the native kernels reduce `dtype` with `op` (the kernels' own rules)."""
+    """Whether the native kernels reduce `dtype` with `op` (the kernels' own rules). They
+    compute in this machine's byte order only: a byte-swapped array goes to MPI (or is
+    rejected), never summed as if its bytes were native."""
     from . import _core
 
-    return bool(_core.reduction_supported(str(op), dtype.name))
+    return dtype.isnative and bool(_core.reduction_supported(str(op), dtype.name))
 
 
 _warned: set[str] = set()
