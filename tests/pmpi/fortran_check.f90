@@ -1,6 +1,8 @@
-! MPI_ALLTOALL and MPI_ALLTOALLV called from Fortran (mpif.h bindings), each result
-! compared with PMPI_ALLTOALL(V) on the same data, on MPI_COMM_WORLD and on a Cartesian
-! sub-communicator. Prints "fortran_check: 0 failures" on rank 0 when all agree.
+! MPI_ALLTOALL, MPI_ALLTOALLV, MPI_ALLGATHER, MPI_ALLREDUCE (also with MPI_IN_PLACE),
+! MPI_REDUCE_SCATTER_BLOCK, MPI_BCAST and MPI_BARRIER called from Fortran (mpif.h
+! bindings), each result compared with the PMPI_ routine's on the same data, on
+! MPI_COMM_WORLD and on a Cartesian sub-communicator. Prints "fortran_check: 0 failures" on
+! rank 0 when all agree. (The values are integers below 2**53, so sums in any order agree.)
 program fortran_check
   implicit none
   include 'mpif.h'
@@ -61,7 +63,39 @@ contains
       call MPI_ALLTOALLV(send, sc, sd, MPI_DOUBLE_PRECISION, got, rc, rd, MPI_DOUBLE_PRECISION, comm, ierr)
       call PMPI_ALLTOALLV(send, sc, sd, MPI_DOUBLE_PRECISION, want, rc, rd, MPI_DOUBLE_PRECISION, comm, ierr)
       if (any(got /= want)) failures = failures + 1
+      call collectives(comm, p, n, send, got, want)
       deallocate(send, got, want)
     end do
   end subroutine check
+
+  subroutine collectives(comm, p, n, send, got, want)
+    integer, intent(in) :: comm, p, n
+    double precision, intent(in) :: send(n * p)
+    double precision, intent(inout) :: got(n * p), want(n * p)
+    integer :: e(6)
+    e = MPI_SUCCESS
+    got = -1
+    want = -1
+    call MPI_ALLGATHER(send, n, MPI_DOUBLE_PRECISION, got, n, MPI_DOUBLE_PRECISION, comm, e(1))
+    call PMPI_ALLGATHER(send, n, MPI_DOUBLE_PRECISION, want, n, MPI_DOUBLE_PRECISION, comm, ierr)
+    if (any(got /= want)) failures = failures + 1
+    call MPI_ALLREDUCE(send, got, n * p, MPI_DOUBLE_PRECISION, MPI_SUM, comm, e(2))
+    call PMPI_ALLREDUCE(send, want, n * p, MPI_DOUBLE_PRECISION, MPI_SUM, comm, ierr)
+    if (any(got /= want)) failures = failures + 1
+    got = send
+    call MPI_ALLREDUCE(MPI_IN_PLACE, got, n * p, MPI_DOUBLE_PRECISION, MPI_SUM, comm, e(3))
+    if (any(got /= want)) failures = failures + 1
+    got = -1
+    want = -1
+    call MPI_REDUCE_SCATTER_BLOCK(send, got, n, MPI_DOUBLE_PRECISION, MPI_MAX, comm, e(4))
+    call PMPI_REDUCE_SCATTER_BLOCK(send, want, n, MPI_DOUBLE_PRECISION, MPI_MAX, comm, ierr)
+    if (any(got(1:n) /= want(1:n))) failures = failures + 1
+    got = send
+    want = send
+    call MPI_BCAST(got, n * p, MPI_DOUBLE_PRECISION, p - 1, comm, e(5))
+    call PMPI_BCAST(want, n * p, MPI_DOUBLE_PRECISION, p - 1, comm, ierr)
+    if (any(got /= want)) failures = failures + 1
+    call MPI_BARRIER(comm, e(6))
+    if (any(e /= MPI_SUCCESS)) failures = failures + 1
+  end subroutine collectives
 end program fortran_check

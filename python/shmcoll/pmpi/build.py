@@ -194,10 +194,6 @@ def _library(
         if not (reuse and out.is_file()):  # another process may have built it while we waited
             _build_into(mpi, out, log)
     return out
-    with _locked(out.parent):
-        if not out.is_file():  # another process may have built it while we waited
-            _build_into(mpi, out, log)
-    return out
 
 
 def _build_into(mpi: MpiInfo, out: Path, log: TextIO | None) -> None:
