@@ -7,6 +7,7 @@ MPICH when mpif90 is installed."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import find_tool
+from conftest import find_tool, subprocess_env
 from pmpi_support import Mpi, openmpi_env, stats
 from shmcoll.pmpi import PmpiBuildError, ensure, find_mpicc
 
@@ -153,6 +154,68 @@ def test_sizes_where_mpi_was_faster_go_to_mpi(mpich: Mpi) -> None:
     assert ", 0 failures" in bad.stdout
 
 
+def _table_file(path: Path, algorithm: str) -> Path:
+    """A tuning table (as `shmcoll tune` writes it) naming one algorithm for every size,
+    process count and operation."""
+    from shmcoll.tuning import table
+
+    doc = table.model_document([2])
+    for op in doc["operations"]:
+        every_size = {"bytes": [0, "inf"], "choices": [{"algorithm": algorithm}]}
+        doc["operations"][op] = [{"nprocs": [1, "inf"], "sizes": [every_size]}]
+    path.write_text(json.dumps(doc))  # not table.dump: that validates, and some tests need a bad table
+    return path
+
+
+def assert_stepped_aside(err: str, n: int) -> None:
+    """Every rank passed every Alltoall to MPI because the setup failed."""
+    s = stats(err)
+    for r in range(n):
+        c = s[(r, "MPI_Alltoall")]
+        assert c["setup-failed"] == c["passed"] > 0 and c["handled"] == 0, (r, c)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_tuning_table_chooses_the_algorithms(mpich: Mpi, tmp_path: Path, n: int) -> None:
+    """The library binds the same table file as Python communicators (SHMCOLL_TUNING_FILE,
+    the user file, the system files): every call it serves then runs the table's choice,
+    which the stats show per algorithm."""
+    env = {"SHMCOLL_TUNING_FILE": str(_table_file(tmp_path / "staging.json", "staging"))}
+    for prog in ("alltoall_check", "collectives_check"):
+        p = mpich.run(n, mpich.compile(prog), env=env)
+        assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+        for (rank, op), c in stats(p.stderr).items():
+            via = {k: v for k, v in c.items() if k.startswith("via-")}
+            if c["handled"] and op != "MPI_Barrier":
+                assert via == {"via-staging": c["handled"]}, (rank, op, c)
+    # Without the file the model chooses, and not staging alone.
+    p = mpich.run(n, mpich.compile("alltoall_check"), env={"SHMCOLL_TUNING_FILE": "none"})
+    assert any(k.startswith("via-") and k != "via-staging" for c in stats(p.stderr).values() for k in c)
+
+
+def test_a_broken_tuning_table_makes_every_rank_step_aside(mpich: Mpi, tmp_path: Path) -> None:
+    bad = _table_file(tmp_path / "bad.json", "warp")
+    p = mpich.run(2, mpich.compile("alltoall_check"), env={"SHMCOLL_TUNING_FILE": str(bad)})
+    assert ", 0 failures" in p.stdout
+    assert f'{bad}: alltoall: unknown algorithm "warp"' in p.stderr
+    assert_stepped_aside(p.stderr, 2)
+
+
+def test_ranks_that_bound_different_tables_step_aside(mpich: Mpi, tmp_path: Path) -> None:
+    """Selection must be the same on every rank: the library compares what each bound."""
+    prog = str(mpich.compile("alltoall_check"))
+    a, b = _table_file(tmp_path / "a.json", "staging"), _table_file(tmp_path / "b.json", "inline")
+    env = subprocess_env({"SHMCOLL_PMPI_STATS": "1", "LD_PRELOAD": str(mpich.library)})
+    cmd = [mpich.mpiexec, "-n", "1", "-env", "SHMCOLL_TUNING_FILE", str(a), prog, ":",
+           "-n", "1", "-env", "SHMCOLL_TUNING_FILE", str(b), prog]  # fmt: skip
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90, check=False)
+    assert p.returncode == 0 and ", 0 failures" in p.stdout, p.stdout + p.stderr
+    assert "ranks bound different tuning tables" in p.stderr
+    # Communicators of both ranks step aside; the program's one-rank halves have no peer
+    # to disagree with and are served.
+    assert all(stats(p.stderr)[(r, "MPI_Alltoall")]["setup-failed"] > 0 for r in range(2))
+
+
 def test_the_other_collectives_under_open_mpi(openmpi: Mpi) -> None:
     p = openmpi.run(3, openmpi.compile("collectives_check"), env=SERVE_ALL_SIZES)
     assert ", 0 failures" in p.stdout, p.stdout + p.stderr
@@ -258,7 +321,7 @@ def test_fortran_bindings_reach_the_library(tmp_path_factory: pytest.TempPathFac
     mpicc = shutil.which("mpicc.mpich")
     mpiexec = shutil.which("mpiexec.mpich") or shutil.which("mpiexec.hydra", path="/usr/bin")
     if not mpif90 or not mpicc or not mpiexec:
-        pytest.skip("no mpif90.mpich (Debian: apt-get install gfortran libmpich-dev; the mpich wheel has none)")
+        pytest.skip("no mpif90.mpich (Debian: apt-get install gfortran libmpich-dev; the wheel has none)")
     mpi = _mpi("mpich-debian", mpicc, mpiexec, tmp_path_factory.mktemp("pmpi-fortran"), {})
     prog = mpi.compile("fortran_check", *FORTRAN_FLAGS, compiler=mpif90, suffix=".f90")
     p = mpi.run(2, prog)

@@ -4,6 +4,7 @@
 #ifndef SHMCOLL_CAPI_H
 #define SHMCOLL_CAPI_H
 #include <stddef.h>
+#include <stdint.h>
 
 #define SHMCOLL_OK 0
 /* Every rank rejected the call before any byte moved: the same call may go to PMPI.
@@ -26,6 +27,8 @@ int shmcoll_comm_join(ShmcollSegment *seg, size_t rank, ShmcollComm **out, char 
 void shmcoll_comm_free(ShmcollComm *comm);
 size_t shmcoll_comm_size(const ShmcollComm *comm);
 const char *shmcoll_comm_last_algorithm(const ShmcollComm *comm);
+/* Equal on ranks that bound the same selection tables (model or tuning file). */
+uint64_t shmcoll_comm_tables_digest(const ShmcollComm *comm);
 /* send == NULL: in place. Sizes and displacements in bytes. */
 int shmcoll_alltoall(ShmcollComm *comm, const void *send, void *recv, size_t bytes_per_rank,
                      char *err, size_t cap);

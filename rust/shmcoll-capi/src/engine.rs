@@ -91,7 +91,11 @@ pub fn open_segment(name: &str) -> Outcome<Arc<Segment>> {
 /// and unlinks the name once everyone mapped it).
 pub fn join(seg: Arc<Segment>, rank: usize) -> Outcome<Comm> {
     let cfg = config(seg.layout().sizes.nranks)?;
-    Comm::join(seg, rank, cfg).map_err(setup)
+    let mut comm = Comm::join(seg, rank, cfg).map_err(setup)?;
+    // The tuned tables (`shmcoll tune`), as Python communicators bind them; a broken file
+    // fails the setup (every rank reads the same file, so all pass through together).
+    comm.bind_tuning_file().map_err(setup)?;
+    Ok(comm)
 }
 
 /// Bytes spanned by the blocks `(displs[j], counts[j])`: the buffer length they need.

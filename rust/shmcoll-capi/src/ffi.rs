@@ -216,6 +216,17 @@ pub unsafe extern "C" fn shmcoll_comm_size(comm: *const ShmcollComm) -> usize {
     unsafe { comm.as_ref() }.map_or(0, |c| c.comm.size())
 }
 
+/// A digest of the selection tables the communicator bound (model or tuning file):
+/// equal on ranks that bound the same tables, which the selection protocol needs.
+///
+/// # Safety
+/// `comm` must be live or null.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_comm_tables_digest(comm: *const ShmcollComm) -> u64 {
+    // SAFETY: the caller promised a live communicator or null.
+    unsafe { comm.as_ref() }.map_or(0, |c| c.comm.tables_digest())
+}
+
 /// The algorithm that served the last successful call ("none" before any), a static
 /// NUL-terminated string.
 ///

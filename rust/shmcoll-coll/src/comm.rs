@@ -403,6 +403,36 @@ impl Comm {
         self.last_coll
     }
 
+    /// Bind the tuning table file's tables for this communicator's size, if a file is
+    /// found (crate::tuning_file); returns its path. For communicators created outside
+    /// Python (whose bindings load the file themselves). Every rank must do the same.
+    pub fn bind_tuning_file(&mut self) -> Result<Option<std::path::PathBuf>> {
+        let Some(path) = crate::tuning_file::find_file()? else {
+            return Ok(None);
+        };
+        let file = crate::tuning_file::TableFile::load(&path)?;
+        let tables = file.tables_for(self.size)?;
+        if let Some(t) = tables.alltoall {
+            self.set_table(t, path.display().to_string());
+        }
+        for (family, t) in tables.coll {
+            self.set_coll_table(family, t);
+        }
+        Ok(Some(path))
+    }
+
+    /// A digest of every selection table bound, equal on ranks that bound the same tables
+    /// (std's SipHash with fixed keys: the same in every process of one build).
+    pub fn tables_digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        format!("{:?}", self.sel.table).hash(&mut h);
+        for o in CollOp::ALL {
+            format!("{:?}", self.coll_tables.get(o.family())).hash(&mut h);
+        }
+        h.finish()
+    }
+
     /// The selection table of a collective family.
     pub fn coll_table(&self, family: CollOp) -> &CollTable {
         self.coll_tables.get(family)

@@ -13,6 +13,7 @@ pub mod order;
 pub mod registry;
 pub mod select;
 mod transfer;
+pub mod tuning_file;
 
 pub use alltoall::{AlltoallCall, Blocks, RawBuf};
 pub use collectives::model_coll_table;

@@ -25,7 +25,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     }
     int rc = shmcoll_alltoall(s->engine, in_place ? NULL : sendbuf, recvbuf, bpp, err, sizeof err);
     if (shim_settle(s, OP_ALLTOALL, "MPI_Alltoall", rc, err)) {
-        shim_count_handled(OP_ALLTOALL, bpp * (size_t)s->size, 0);
+        shim_count_handled(s, OP_ALLTOALL, bpp * (size_t)s->size, 0);
         return MPI_SUCCESS;
     }
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
@@ -103,7 +103,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
         }
     }
     if (shim_settle(s, OP_ALLTOALLV, "MPI_Alltoallv", code, err)) {
-        shim_count_handled(OP_ALLTOALLV, total, as_alltoall);
+        shim_count_handled(s, OP_ALLTOALLV, total, as_alltoall);
         return MPI_SUCCESS;
     }
     return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,

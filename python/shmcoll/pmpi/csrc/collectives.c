@@ -24,7 +24,7 @@ static int engine_call(shim_comm *s, enum shim_op op, const char *name, int code
     int rc = shmcoll_collective(s->engine, code, send, recv, bytes, (size_t)root, dtype, redop, err, sizeof err);
     if (!shim_settle(s, op, name, rc, err))
         return 0;
-    shim_count_handled(op, moved, 0);
+    shim_count_handled(s, op, moved, 0);
     return 1;
 }
 
@@ -144,7 +144,7 @@ int MPI_Barrier(MPI_Comm comm)
         return PMPI_Barrier(comm);
     }
     if (shim_settle(s, OP_BARRIER, "MPI_Barrier", shmcoll_barrier(s->engine, err, sizeof err), err)) {
-        shim_count_handled(OP_BARRIER, 0, 0);
+        shim_count_handled(s, OP_BARRIER, 0, 0);
         return MPI_SUCCESS;
     }
     return PMPI_Barrier(comm);

@@ -54,7 +54,8 @@ shim_comm *shim_get(MPI_Comm comm);
 void shim_release_all(void);
 
 /* Counters (stats.c). */
-void shim_count_handled(enum shim_op op, size_t bytes, int as_alltoall);
+/* A call `s` served; its algorithm is the engine's last (none for Barrier). */
+void shim_count_handled(shim_comm *s, enum shim_op op, size_t bytes, int as_alltoall);
 void shim_count_passed(enum shim_op op, enum shim_reason why);
 /* An Alltoallv on which ranks disagreed about the Alltoall path and retried (alltoall.c). */
 void shim_count_mixed(enum shim_op op);

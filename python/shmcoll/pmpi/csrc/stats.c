@@ -1,6 +1,7 @@
 /* Per-operation counters and their report at MPI_Finalize (SHMCOLL_PMPI_STATS=1): calls
- * handled, bytes they received, calls passed to PMPI by reason. One key=value line per
- * operation and rank, on stderr, so that tests and users can parse them. */
+ * handled, bytes they received, the algorithms that served them (via-<name>=calls: the
+ * selection, model or tuning table, made visible), calls passed to PMPI by reason. One
+ * key=value line per operation and rank, on stderr, so that tests and users can parse them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,32 @@ static const char *const reason_names[R_COUNT] = {
 
 /* Collectives on one communicator are never concurrent (MPI forbids it), but calls on
  * different communicators may be, from different threads: hence atomic counters. */
+#define MAX_ALGOS 8
 static struct {
     unsigned long long handled, as_alltoall, mixed, bytes, passed[R_COUNT];
+    /* The engine's algorithm names are static strings: a slot is claimed by its pointer. */
+    const char *algo[MAX_ALGOS];
+    unsigned long long via[MAX_ALGOS];
 } counts[OP_COUNT];
 
-void shim_count_handled(enum shim_op op, size_t bytes, int as_alltoall)
+static void count_algorithm(enum shim_op op, const char *name)
 {
+    for (int i = 0; name && i < MAX_ALGOS; i++) {
+        const char *seen = __atomic_load_n(&counts[op].algo[i], __ATOMIC_ACQUIRE);
+        if (!seen && __atomic_compare_exchange_n(&counts[op].algo[i], &seen, name, 0, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE))
+            seen = name;
+        if (seen == name) {
+            __atomic_fetch_add(&counts[op].via[i], 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+
+void shim_count_handled(shim_comm *s, enum shim_op op, size_t bytes, int as_alltoall)
+{
+    if (op != OP_BARRIER)
+        count_algorithm(op, shmcoll_comm_last_algorithm(s->engine));
     __atomic_fetch_add(&counts[op].handled, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&counts[op].bytes, (unsigned long long)bytes, __ATOMIC_RELAXED);
     if (as_alltoall)
@@ -61,6 +82,8 @@ void shim_print_stats(void)
         if (op == OP_ALLTOALLV)
             n += snprintf(line + n, sizeof line - (size_t)n, " as-alltoall=%llu mixed-paths=%llu",
                           counts[op].as_alltoall, counts[op].mixed);
+        for (int i = 0; i < MAX_ALGOS && counts[op].algo[i]; i++)
+            n += snprintf(line + n, sizeof line - (size_t)n, " via-%s=%llu", counts[op].algo[i], counts[op].via[i]);
         for (int r = 0; r < R_COUNT; r++)
             if (counts[op].passed[r])
                 n += snprintf(line + n, sizeof line - (size_t)n, " %s=%llu", reason_names[r],

@@ -1,0 +1,332 @@
+//! The tuning table file (`shmcoll tune` writes it, like FFTW's wisdom) read without
+//! Python, for communicators created outside it (the PMPI library's).
+//!
+//! Same lookup order as python/shmcoll/tuning/lookup.py: `SHMCOLL_TUNING_FILE` (`none`
+//! skips files), the user file (`$XDG_CONFIG_HOME/shmcoll/tuning.json`, by default under
+//! `~/.config`), the system files (`<first of $XDG_CONFIG_DIRS, default /etc/xdg>/shmcoll/
+//! tuning.json`, `/etc/shmcoll/tuning.json`); the first file found wins and the model
+//! serves what it does not cover. The Python side validates files against the JSON schema
+//! when it writes or loads them; here a file that does not parse, or names an unknown
+//! algorithm, is an error, never silently ignored. `compressed` choices (a Python-level
+//! pseudo-algorithm) are skipped, as the Python bindings skip them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::collectives::select::CollRow;
+use crate::collectives::{CollAlgo, CollOp, CollTable};
+use crate::error::{Error, Result};
+use crate::order::Order;
+use crate::registry::{Algo, Store};
+use crate::select::{Candidate, Range, Table};
+
+/// `SHMCOLL_TUNING_FILE`.
+pub const ENV_FILE: &str = "SHMCOLL_TUNING_FILE";
+const FORMAT: &str = "shmcoll-tuning";
+const COMPRESSED: &str = "compressed";
+
+/// The table file's operations other than Alltoall, with the family each one sets.
+const COLL_OPERATIONS: [(&str, CollOp); 7] = [
+    ("allreduce", CollOp::Allreduce),
+    ("allgather", CollOp::Allgather),
+    ("bcast", CollOp::Bcast),
+    ("reduce_scatter", CollOp::ReduceScatterBlock),
+    ("reduce", CollOp::Reduce),
+    ("gather", CollOp::Gather),
+    ("scatter", CollOp::Scatter),
+];
+
+#[derive(Deserialize, Debug)]
+struct Doc {
+    format: String,
+    operations: BTreeMap<String, Vec<Entry>>,
+}
+
+/// An upper bound: a number, or `"inf"`.
+#[derive(Deserialize, Clone, Copy, Debug)]
+#[serde(untagged)]
+enum Bound {
+    Num(usize),
+    Word(Inf),
+}
+
+#[derive(Deserialize, Clone, Copy, Debug)]
+enum Inf {
+    #[serde(rename = "inf")]
+    Inf,
+}
+
+impl Bound {
+    fn get(self) -> usize {
+        match self {
+            Bound::Num(n) => n,
+            Bound::Word(Inf::Inf) => usize::MAX,
+        }
+    }
+}
+
+#[derive(Deserialize, Debug)]
+struct Entry {
+    nprocs: (usize, Bound),
+    sizes: Vec<SizeRow>,
+}
+
+#[derive(Deserialize, Debug)]
+struct SizeRow {
+    bytes: (usize, Bound),
+    choices: Vec<ChoiceRow>,
+}
+
+#[derive(Deserialize, Debug)]
+struct ChoiceRow {
+    algorithm: String,
+    order: Option<String>,
+    store: Option<String>,
+    nt_threshold: Option<usize>,
+    chunk_bytes: Option<usize>,
+}
+
+/// The tables a file gives for one process count.
+#[derive(Debug, Default)]
+pub struct FileTables {
+    /// Alltoall(v).
+    pub alltoall: Option<Table>,
+    /// The other collectives, by family.
+    pub coll: Vec<(CollOp, CollTable)>,
+}
+
+/// A loaded table file.
+#[derive(Debug)]
+pub struct TableFile {
+    path: PathBuf,
+    doc: Doc,
+}
+
+fn bad(path: &Path, what: String) -> Error {
+    Error::InvalidArgument(format!("{}: {what}", path.display()))
+}
+
+/// The table file to use, if any (see the module doc for the order).
+pub fn find_file() -> Result<Option<PathBuf>> {
+    if let Some(v) = std::env::var_os(ENV_FILE) {
+        let s = v.to_string_lossy();
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("none") {
+            return Ok(None);
+        }
+        if !s.is_empty() {
+            let p = PathBuf::from(s);
+            if !p.is_file() {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: {ENV_FILE} names a file that does not exist",
+                    p.display()
+                )));
+            }
+            return Ok(Some(p));
+        }
+    }
+    let env_dir = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let user = env_dir("XDG_CONFIG_HOME").or_else(|| env_dir("HOME").map(|h| h.join(".config")));
+    let site = std::env::var("XDG_CONFIG_DIRS")
+        .ok()
+        .and_then(|v| v.split(':').find(|d| !d.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/etc/xdg"));
+    let candidates = user
+        .map(|u| u.join("shmcoll/tuning.json"))
+        .into_iter()
+        .chain([
+            site.join("shmcoll/tuning.json"),
+            PathBuf::from("/etc/shmcoll/tuning.json"),
+        ]);
+    Ok(candidates.into_iter().find(|p| p.is_file()))
+}
+
+impl TableFile {
+    pub fn load(path: &Path) -> Result<TableFile> {
+        let text = std::fs::read_to_string(path).map_err(|e| bad(path, e.to_string()))?;
+        let doc: Doc = serde_json::from_str(&text)
+            .map_err(|e| bad(path, format!("not a tuning table: {e}")))?;
+        if doc.format != FORMAT {
+            return Err(bad(
+                path,
+                format!("format {:?}, expected {FORMAT:?}", doc.format),
+            ));
+        }
+        Ok(TableFile {
+            path: path.to_path_buf(),
+            doc,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn entry(&self, op: &str, nprocs: usize) -> Option<&Entry> {
+        self.doc.operations.get(op)?.iter().find(|e| {
+            let (lo, hi) = e.nprocs;
+            lo <= nprocs && nprocs <= hi.get()
+        })
+    }
+
+    /// The tables this file gives for `nprocs` ranks (None where it covers none).
+    pub fn tables_for(&self, nprocs: usize) -> Result<FileTables> {
+        let mut out = FileTables::default();
+        if let Some(e) = self.entry("alltoall", nprocs) {
+            out.alltoall = Some(self.alltoall_table(e)?);
+        }
+        for (name, family) in COLL_OPERATIONS {
+            if let Some(e) = self.entry(name, nprocs) {
+                out.coll.push((family, self.coll_table(name, e)?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn alltoall_table(&self, e: &Entry) -> Result<Table> {
+        let mut ranges = Vec::with_capacity(e.sizes.len());
+        for s in &e.sizes {
+            let mut candidates = Vec::new();
+            for c in s.choices.iter().filter(|c| c.algorithm != COMPRESSED) {
+                let name = |what: &str, v: &str| {
+                    bad(&self.path, format!("alltoall: unknown {what} {v:?}"))
+                };
+                let order = c.order.as_deref().unwrap_or("shifted");
+                let store = c.store.as_deref().unwrap_or("hybrid");
+                candidates.push(Candidate {
+                    algo: Algo::parse(&c.algorithm)
+                        .ok_or_else(|| name("algorithm", &c.algorithm))?,
+                    order: Order::parse(order).ok_or_else(|| name("copy order", order))?,
+                    store: Store::parse(store).ok_or_else(|| name("store policy", store))?,
+                    nt_threshold: c.nt_threshold,
+                    chunk_bytes: c.chunk_bytes,
+                });
+            }
+            ranges.push(Range {
+                min_block: s.bytes.0,
+                max_block: s.bytes.1.get(),
+                candidates,
+            });
+        }
+        Table::new(ranges).map_err(|e| bad(&self.path, format!("alltoall: {e}")))
+    }
+
+    fn coll_table(&self, op: &str, e: &Entry) -> Result<CollTable> {
+        let mut sizes: Vec<&SizeRow> = e.sizes.iter().collect();
+        sizes.sort_by_key(|s| s.bytes.0);
+        let mut rows = Vec::with_capacity(sizes.len());
+        for s in sizes {
+            let candidates = s
+                .choices
+                .iter()
+                .filter(|c| c.algorithm != COMPRESSED)
+                .map(|c| {
+                    CollAlgo::parse(&c.algorithm).ok_or_else(|| {
+                        bad(
+                            &self.path,
+                            format!("{op}: unknown algorithm {:?}", c.algorithm),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            rows.push(CollRow {
+                max_bytes: s.bytes.1.get(),
+                candidates,
+            });
+        }
+        Ok(CollTable::new(rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = r#"{
+      "format": "shmcoll-tuning", "version": 1, "fingerprint": {"vendor": "x"},
+      "operations": {
+        "alltoall": [
+          {"nprocs": [2, 3], "sizes": [
+            {"bytes": [0, 1024], "choices": [{"algorithm": "compressed"},
+                                              {"algorithm": "inline", "order": "linear", "store": "temporal"}]},
+            {"bytes": [1025, "inf"], "choices": [{"algorithm": "staging", "chunk_bytes": 4096}]}]},
+          {"nprocs": [4, "inf"], "sizes": [{"bytes": [0, "inf"], "choices": [{"algorithm": "push"}]}]}],
+        "reduce_scatter": [
+          {"nprocs": [1, "inf"], "sizes": [
+            {"bytes": [513, "inf"], "choices": [{"algorithm": "staging"}]},
+            {"bytes": [0, 512], "choices": [{"algorithm": "inline"}, {"algorithm": "direct"}]}]}]
+      }
+    }"#;
+
+    fn file(text: &str, name: &str) -> PathBuf {
+        let p =
+            std::env::temp_dir().join(format!("shmcoll-tuning-{}-{name}.json", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn rows_for_a_process_count_skip_compressed_and_default_order_and_store() {
+        let p = file(DOC, "good");
+        let f = TableFile::load(&p).unwrap();
+        let t = f.tables_for(3).unwrap();
+        let a = t.alltoall.unwrap();
+        let r0 = a.find(100).unwrap();
+        assert_eq!(r0.candidates.len(), 1);
+        assert_eq!(r0.candidates[0].algo, Algo::Inline);
+        assert_eq!(r0.candidates[0].order, Order::parse("linear").unwrap());
+        assert_eq!(r0.candidates[0].store, Store::Temporal);
+        let r1 = a.find(1 << 30).unwrap();
+        assert_eq!(r1.candidates[0].algo, Algo::Staging);
+        assert_eq!(r1.candidates[0].store, Store::Hybrid);
+        assert_eq!(r1.candidates[0].chunk_bytes, Some(4096));
+        assert_eq!(t.coll.len(), 1);
+        let (family, rs) = &t.coll[0];
+        assert_eq!(*family, CollOp::ReduceScatterBlock);
+        assert_eq!(rs.candidates(100), &[CollAlgo::Inline, CollAlgo::Direct]);
+        assert_eq!(rs.candidates(1 << 20), &[CollAlgo::Staging]);
+        // Process counts pick their entry; none covers 1 rank for Alltoall.
+        let four = f.tables_for(4).unwrap().alltoall.unwrap();
+        assert_eq!(four.find(8).unwrap().candidates[0].algo, Algo::Push);
+        assert!(f.tables_for(1).unwrap().alltoall.is_none());
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn broken_files_are_errors_that_name_the_file() {
+        for (name, text, needle) in [
+            ("syntax", "{", "not a tuning table"),
+            (
+                "format",
+                r#"{"format": "other", "operations": {}}"#,
+                "format",
+            ),
+            (
+                "algo",
+                r#"{"format": "shmcoll-tuning", "operations": {"bcast": [{"nprocs": [1, "inf"],
+                    "sizes": [{"bytes": [0, "inf"], "choices": [{"algorithm": "warp"}]}]}]}}"#,
+                "unknown algorithm \"warp\"",
+            ),
+            (
+                "overlap",
+                r#"{"format": "shmcoll-tuning", "operations": {"alltoall": [{"nprocs": [1, "inf"],
+                    "sizes": [{"bytes": [0, 100], "choices": [{"algorithm": "inline"}]},
+                              {"bytes": [50, "inf"], "choices": [{"algorithm": "push"}]}]}]}}"#,
+                "alltoall",
+            ),
+        ] {
+            let p = file(text, name);
+            let e = TableFile::load(&p).and_then(|f| f.tables_for(2).map(|_| ()));
+            let msg = e.expect_err(name).to_string();
+            assert!(msg.contains(&*p.to_string_lossy()), "{name}: {msg}");
+            assert!(msg.contains(needle), "{name}: {msg}");
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+}
