@@ -27,6 +27,11 @@ int shmcoll_comm_join(ShmcollSegment *seg, size_t rank, ShmcollComm **out, char 
 void shmcoll_comm_free(ShmcollComm *comm);
 size_t shmcoll_comm_size(const ShmcollComm *comm);
 const char *shmcoll_comm_last_algorithm(const ShmcollComm *comm);
+/* Map the peers' arenas (one entry per rank, fds[j] < 0: none); enable once all ranks
+ * succeeded. Buffers in this rank's arena are then reached by peers directly. */
+int shmcoll_comm_attach_arenas(ShmcollComm *comm, const void *own_base, size_t own_len, const uint32_t *pids,
+                               const int *fds, const size_t *lens, size_t n, char *err, size_t cap);
+void shmcoll_comm_enable_arenas(ShmcollComm *comm);
 /* Equal on ranks that bound the same selection tables (model or tuning file). */
 uint64_t shmcoll_comm_tables_digest(const ShmcollComm *comm);
 /* send == NULL: in place. Sizes and displacements in bytes. */

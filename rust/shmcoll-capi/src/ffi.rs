@@ -216,6 +216,59 @@ pub unsafe extern "C" fn shmcoll_comm_size(comm: *const ShmcollComm) -> usize {
     unsafe { comm.as_ref() }.map_or(0, |c| c.comm.size())
 }
 
+/// Map the peers' arenas (the PMPI library's shared allocator): `pids`, `fds` and `lens`
+/// have one entry per rank (`fds[j] < 0`: rank j has no arena); `own_base`/`own_len` are
+/// this rank's (null/0: none). Each rank calls it; the library enables arenas with
+/// `shmcoll_comm_enable_arenas` only if every rank succeeded.
+///
+/// # Safety
+/// `comm` live and not used concurrently; the arrays readable for `n` entries; `err` as
+/// above.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn shmcoll_comm_attach_arenas(
+    comm: *mut ShmcollComm,
+    own_base: *const std::ffi::c_void,
+    own_len: usize,
+    pids: *const u32,
+    fds: *const c_int,
+    lens: *const usize,
+    n: usize,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        // SAFETY: the caller promised a live communicator not used elsewhere meanwhile.
+        let c =
+            unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null communicator"))?;
+        if n > 0 && (pids.is_null() || fds.is_null() || lens.is_null()) {
+            return Err(Failure::bad_argument("null arena arrays"));
+        }
+        let peers: Vec<Option<shmcoll_coll::arenas::ArenaRef>> = (0..n)
+            .map(|j| {
+                // SAFETY: j < n, and the caller promised n readable entries in each array.
+                let (pid, fd, len) = unsafe { (*pids.add(j), *fds.add(j), *lens.add(j)) };
+                (fd >= 0).then_some(shmcoll_coll::arenas::ArenaRef { pid, fd, len })
+            })
+            .collect();
+        let own = (!own_base.is_null() && own_len > 0).then_some((own_base as usize, own_len));
+        c.comm.attach_arenas(own, &peers)?;
+        Ok(())
+    }))
+}
+
+/// Describe this rank's arena buffers to its peers from now on (after every rank attached).
+///
+/// # Safety
+/// `comm` must be live or null, and not used concurrently.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_comm_enable_arenas(comm: *mut ShmcollComm) {
+    // SAFETY: the caller promised a live communicator or null.
+    if let Some(c) = unsafe { comm.as_mut() } {
+        c.comm.enable_arenas();
+    }
+}
+
 /// A digest of the selection tables the communicator bound (model or tuning file):
 /// equal on ranks that bound the same tables, which the selection protocol needs.
 ///

@@ -52,6 +52,8 @@ pub struct Comm {
     pub(crate) scratch: Vec<DescCore>,
     /// Steps taken (Line::Step), mirrored in the segment.
     steps: u64,
+    /// Buffers outside the segment that peers can reach (the PMPI library's arenas).
+    arenas: crate::arenas::Arenas,
 }
 
 /// A block of this rank's shared heap; freed when dropped.
@@ -133,6 +135,7 @@ impl Comm {
             stats: Stats::default(),
             heap: Arc::new(Mutex::new(heap)),
             scratch: Vec::with_capacity(size),
+            arenas: Default::default(),
             steps: 0,
         })
     }
@@ -198,11 +201,47 @@ impl Comm {
         (h.in_use(), h.capacity())
     }
 
-    /// If `[addr, addr+len)` is inside the shared heap (any rank's part), its segment offset.
+    /// If `[addr, addr+len)` is inside the shared heap (any rank's part), its segment offset;
+    /// else, if it is in this rank's arena and arenas are enabled, its tagged arena offset
+    /// (crate::arenas). Either way the peers can reach it through `peer_ptr`.
     pub fn heap_offset(&self, addr: usize, len: usize) -> Option<usize> {
-        let off = self.seg.offset_of(addr, len)?;
-        let r = self.seg.layout().heap_range();
-        (off >= r.start && off + len <= r.end).then_some(off)
+        let in_heap = self.seg.offset_of(addr, len).filter(|&off| {
+            let r = self.seg.layout().heap_range();
+            off >= r.start && off + len <= r.end
+        });
+        in_heap.or_else(|| self.arenas.offset(addr, len))
+    }
+
+    /// This process's address of `off..off+len` of a buffer rank j described by `heap_offset`.
+    pub(crate) fn peer_ptr(&self, j: usize, off: usize, len: usize) -> usize {
+        if off & crate::arenas::ARENA_TAG != 0 {
+            self.arenas.resolve(j, off & !crate::arenas::ARENA_TAG, len)
+        } else {
+            self.seg.ptr(off, len) as usize
+        }
+    }
+
+    /// Map the peers' arenas (see crate::arenas); collective in effect: enable them only
+    /// once every rank succeeded (`enable_arenas`).
+    pub fn attach_arenas(
+        &mut self,
+        own: Option<(usize, usize)>,
+        peers: &[Option<crate::arenas::ArenaRef>],
+    ) -> Result<()> {
+        if peers.len() != self.size {
+            return Err(Error::InvalidArgument(format!(
+                "{} arena entries for {} ranks",
+                peers.len(),
+                self.size
+            )));
+        }
+        self.arenas = crate::arenas::Arenas::attach(self.rank, own, peers)?;
+        Ok(())
+    }
+
+    /// Describe buffers in this rank's arena as reachable (every rank attached its peers').
+    pub fn enable_arenas(&mut self) {
+        self.arenas.enable();
     }
 
     /// Start a call: reserve its sequence number, refuse if the communicator is broken.

@@ -4,6 +4,7 @@
 //! (collectives/).
 
 pub mod alltoall;
+pub mod arenas;
 pub mod collectives;
 pub mod comm;
 pub mod config;

@@ -2,6 +2,7 @@
 //! counters, waiting with deadlines, peer liveness, the per-rank heap allocator and Cross
 //! Memory Attach. Knows nothing about collectives.
 
+pub mod arena;
 pub mod cma;
 pub mod ctrl;
 pub mod error;

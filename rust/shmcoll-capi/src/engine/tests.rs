@@ -142,3 +142,72 @@ fn extent_covers_the_furthest_block() {
     assert_eq!(extent(&[0, 0], &[5, 9]), Ok(9));
     assert!(extent(&[2], &[usize::MAX]).is_err());
 }
+
+/// An arena as the PMPI library's allocator makes one: a memfd, mapped shared.
+struct TestArena {
+    fd: std::os::fd::OwnedFd,
+    map: memmap2::MmapRaw,
+}
+
+fn test_arena(len: usize) -> TestArena {
+    use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
+    let fd = memfd_create("shmcoll-test-arena", MemfdFlags::CLOEXEC).expect("memfd");
+    ftruncate(&fd, len as u64).expect("ftruncate");
+    let file = std::fs::File::from(fd.try_clone().expect("dup"));
+    let map = memmap2::MmapOptions::new()
+        .len(len)
+        .map_raw(&file)
+        .expect("mmap");
+    TestArena { fd, map }
+}
+
+#[test]
+fn buffers_in_attached_arenas_are_reached_directly() {
+    use shmcoll_coll::arenas::ArenaRef;
+    use std::os::fd::AsRawFd;
+    use std::sync::{Arc, Barrier, Mutex};
+    let p = 3;
+    let bpp = 70_000;
+    let len = 1 << 20;
+    let refs = Arc::new(Mutex::new(vec![None; p]));
+    let barrier = Arc::new(Barrier::new(p));
+    let out = on_ranks(p, move |r, c| {
+        let arena = test_arena(len);
+        let base = arena.map.as_mut_ptr() as usize;
+        refs.lock().unwrap()[r] = Some(ArenaRef {
+            pid: std::process::id(),
+            fd: arena.fd.as_raw_fd(),
+            len,
+        });
+        barrier.wait();
+        let peers = refs.lock().unwrap().clone();
+        c.attach_arenas(Some((base, len)), &peers).expect("attach");
+        barrier.wait();
+        let (send, recv) = (base, base + len / 2);
+        let run = |c: &mut Comm, salt: usize| {
+            for k in 0..p * bpp {
+                // SAFETY: k < p * bpp <= len / 2: inside the first half of the arena.
+                unsafe { *(send as *mut u8).add(k) = block(r, k / bpp, k % bpp + salt) };
+            }
+            let algo = alltoall(c, Some(send), recv, bpp).expect("alltoall");
+            // SAFETY: the second half of the arena holds p * bpp bytes, written by the call.
+            let got = unsafe { std::slice::from_raw_parts(recv as *const u8, p * bpp) };
+            let ok = (0..p * bpp).all(|k| got[k] == block(k / bpp, r, k % bpp + salt));
+            (ok, algo)
+        };
+        // Attached but not enabled: the buffers are private as far as the engine knows.
+        let before = run(c, 1);
+        c.enable_arenas();
+        barrier.wait();
+        let after = run(c, 2);
+        (before, after)
+    });
+    for ((ok1, algo1), (ok2, algo2)) in out {
+        assert!(ok1 && ok2, "wrong data ({algo1}, {algo2})");
+        assert_eq!(algo1, "cma-push", "private buffers go through CMA");
+        assert_eq!(
+            algo2, "push",
+            "arena buffers are written straight into the peer's buffer"
+        );
+    }
+}

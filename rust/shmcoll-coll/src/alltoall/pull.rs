@@ -23,9 +23,9 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
         } else {
             let (soff, slen) = x.peer_send_block(c, j);
             debug_assert_eq!(slen, x.recv_blocks.block(j).1);
-            c.seg.ptr(x.full(c, j).send_off as usize + soff + off, len) as usize
+            c.peer_ptr(j, x.full(c, j).send_off as usize + soff + off, len)
         };
-        // SAFETY: src is in rank j's heap send buffer (bounds checked by Segment::ptr) or in
+        // SAFETY: src is in rank j's heap send buffer (bounds checked by Comm::peer_ptr) or in
         // our own send buffer; j does not write it before the done round; dst is our own
         // receive block (check_local).
         unsafe { m.copy(x.recv + roff + off, src, len, store) };

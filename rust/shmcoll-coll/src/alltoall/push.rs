@@ -23,10 +23,10 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
             x.recv + x.recv_blocks.block(j).0 + off
         } else {
             let (roff, _) = x.peer_recv_block(c, j);
-            c.seg.ptr(x.full(c, j).recv_off as usize + roff + off, len) as usize
+            c.peer_ptr(j, x.full(c, j).recv_off as usize + roff + off, len)
         };
         // SAFETY: dst is the block of rank j's heap receive buffer reserved for us (bounds
-        // checked by Segment::ptr; blocks of different senders are disjoint, checked by j),
+        // checked by Comm::peer_ptr; blocks of different senders are disjoint, checked by j),
         // src our own send block (check_local).
         unsafe { m.copy(dst, x.send + soff + off, len, store) };
     }

@@ -84,7 +84,8 @@ fn bcast(r: &mut Reach, x: &Call) {
     let (off, len) = part(n, p, me);
     // Streaming pays once what this rank writes no longer fits its cache share.
     let store = resolve_store(Store::Hybrid, len * (p - 1), r.c.cfg.nt_threshold);
-    let src = r.c.seg.ptr(x.peers[root].send_off as usize + off, len) as usize;
+    let src =
+        r.c.peer_ptr(root, x.peers[root].send_off as usize + off, len);
     for j in (0..p).filter(|&j| j != root) {
         r.write(x, at(j, Side::Recv, off), src, len, store);
     }

@@ -60,7 +60,7 @@ impl<'c> Reach<'c> {
         if j == self.c.rank {
             return Some(addr as usize + off);
         }
-        (d.flags & heap != 0).then(|| self.c.seg.ptr(seg_off as usize + off, len) as usize)
+        (d.flags & heap != 0).then(|| self.c.peer_ptr(j, seg_off as usize + off, len))
     }
 
     fn remote_addr(x: &Call, j: usize, side: Side) -> usize {
@@ -79,7 +79,7 @@ impl<'c> Reach<'c> {
         }
         match self.local_addr(x, j, side, off, len) {
             // SAFETY: src is inside rank j's buffer (its descriptor's bounds, checked by
-            // Segment::ptr for the heap), which j leaves alone until the done round; dst is
+            // Comm::peer_ptr for the heap and arenas), which j leaves alone until the done round; dst is
             // a range of this rank's buffers that the caller checked.
             Some(src) => unsafe { self.m.copy(dst, src, len, store) },
             None => {
