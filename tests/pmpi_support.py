@@ -1,6 +1,6 @@
 """Helpers of test_pmpi.py: one MPI installation (its mpicc and mpiexec), the test
 programs built with it, runs under mpiexec with or without the preloaded library, and the
-parsing of the library's SHMCOLL_PMPI_STATS lines."""
+parsing of the library's SHMCOLL_PMPI_STATS lines (per operation, and the shared arena's)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from conftest import shm_segments, subprocess_env
 
 PROGRAMS_DIR = Path(__file__).resolve().parent / "pmpi"
 STATS_LINE = re.compile(r"^\[shmcoll-pmpi\] rank=(\d+) op=(\S+) (.*)$", re.M)
+ARENA_LINE = re.compile(r"^\[shmcoll-pmpi\] rank=(\d+) shared-malloc (.*)$", re.M)
 
 
 @dataclass
@@ -95,6 +96,14 @@ def stats(stderr: str) -> dict[tuple[int, str], dict[str, int]]:
     for rank, op, rest in STATS_LINE.findall(stderr):
         out[(int(rank), op)] = {k: int(v) for k, v in (kv.split("=") for kv in rest.split())}
     return out
+
+
+def arena_stats(stderr: str) -> dict[int, dict[str, int]]:
+    """{rank: {"served": .., "in-use-bytes": .., "fallbacks": ..}}: the shared arena's line."""
+    return {
+        int(rank): {k: int(v) for k, v in (kv.split("=") for kv in rest.split())}
+        for rank, rest in ARENA_LINE.findall(stderr)
+    }
 
 
 def openmpi_env() -> dict[str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import find_tool, subprocess_env
-from pmpi_support import Mpi, openmpi_env, stats
+from pmpi_support import Mpi, arena_stats, openmpi_env, stats
 from shmcoll.pmpi import PmpiBuildError, ensure, find_mpicc
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(300)]
@@ -75,7 +75,12 @@ def assert_all_handled(err: str, n: int, ops: tuple[str, ...] = OPS) -> None:
 # -- building -----------------------------------------------------------------------------
 
 
-def test_cli_prints_the_cached_library_and_exports_only_mpi_symbols(mpich: Mpi) -> None:
+#: The allocator the library interposes (csrc/arena.c), exported beside the MPI entry points.
+ALLOCATOR = {"malloc", "free", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign", "valloc",
+             "pvalloc", "malloc_usable_size"}  # fmt: skip
+
+
+def test_cli_prints_the_cached_library_and_exports_only_mpi_and_allocator_symbols(mpich: Mpi) -> None:
     env = {**os.environ, "SHMCOLL_PMPI_DIR": str(mpich.library.parents[1])}
     p = subprocess.run(
         [sys.executable, "-m", "shmcoll.cli", "pmpi", "--path", "--mpicc", mpich.mpicc],
@@ -88,7 +93,8 @@ def test_cli_prints_the_cached_library_and_exports_only_mpi_symbols(mpich: Mpi) 
         syms = subprocess.run(cmd, capture_output=True, text=True, check=True)
         names = {line.split()[-1] for line in syms.stdout.splitlines() if line.strip()}
         assert {"MPI_Alltoall", "MPI_Alltoallv", "MPI_Finalize"} <= names
-        assert all(n.startswith(("MPI_", "mpi_")) for n in names), sorted(names)
+        assert names >= ALLOCATOR
+        assert all(n.startswith(("MPI_", "mpi_")) or n in ALLOCATOR for n in names), sorted(names)
 
 
 def test_a_missing_cargo_is_announced(mpich: Mpi, tmp_path: Path) -> None:
@@ -309,6 +315,60 @@ def test_bad_settings_make_the_library_step_aside_with_a_reason(mpich: Mpi) -> N
     assert "SHMCOLL_TIMEOUT" in p.stderr  # the engine's message, reported once
     s = stats(p.stderr)
     assert all(s[(r, "MPI_Alltoall")]["setup-failed"] == 2 for r in range(2))
+
+
+# -- the shared arena of large allocations -------------------------------------------------
+
+
+def run_malloc_check(
+    mpi: Mpi, n: int, expect: str, env: dict[str, str] | None = None
+) -> dict[int, dict[str, int]]:
+    """tests/pmpi/malloc_check.c on n ranks, large blocks expected in `expect` (arena, glibc
+    or any); every rank's arena counters."""
+    p = mpi.run(n, mpi.compile("malloc_check", "-pthread"), expect, env=env)
+    lines = [line for line in p.stdout.splitlines() if line.startswith("malloc_check:")]
+    assert len(lines) == n and all(line.endswith(", 0 failures") for line in lines), p.stdout + p.stderr
+    s = arena_stats(p.stderr)
+    assert set(s) == set(range(n)), f"an arena line from every rank expected:\n{p.stderr}"
+    assert all(op.startswith("MPI_") for _, op in stats(p.stderr)), "the arena line is not an operation's"
+    return s
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_large_allocations_come_from_the_shared_arena(mpich: Mpi, n: int) -> None:
+    """Blocks of 256 KiB or more in each process's own arena (a memfd peers can map), the
+    allocator's contract kept: contents, calloc zeros, realloc, alignments, threads, fork."""
+    s = run_malloc_check(mpich, n, "arena")
+    assert all(c["served"] > 100 for c in s.values()), s
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_shared_malloc_0_leaves_every_allocation_to_glibc(mpich: Mpi, n: int) -> None:
+    s = run_malloc_check(mpich, n, "glibc", env={"SHMCOLL_PMPI_SHARED_MALLOC": "0"})
+    assert all(c["served"] == 0 and c["fallbacks"] == 0 for c in s.values()), s
+
+
+@pytest.mark.parametrize(
+    ("env", "expect"),
+    [({"SHMCOLL_PMPI_SHARED_MALLOC": "1M"}, "arena"),
+     ({"SHMCOLL_PMPI_SHARED_MALLOC": "off"}, "glibc"),
+     ({"SHMCOLL_PMPI": "0"}, "glibc")],
+)  # fmt: skip
+def test_the_threshold_setting_and_the_library_switch_govern_the_arena(
+    mpich: Mpi, env: dict[str, str], expect: str
+) -> None:
+    s = run_malloc_check(mpich, 1, expect, env=env)
+    assert (s[0]["served"] > 0) == (expect == "arena"), s
+
+
+def test_large_allocations_come_from_the_shared_arena_under_open_mpi(openmpi: Mpi) -> None:
+    s = run_malloc_check(openmpi, 2, "arena")
+    assert all(c["served"] > 100 for c in s.values()), s
+
+
+def test_a_full_arena_falls_back_to_glibc(mpich: Mpi) -> None:
+    s = run_malloc_check(mpich, 2, "any", env={"SHMCOLL_PMPI_ARENA_BYTES": "8M"})
+    assert all(c["served"] > 0 and c["fallbacks"] > 100 for c in s.values()), s
 
 
 # -- Fortran ------------------------------------------------------------------------------

@@ -61,6 +61,17 @@ void shim_count_passed(enum shim_op op, enum shim_reason why);
 void shim_count_mixed(enum shim_op op);
 void shim_print_stats(void);
 
+/* The shared arena of large allocations (arena.c). Create this process's arena now if it
+ * has none yet and shared allocation is enabled (idempotent, thread-safe). Returns 1 if an
+ * arena exists afterwards. */
+int shim_arena_ensure(void);
+/* The arena of this process: its memfd, base address and reserved size. 1 and fills them
+ * if one exists, else 0. */
+int shim_arena(int *fd, void **base, size_t *size);
+/* Counters for the stats: [0] allocations served from the arena, [1] bytes in use now,
+ * [2] large allocations that went to glibc because the arena was full or unavailable. */
+void shim_arena_counts(unsigned long long out[3]);
+
 /* Report an engine message once per process (stderr). */
 void shim_warn_once(const char *op, const char *msg);
 /* A fatal engine error: report and abort the job (the communicator is unusable). */

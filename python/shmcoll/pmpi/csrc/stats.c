@@ -1,7 +1,8 @@
 /* Per-operation counters and their report at MPI_Finalize (SHMCOLL_PMPI_STATS=1): calls
  * handled, bytes they received, the algorithms that served them (via-<name>=calls: the
  * selection, model or tuning table, made visible), calls passed to PMPI by reason. One
- * key=value line per operation and rank, on stderr, so that tests and users can parse them. */
+ * key=value line per operation and rank, on stderr, so that tests and users can parse them;
+ * then one line of the shared arena's counters (arena.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,11 @@ void shim_print_stats(void)
                               counts[op].passed[r]);
         fprintf(stderr, "%s\n", line);
     }
+    /* No op= key: parsers of the per-operation lines skip it. */
+    unsigned long long a[3];
+    shim_arena_counts(a);
+    fprintf(stderr, "[shmcoll-pmpi] rank=%d shared-malloc served=%llu in-use-bytes=%llu fallbacks=%llu\n",
+            rank, a[0], a[1], a[2]);
     fflush(stderr);
 }
 
