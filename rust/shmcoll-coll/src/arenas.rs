@@ -18,6 +18,7 @@ pub(crate) const ARENA_TAG: usize = 1 << 62;
 /// This rank's arena and its peers', as mapped here.
 #[derive(Debug, Default)]
 pub struct Arenas {
+    me: usize,
     own: Option<(usize, usize)>,
     peers: Vec<Option<Arc<PeerArena>>>,
     enabled: bool,
@@ -47,6 +48,7 @@ impl Arenas {
             });
         }
         Ok(Arenas {
+            me,
             own,
             peers: mapped,
             enabled: false,
@@ -68,17 +70,24 @@ impl Arenas {
         (off.checked_add(len)? <= size).then_some(off | ARENA_TAG)
     }
 
-    /// This process's address of `off..off+len` (untagged) in rank j's arena.
+    /// This process's address of `off..off+len` (untagged) in rank j's arena. A rank
+    /// resolves its own descriptors too (a Bcast root reads its buffer through one).
     pub fn resolve(&self, j: usize, off: usize, len: usize) -> usize {
-        let a = self.peers.get(j).and_then(|a| a.as_ref());
-        let a = a.unwrap_or_else(|| {
+        let found = if j == self.me {
+            self.own
+        } else {
+            self.peers
+                .get(j)
+                .and_then(|a| a.as_ref())
+                .map(|a| (a.base(), a.len()))
+        };
+        let (base, size) = found.unwrap_or_else(|| {
             panic!("rank {j} described an arena buffer, but its arena is not mapped")
         });
         assert!(
-            off.checked_add(len).is_some_and(|end| end <= a.len()),
-            "arena access {off}+{len} beyond rank {j}'s arena of {}",
-            a.len()
+            off.checked_add(len).is_some_and(|end| end <= size),
+            "arena access {off}+{len} beyond rank {j}'s arena of {size}"
         );
-        a.base() + off
+        base + off
     }
 }

@@ -200,6 +200,44 @@ fn buffers_in_attached_arenas_are_reached_directly() {
         c.enable_arenas();
         barrier.wait();
         let after = run(c, 2);
+        // The other collectives through arena buffers too: a Bcast large enough to split
+        // its copies over all ranks (each reads the root's buffer through its descriptor,
+        // the root included) and an Allgather (pushed into every receive buffer).
+        let n = 200_000;
+        let b = base + len / 4;
+        for k in 0..n {
+            // SAFETY: len / 4 + n < len / 2: inside the arena, clear of `recv`.
+            unsafe { *(b as *mut u8).add(k) = if r == 1 { (k % 251) as u8 } else { 0 } };
+        }
+        let bcast = crate::collectives::Collective {
+            op: shmcoll_coll::CollOp::Bcast,
+            send: None,
+            recv: b,
+            bytes: n,
+            root: 1,
+            reduce: None,
+        };
+        let bc_algo = crate::collectives::collective(c, bcast).expect("bcast");
+        // SAFETY: n bytes at b, written by the call.
+        let bc = unsafe { std::slice::from_raw_parts(b as *const u8, n) };
+        let bcast_ok = (0..n).all(|k| bc[k] == (k % 251) as u8);
+        let gather = crate::collectives::Collective {
+            op: shmcoll_coll::CollOp::Allgather,
+            send: Some(send),
+            recv,
+            bytes: bpp,
+            root: 0,
+            reduce: None,
+        };
+        crate::collectives::collective(c, gather).expect("allgather");
+        // SAFETY: p * bpp bytes at recv, written by the call.
+        let g = unsafe { std::slice::from_raw_parts(recv as *const u8, p * bpp) };
+        // Rank j contributed the first bpp bytes of its send buffer, as `run(c, 2)` filled it.
+        let gather_ok = (0..p * bpp).all(|k| g[k] == block(k / bpp, 0, k % bpp + 2));
+        assert!(
+            bcast_ok && gather_ok,
+            "rank {r}: bcast {bcast_ok} ({bc_algo}), allgather {gather_ok}"
+        );
         (before, after)
     });
     for ((ok1, algo1), (ok2, algo2)) in out {
