@@ -141,6 +141,20 @@ static int intact(const unsigned char *p, size_t n, int salt)
     return 1;
 }
 
+/* An aligned allocation of n bytes: aligned, usable, in the arena when it may be, then freed. */
+static void check_aligned(unsigned char *p, size_t al, size_t n, int salt, const char *what)
+{
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s aligns to %zu", what, al);
+    check(p && (uintptr_t)p % al == 0, msg, n);
+    if (!p)
+        return;
+    fill(p, n, salt);
+    check_place(p, n, al <= 4096, what);
+    check(intact(p, n, salt), "an aligned block keeps its contents", n);
+    free(p);
+}
+
 /* The first n bytes unchanged after a move: every one for the fully filled, else marks. */
 static int kept(const unsigned char *p, size_t filled, size_t n, int salt)
 {
@@ -345,20 +359,8 @@ static void aligned(void)
                 check(intact(p, n, 20), "posix_memalign block keeps its contents", n);
                 free(p);
             }
-            unsigned char *a = aligned_alloc(al, n);
-            check(a && (uintptr_t)a % al == 0, "aligned_alloc aligns", n);
-            if (a) {
-                fill(a, n, 21);
-                check_place(a, n, al <= 4096, "aligned_alloc");
-                free(a);
-            }
-            unsigned char *m = memalign(al, n);
-            check(m && (uintptr_t)m % al == 0, "memalign aligns", n);
-            if (m) {
-                fill(m, n, 22);
-                check_place(m, n, al <= 4096, "memalign");
-                free(m);
-            }
+            check_aligned(aligned_alloc(al, n), al, n, 21, "aligned_alloc");
+            check_aligned(memalign(al, n), al, n, 22, "memalign");
         }
     /* Errors: *memptr untouched. */
     volatile size_t bad[] = {0, 3, 4 /* < sizeof(void *) */, 24, 4097};
