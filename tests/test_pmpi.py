@@ -133,6 +133,24 @@ def test_alltoall_and_alltoallv_equal_pmpi_on_every_kind_of_communicator(mpich: 
     assert all(c["mixed-paths"] > 0 for c in v) if n > 1 else v[0]["mixed-paths"] == 0
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_large_buffers_are_reached_directly_through_the_arenas(mpich: Mpi, n: int) -> None:
+    """The program's large allocations live in the shared arenas and every rank maps its
+    peers', so their Alltoalls take the single-copy algorithms of heap buffers (push,
+    pull) instead of CMA; without the shared allocator none does."""
+    direct = ("via-push", "via-pull")
+
+    def served(env: dict[str, str]) -> list[dict[str, int]]:
+        p = mpich.run(n, mpich.compile("alltoall_check"), env=env)
+        assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+        assert "cannot reach the program's buffers" not in p.stderr
+        return [stats(p.stderr)[(r, "MPI_Alltoall")] for r in range(n)]
+
+    assert all(sum(c.get(k, 0) for k in direct) > 0 for c in served({})), "no call reached arena buffers"
+    private = served({"SHMCOLL_PMPI_SHARED_MALLOC": "0"})
+    assert all(sum(c.get(k, 0) for k in direct) == 0 and c.get("via-cma-push", 0) > 0 for c in private)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_the_other_collectives_equal_pmpi_and_unknown_operators_pass_through(mpich: Mpi, n: int) -> None:
     p = mpich.run(n, mpich.compile("collectives_check"), env=SERVE_ALL_SIZES)
