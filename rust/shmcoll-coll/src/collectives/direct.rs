@@ -112,19 +112,20 @@ fn allgather(r: &mut Reach, x: &Call) {
     let store = resolve_store(Store::Hybrid, x.recv_len, r.c.cfg.nt_threshold);
     let push = (0..p).all(|j| j == me || x.peers[j].flags & F_RECV_HEAP != 0);
     if push {
-        let l = x.contrib_len;
+        let mut to = Vec::with_capacity(p);
         for k in 0..p {
             let j = (me + k) % p;
-            if j == me {
-                if !x.in_place {
-                    let (o, _) = x.my_block(me);
-                    r.read(x, at(me, Side::Contrib, 0), x.recv + o, l, store);
-                }
-                continue;
+            if j == me && x.in_place {
+                continue; // already in place
             }
-            let (o, _) = x.blocks_of(r.c, j)[me];
-            r.write(x, at(j, Side::Recv, o), x.contrib, l, store);
+            let (o, _) = if j == me {
+                x.my_block(me)
+            } else {
+                x.blocks_of(r.c, j)[me]
+            };
+            to.push(at(j, Side::Recv, o));
         }
+        r.write_all(x, &to, x.contrib, x.contrib_len, store);
         return;
     }
     for k in 0..p {
