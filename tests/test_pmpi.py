@@ -369,6 +369,7 @@ def test_shared_malloc_0_leaves_every_allocation_to_glibc(mpich: Mpi, n: int) ->
 @pytest.mark.parametrize(
     ("env", "expect"),
     [({"SHMCOLL_PMPI_SHARED_MALLOC": "1M"}, "arena"),
+     ({"SHMCOLL_PMPI_SHARED_MALLOC": "8K"}, "arena"),
      ({"SHMCOLL_PMPI_SHARED_MALLOC": "off"}, "glibc"),
      ({"SHMCOLL_PMPI": "0"}, "glibc")],
 )  # fmt: skip
@@ -382,6 +383,16 @@ def test_the_threshold_setting_and_the_library_switch_govern_the_arena(
 def test_large_allocations_come_from_the_shared_arena_under_open_mpi(openmpi: Mpi) -> None:
     s = run_malloc_check(openmpi, 2, "arena")
     assert all(c["served"] > 100 for c in s.values()), s
+
+
+def test_the_launcher_the_library_is_preloaded_into_keeps_glibc_memory(mpich: Mpi) -> None:
+    """`LD_PRELOAD=... mpiexec` preloads the launcher too, which forks and uses its memory
+    in the child before exec: with a threshold low enough to catch its allocations, the
+    arena (not inherited by children) crashed it. Only MPI processes use the arena."""
+    p = mpich.run(2, mpich.compile("alltoall_check"), env={"SHMCOLL_PMPI_SHARED_MALLOC": "1K"})
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    s = arena_stats(p.stderr)
+    assert set(s) == {0, 1} and all(c["served"] > 0 for c in s.values()), p.stderr
 
 
 def test_a_full_arena_falls_back_to_glibc(mpich: Mpi) -> None:

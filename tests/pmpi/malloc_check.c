@@ -562,6 +562,9 @@ static size_t parse_threshold(const char *v)
 
 int main(int argc, char **argv)
 {
+    /* Before MPI_Init the process may be anything (a launcher, say): glibc's memory. */
+    size_t early_n = 1 << 20;
+    unsigned char *early = malloc(early_n);
     MPI_Init(&argc, &argv);
     const char *pmpi = getenv("SHMCOLL_PMPI");
     threshold = pmpi && strcmp(pmpi, "0") == 0 ? 0 : parse_threshold(getenv("SHMCOLL_PMPI_SHARED_MALLOC"));
@@ -570,6 +573,8 @@ int main(int argc, char **argv)
     if (expect == EXPECT_GLIBC)
         threshold = 0;
 
+    check_place(early, early_n, 0, "an allocation before MPI_Init");
+    free(early);
     sizes_around_the_threshold();
     reuse_and_calloc();
     memory_returned();

@@ -191,6 +191,19 @@ impl Desc {
         }
     }
 
+    /// Entry j of array `a` (only the owner writes its slot, before publishing).
+    #[inline]
+    pub fn set(&self, a: Arr, j: usize, v: usize) {
+        assert!(j < self.p);
+        // SAFETY: as in `get`.
+        unsafe {
+            std::ptr::write(
+                (self.base.add(DESC_FIXED) as *mut u64).add(a as usize * self.p + j),
+                v as u64,
+            )
+        };
+    }
+
     pub fn set_array(&self, a: Arr, values: &[usize]) {
         assert_eq!(values.len(), self.p);
         for (j, &v) in values.iter().enumerate() {

@@ -9,7 +9,8 @@
  * MAP_SHARED, which peers can map too (the engine obtains the fd with pidfd_getfd, see
  * shim_arena), so that they copy straight into and out of the program's buffers.
  *
- * What goes where: requests of at least SHMCOLL_PMPI_SHARED_MALLOC bytes (K/M/G suffixes;
+ * What goes where: once MPI_Init has returned (see mpi_process), requests of at least
+ * SHMCOLL_PMPI_SHARED_MALLOC bytes (K/M/G suffixes;
  * default 256K; 0 or off: none, and none either under SHMCOLL_PMPI=0) with an alignment of
  * at most 4096 come from the arena; everything else is glibc's, through its __libc_* entry
  * points, and so is every large request when the arena is full or could not be created
@@ -385,15 +386,27 @@ static void arena_shrink(uint32_t s, uint32_t n)
     pthread_mutex_unlock(&lock);
 }
 
+/* Set once the process is an MPI process (MPI_Init returned, or it set up a communicator):
+ * until then every allocation is glibc's. The library is preloaded into the launcher too
+ * (`LD_PRELOAD=... mpiexec ...`), and launchers fork and use their memory in the child
+ * before exec, which the arena (MADV_DONTFORK) does not survive; they never call MPI_Init. */
+static int mpi_process;
+
+void shim_arena_mpi_started(void)
+{
+    __atomic_store_n(&mpi_process, 1, __ATOMIC_RELEASE);
+}
+
 static int large(size_t n)
 {
-    return threshold && n >= threshold;
+    return threshold && n >= threshold && __atomic_load_n(&mpi_process, __ATOMIC_ACQUIRE);
 }
 
 /* -- the interface of shim.h -------------------------------------------------------------- */
 
 int shim_arena_ensure(void)
 {
+    shim_arena_mpi_started();
     return threshold && arena_ready();
 }
 

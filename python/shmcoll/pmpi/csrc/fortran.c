@@ -166,8 +166,25 @@ static void f_barrier(MPI_Fint *comm, MPI_Fint *ierr)
 }
 FORTRAN_NAMES(mpi_barrier, MPI_BARRIER, f_barrier, (MPI_Fint * comm, MPI_Fint *ierr), (comm, ierr))
 
-/* Not collectives, but the C wrappers do work in them: MPI_Finalize prints the stats and
- * frees the states, MPI_Type_free forgets the pass-through verdicts (types.c). */
+/* Not collectives, but the C wrappers do work in them: MPI_Init marks an MPI process
+ * (arena.c), MPI_Finalize prints the stats and frees the states, MPI_Type_free forgets the
+ * pass-through verdicts (types.c). Fortran's MPI_INIT passes no command line. */
+static void f_init(MPI_Fint *ierr)
+{
+    set_ierr(ierr, MPI_Init(NULL, NULL));
+}
+FORTRAN_NAMES(mpi_init, MPI_INIT, f_init, (MPI_Fint * ierr), (ierr))
+
+static void f_init_thread(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
+{
+    int got = 0;
+    int rc = MPI_Init_thread(NULL, NULL, (int)*required, &got);
+    *provided = (MPI_Fint)got;
+    set_ierr(ierr, rc);
+}
+FORTRAN_NAMES(mpi_init_thread, MPI_INIT_THREAD, f_init_thread,
+              (MPI_Fint * required, MPI_Fint *provided, MPI_Fint *ierr), (required, provided, ierr))
+
 static void f_finalize(MPI_Fint *ierr)
 {
     set_ierr(ierr, MPI_Finalize());

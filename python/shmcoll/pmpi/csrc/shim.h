@@ -64,6 +64,9 @@ void shim_print_stats(void);
 /* The shared arena of large allocations (arena.c). Create this process's arena now if it
  * has none yet and shared allocation is enabled (idempotent, thread-safe). Returns 1 if an
  * arena exists afterwards. */
+/* The process is an MPI process (MPI_Init returned): from now on large allocations may
+ * come from the arena. Launchers, which the library is preloaded into as well, never are. */
+void shim_arena_mpi_started(void);
 int shim_arena_ensure(void);
 /* The arena of this process: its memfd, base address and reserved size. 1 and fills them
  * if one exists, else 0. */

@@ -269,6 +269,23 @@ void shim_release_all(void)
     PMPI_Comm_free_keyval(&keyval);
 }
 
+/* Only MPI processes put their large allocations in the shared arena (arena.c). */
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS)
+        shim_arena_mpi_started();
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS)
+        shim_arena_mpi_started();
+    return rc;
+}
+
 int MPI_Finalize(void)
 {
     shim_print_stats();

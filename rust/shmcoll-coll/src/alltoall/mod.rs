@@ -289,18 +289,15 @@ impl Comm {
         core.flags |= F_FULL;
         let d = Desc::slot(&self.seg, self.rank, parity);
         if vector {
-            let (sc, sd): (Vec<usize>, Vec<usize>) = (0..p)
-                .map(|j| send_blocks.block(j))
-                .map(|(o, l)| (l, o))
-                .unzip();
-            let (rc, rd): (Vec<usize>, Vec<usize>) = (0..p)
-                .map(|j| recv_blocks.block(j))
-                .map(|(o, l)| (l, o))
-                .unzip();
-            d.set_array(Arr::SendCounts, &sc);
-            d.set_array(Arr::SendDispls, &sd);
-            d.set_array(Arr::RecvCounts, &rc);
-            d.set_array(Arr::RecvDispls, &rd);
+            // Entry by entry, straight from the blocks: no temporary vectors on this path.
+            for j in 0..p {
+                let (so, sl) = send_blocks.block(j);
+                let (ro, rl) = recv_blocks.block(j);
+                d.set(Arr::SendCounts, j, sl);
+                d.set(Arr::SendDispls, j, so);
+                d.set(Arr::RecvCounts, j, rl);
+                d.set(Arr::RecvDispls, j, ro);
+            }
         }
         self.publish_arrive(seq, &core, None);
         self.wait_arrivals(seq)?;
@@ -373,11 +370,12 @@ impl Comm {
         }
         let mut max_block = 0usize;
         if vector {
-            let descs: Vec<Desc> = (0..p).map(|j| Desc::slot(&self.seg, j, parity)).collect();
+            let desc = |j| Desc::slot(&self.seg, j, parity);
             for i in 0..p {
+                let di = desc(i);
                 for j in 0..p {
-                    let s = descs[i].get(Arr::SendCounts, j);
-                    let r = descs[j].get(Arr::RecvCounts, i);
+                    let s = di.get(Arr::SendCounts, j);
+                    let r = desc(j).get(Arr::RecvCounts, i);
                     if s != r {
                         return Err(Error::Mismatch(format!(
                             "Alltoallv counts disagree: rank {i} sends {s} bytes to rank {j}, which expects {r} bytes from it"
