@@ -34,6 +34,24 @@ impl Candidate {
             chunk_bytes: None,
         }
     }
+
+    /// A candidate as tuning tables name it (the Python bindings' rows, the table file).
+    pub fn from_names(
+        algo: &str,
+        order: &str,
+        store: &str,
+        nt_threshold: Option<usize>,
+        chunk_bytes: Option<usize>,
+    ) -> Result<Candidate> {
+        let bad = |what: &str, v: &str| Error::InvalidArgument(format!("unknown {what} {v:?}"));
+        Ok(Candidate {
+            algo: Algo::parse(algo).ok_or_else(|| bad("algorithm", algo))?,
+            order: Order::parse(order).ok_or_else(|| bad("copy order", order))?,
+            store: Store::parse(store).ok_or_else(|| bad("store policy", store))?,
+            nt_threshold,
+            chunk_bytes,
+        })
+    }
 }
 
 /// Blocks of `min_block..=max_block` bytes per peer (`usize::MAX` = "inf").

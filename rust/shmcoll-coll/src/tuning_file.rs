@@ -18,8 +18,6 @@ use serde::Deserialize;
 use crate::collectives::select::CollRow;
 use crate::collectives::{CollAlgo, CollOp, CollTable};
 use crate::error::{Error, Result};
-use crate::order::Order;
-use crate::registry::{Algo, Store};
 use crate::select::{Candidate, Range, Table};
 
 /// `SHMCOLL_TUNING_FILE`.
@@ -194,19 +192,16 @@ impl TableFile {
         for s in &e.sizes {
             let mut candidates = Vec::new();
             for c in s.choices.iter().filter(|c| c.algorithm != COMPRESSED) {
-                let name = |what: &str, v: &str| {
-                    bad(&self.path, format!("alltoall: unknown {what} {v:?}"))
-                };
                 let order = c.order.as_deref().unwrap_or("shifted");
                 let store = c.store.as_deref().unwrap_or("hybrid");
-                candidates.push(Candidate {
-                    algo: Algo::parse(&c.algorithm)
-                        .ok_or_else(|| name("algorithm", &c.algorithm))?,
-                    order: Order::parse(order).ok_or_else(|| name("copy order", order))?,
-                    store: Store::parse(store).ok_or_else(|| name("store policy", store))?,
-                    nt_threshold: c.nt_threshold,
-                    chunk_bytes: c.chunk_bytes,
-                });
+                let cand = Candidate::from_names(
+                    &c.algorithm,
+                    order,
+                    store,
+                    c.nt_threshold,
+                    c.chunk_bytes,
+                );
+                candidates.push(cand.map_err(|e| bad(&self.path, format!("alltoall: {e}")))?);
             }
             ranges.push(Range {
                 min_block: s.bytes.0,
@@ -247,6 +242,8 @@ impl TableFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::order::Order;
+    use crate::registry::{Algo, Store};
 
     const DOC: &str = r#"{
       "format": "shmcoll-tuning", "version": 1, "fingerprint": {"vendor": "x"},

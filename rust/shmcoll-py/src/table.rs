@@ -5,7 +5,7 @@
 
 use pyo3::prelude::*;
 
-use shmcoll_coll::{Algo, Candidate, Error, Order, Range, Store, Table};
+use shmcoll_coll::{Candidate, Error, Range, Table};
 
 /// (algorithm, order, store, nt_threshold, chunk_bytes)
 pub type CandidateRow = (String, String, String, Option<usize>, Option<usize>);
@@ -43,14 +43,7 @@ pub fn from_rows(rows: Vec<RangeRow>) -> Result<Table, Error> {
     for (min_block, max_block, cands) in rows {
         let mut candidates = Vec::with_capacity(cands.len());
         for (a, o, s, nt, chunk) in cands {
-            let bad = |what: &str, v: &str| Error::InvalidArgument(format!("unknown {what} {v:?}"));
-            candidates.push(Candidate {
-                algo: Algo::parse(&a).ok_or_else(|| bad("algorithm", &a))?,
-                order: Order::parse(&o).ok_or_else(|| bad("copy order", &o))?,
-                store: Store::parse(&s).ok_or_else(|| bad("store policy", &s))?,
-                nt_threshold: nt,
-                chunk_bytes: chunk,
-            });
+            candidates.push(Candidate::from_names(&a, &o, &s, nt, chunk)?);
         }
         ranges.push(Range {
             min_block,

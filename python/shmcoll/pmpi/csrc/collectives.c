@@ -71,64 +71,46 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
-/* The engine's (dtype, operator) codes for a reduction, or a reason to pass it through. */
-static shim_comm *reducible(shim_comm *s, MPI_Datatype t, MPI_Op op, int count, int *dtype, int *redop,
-                            size_t *size, enum shim_reason *why)
+/* Allreduce and Reduce_scatter_block: `count` elements of `t` per call (the vector, or a
+ * rank's block), combined with `op`. 1 if the engine served the call, 0 if the caller must
+ * hand it to PMPI (counted). */
+static int serve_reduction(enum shim_op which, const char *name, int code, const void *sendbuf, void *recvbuf,
+                           int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
-    if (!s)
-        return NULL;
-    *dtype = shim_reduce_dtype(t, size);
-    *redop = engine_op(op);
-    if (*dtype < 0 || *redop < 0) {
-        *why = R_REDUCTION;
-        return NULL;
+    enum shim_reason why = R_ARGUMENTS;
+    size_t size = 0;
+    shim_comm *s = shim_serving(comm, &why);
+    int dtype = s ? shim_reduce_dtype(t, &size) : -1, redop = s ? engine_op(op) : -1;
+    if (s && (dtype < 0 || redop < 0))
+        s = NULL, why = R_REDUCTION;
+    else if (s && count < 0)
+        s = NULL, why = R_ARGUMENTS;
+    size_t bytes = (size_t)(count > 0 ? count : 0) * size;
+    if (s && shim_mpi_faster(which, bytes))
+        s = NULL, why = R_MPI_FASTER;
+    if (!s) {
+        shim_count_passed(which, why);
+        return 0;
     }
-    if (count < 0) {
-        *why = R_ARGUMENTS;
-        return NULL;
-    }
-    return s;
+    const void *send = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    return engine_call(s, which, name, code, send, recvbuf, bytes, 0, dtype, redop, bytes);
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm)
 {
-    enum shim_reason why = R_ARGUMENTS;
-    int dtype = -1, redop = -1;
-    size_t size = 0;
-    shim_comm *s = reducible(shim_serving(comm, &why), datatype, op, count, &dtype, &redop, &size, &why);
-    if (s && shim_mpi_faster(OP_ALLREDUCE, (size_t)count * size))
-        s = NULL, why = R_MPI_FASTER;
-    if (s) {
-        size_t bytes = (size_t)count * size;
-        const void *send = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-        if (engine_call(s, OP_ALLREDUCE, "MPI_Allreduce", SHMCOLL_ALLREDUCE, send, recvbuf, bytes, 0, dtype, redop,
-                        bytes))
-            return MPI_SUCCESS;
-    } else {
-        shim_count_passed(OP_ALLREDUCE, why);
-    }
+    if (serve_reduction(OP_ALLREDUCE, "MPI_Allreduce", SHMCOLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, op,
+                        comm))
+        return MPI_SUCCESS;
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
                              MPI_Op op, MPI_Comm comm)
 {
-    enum shim_reason why = R_ARGUMENTS;
-    int dtype = -1, redop = -1;
-    size_t size = 0;
-    shim_comm *s = reducible(shim_serving(comm, &why), datatype, op, recvcount, &dtype, &redop, &size, &why);
-    if (s && shim_mpi_faster(OP_REDUCE_SCATTER_BLOCK, (size_t)recvcount * size))
-        s = NULL, why = R_MPI_FASTER;
-    if (s) {
-        size_t bytes = (size_t)recvcount * size;
-        const void *send = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-        if (engine_call(s, OP_REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter_block", SHMCOLL_REDUCE_SCATTER_BLOCK, send,
-                        recvbuf, bytes, 0, dtype, redop, bytes))
-            return MPI_SUCCESS;
-    } else {
-        shim_count_passed(OP_REDUCE_SCATTER_BLOCK, why);
-    }
+    if (serve_reduction(OP_REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter_block", SHMCOLL_REDUCE_SCATTER_BLOCK, sendbuf,
+                        recvbuf, recvcount, datatype, op, comm))
+        return MPI_SUCCESS;
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 
