@@ -31,6 +31,8 @@ class Mpi:
     build_dir: Path
     env: dict[str, str] = field(default_factory=dict)
     programs: dict[str, Path] = field(default_factory=dict)
+    #: Its Fortran compiler wrapper, where it has one.
+    fortran: str = ""
 
     def compile(self, name: str, *extra: str, compiler: str | None = None, suffix: str = ".c") -> Path:
         """Build tests/pmpi/<name><suffix> once; its executable."""

@@ -67,6 +67,8 @@ def assert_all_handled(err: str, n: int, ops: tuple[str, ...] = OPS) -> None:
     to MPI (the other collectives pass small sizes on, see window.c)."""
     s = stats(err)
     assert {r for r, _ in s} == set(range(n)), f"stats from every rank expected:\n{err}"
+    missing = {(r, op) for r in range(n) for op in ops} - set(s)
+    assert not missing, f"never called through the library: {sorted(missing)}\n{err}"
     for (rank, op), c in s.items():
         assert op not in ops or c["handled"] > 0, f"rank {rank}: no {op} served by shmcoll: {c}"
         assert op not in OPS or c["passed"] == 0, f"rank {rank}: {op} calls passed to MPI: {c}\n{err}"
@@ -403,42 +405,68 @@ def test_a_full_arena_falls_back_to_glibc(mpich: Mpi) -> None:
 # -- Fortran ------------------------------------------------------------------------------
 
 
-def test_fortran_bindings_reach_the_library(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Debian's MPICH (apt-get install gfortran libmpich-dev): its Fortran bindings call the
-    C MPI_ functions, so the C library serves Fortran programs too."""
-    mpif90 = shutil.which("mpif90.mpich") or shutil.which("mpifort.mpich")
-    mpicc = shutil.which("mpicc.mpich")
-    mpiexec = shutil.which("mpiexec.mpich") or shutil.which("mpiexec.hydra", path="/usr/bin")
-    if not mpif90 or not mpicc or not mpiexec:
-        pytest.skip("no mpif90.mpich (Debian: apt-get install gfortran libmpich-dev; the wheel has none)")
-    mpi = _mpi("mpich-debian", mpicc, mpiexec, tmp_path_factory.mktemp("pmpi-fortran"), {})
-    prog = mpi.compile("fortran_check", *FORTRAN_FLAGS, compiler=mpif90, suffix=".f90")
-    p = mpi.run(2, prog)
-    assert "fortran_check: 0 failures" in p.stdout, p.stdout + p.stderr
-    assert_all_handled(p.stderr, 2, FORTRAN_SERVED)
-
-
-def test_fortran_entry_points_serve_open_mpi(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Debian's Open MPI (apt-get install gfortran libopenmpi-dev openmpi-bin): its Fortran
-    bindings call PMPI_ directly, so the library defines the Fortran entry points (fortran.c),
-    MPI_IN_PLACE and MPI_FINALIZE (which prints these stats) included."""
-    tools = [shutil.which(t) for t in ("mpif90.openmpi", "mpicc.openmpi", "mpiexec.openmpi")]
-    if not all(tools):
-        pytest.skip("no mpif90.openmpi (Debian: apt-get install gfortran libopenmpi-dev openmpi-bin)")
-    mpif90, mpicc, mpiexec = (str(t) for t in tools)
-    mpi = _mpi("openmpi-debian", mpicc, mpiexec, tmp_path_factory.mktemp("pmpi-fortran-ompi"), openmpi_env())
-    prog = mpi.compile("fortran_check", *FORTRAN_FLAGS, compiler=mpif90, suffix=".f90")
-    for n in (1, 2, 3, 4):
-        p = mpi.run(n, prog)
-        assert "fortran_check: 0 failures" in p.stdout, p.stdout + p.stderr
-        assert_all_handled(p.stderr, n, FORTRAN_SERVED)
-    # Without the library the same program runs on Open MPI alone (and prints no stats).
-    p = mpi.run(2, prog, preload=False)
-    assert "fortran_check: 0 failures" in p.stdout and "[shmcoll-pmpi]" not in p.stderr
-
-
 #: mpif.h declares no interfaces: one routine called with REAL and INTEGER buffers is an
 #: error for gfortran >= 10 unless told otherwise.
 FORTRAN_FLAGS = ("-fallow-argument-mismatch",)
 #: Served at every size (the other collectives pass small sizes on, see window.c).
 FORTRAN_SERVED = ("MPI_Alltoall", "MPI_Alltoallv", "MPI_Reduce_scatter_block", "MPI_Barrier")
+
+
+def debian_mpi(flavour: str, tmp_path_factory: pytest.TempPathFactory) -> Mpi:
+    """Debian's MPICH or Open MPI, which have Fortran (the wheels have none), or a skip
+    that says what to install."""
+    if flavour == "mpich":
+        tools = [
+            shutil.which("mpif90.mpich") or shutil.which("mpifort.mpich"),
+            shutil.which("mpicc.mpich"),
+            shutil.which("mpiexec.mpich") or shutil.which("mpiexec.hydra", path="/usr/bin"),
+        ]
+        hint, env = "gfortran libmpich-dev", {}
+    else:
+        tools = [shutil.which(t) for t in ("mpif90.openmpi", "mpicc.openmpi", "mpiexec.openmpi")]
+        hint, env = "gfortran libopenmpi-dev openmpi-bin", openmpi_env()
+    if not all(tools):
+        pytest.skip(f"no Fortran MPI for {flavour} (Debian: apt-get install {hint}; the wheel has none)")
+    mpif90, mpicc, mpiexec = (str(t) for t in tools)
+    mpi = _mpi(f"{flavour}-debian", mpicc, mpiexec, tmp_path_factory.mktemp(f"pmpi-fortran-{flavour}"), env)
+    mpi.fortran = mpif90
+    return mpi
+
+
+@pytest.fixture(scope="module", params=["mpich", "openmpi"])
+def fortran_mpi(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Mpi:
+    return debian_mpi(request.param, tmp_path_factory)
+
+
+#: The two Fortran bindings: mpif.h (as `use mpi`) and the mpi_f08 module. Each MPI routes
+#: them differently: MPICH's mpif.h calls the C MPI_ functions, its mpi_f08 calls them
+#: for routines with buffers and PMPI_ for the others (MPI_Init, MPI_Barrier,
+#: MPI_Finalize); Open MPI's both call PMPI_ (fortran.c, fortran_f08.c).
+FORTRAN_PROGRAMS = {"mpif.h": ("fortran_check", FORTRAN_FLAGS), "mpi_f08": ("f08_check", ())}
+
+
+@pytest.mark.parametrize("binding", list(FORTRAN_PROGRAMS))
+def test_fortran_programs_are_served(fortran_mpi: Mpi, binding: str) -> None:
+    """Every served collective reaches the library from Fortran, MPI_IN_PLACE included,
+    and MPI_FINALIZE prints the stats, at 1 to 4 ranks; without the library the same
+    program runs on MPI alone (and prints no stats)."""
+    name, flags = FORTRAN_PROGRAMS[binding]
+    prog = fortran_mpi.compile(name, *flags, compiler=fortran_mpi.fortran, suffix=".f90")
+    for n in (1, 2, 3, 4):
+        p = fortran_mpi.run(n, prog)
+        assert f"{name}: 0 failures" in p.stdout, p.stdout + p.stderr
+        assert_all_handled(p.stderr, n, FORTRAN_SERVED)
+    p = fortran_mpi.run(2, prog, preload=False)
+    assert f"{name}: 0 failures" in p.stdout and "[shmcoll-pmpi]" not in p.stderr
+
+
+def test_mpi_f08_programs_get_the_shared_arena(fortran_mpi: Mpi) -> None:
+    """MPICH's mpi_f08 MPI_Init calls PMPI_Init: the library hooks it (fortran_f08.c), so
+    that the program's large allocations still come from the arena."""
+    prog = fortran_mpi.compile("f08_check", compiler=fortran_mpi.fortran, suffix=".f90")
+    p = fortran_mpi.run(2, prog, env={"SHMCOLL_PMPI_SHARED_MALLOC": "64K"})
+    assert "f08_check: 0 failures" in p.stdout, p.stdout + p.stderr
+    s = arena_stats(p.stderr)
+    assert set(s) == {0, 1} and all(c["served"] > 0 for c in s.values()), p.stderr
+
+

@@ -9,8 +9,9 @@
  * MPI_ALLTOALL). A wrapper converts the handles with MPI_*_f2c and Fortran's MPI_IN_PLACE
  * and MPI_BOTTOM (addresses of Open MPI's common blocks) to C's, then calls the C wrapper,
  * which serves the call or passes it to PMPI exactly as for a C caller (and counts it).
- * Not covered: the mpi_f08 module, whose choice buffers arrive as array descriptors
- * through entry points of its own. */
+ * Open MPI's mpi_f08 module converts its handles and calls ompi_alltoall_f and friends,
+ * which get the same wrappers (its MPI_IN_PLACE is the same common block). MPICH's mpi_f08
+ * calls the C functions for collectives (fortran_f08.c covers its MPI_Init). */
 #include "shim.h"
 
 #ifdef OPEN_MPI
@@ -79,16 +80,20 @@ static void free_ints(int *c, const MPI_Fint *f)
         free(c);
 }
 
-/* The four symbols of one entry point, all calling `impl`. */
-#define FORTRAN_NAMES(lower, upper, impl, params, args)                                                   \
-    void lower##_ params;                                                                                 \
-    void lower##__ params;                                                                                \
-    void lower params;                                                                                    \
-    void upper params;                                                                                    \
-    void lower##_ params { impl args; }                                                                   \
-    void lower##__ params { impl args; }                                                                  \
-    void lower params { impl args; }                                                                      \
-    void upper params { impl args; }
+/* The symbols of one entry point, all calling `impl`: the four name forms of mpif.h and
+ * `use mpi`, and ompi_<name>_f, which Open MPI's mpi_f08 module calls (its
+ * MPI_Alltoall_f08 unwraps the handles' MPI_VAL and passes the same arguments). */
+#define FORTRAN_NAMES(stem, upper, impl, params, args)                                                    \
+    void mpi_##stem##_ params;                                                                            \
+    void mpi_##stem##__ params;                                                                           \
+    void mpi_##stem params;                                                                               \
+    void MPI_##upper params;                                                                              \
+    void ompi_##stem##_f params;                                                                          \
+    void mpi_##stem##_ params { impl args; }                                                              \
+    void mpi_##stem##__ params { impl args; }                                                             \
+    void mpi_##stem params { impl args; }                                                                 \
+    void MPI_##upper params { impl args; }                                                                \
+    void ompi_##stem##_f params { impl args; }
 
 static void f_alltoall(void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc, MPI_Fint *rt, MPI_Fint *comm,
                        MPI_Fint *ierr)
@@ -96,7 +101,7 @@ static void f_alltoall(void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint 
     set_ierr(ierr, MPI_Alltoall(c_buf(sb), (int)*sc, MPI_Type_f2c(*st), c_buf(rb), (int)*rc, MPI_Type_f2c(*rt),
                                 MPI_Comm_f2c(*comm)));
 }
-FORTRAN_NAMES(mpi_alltoall, MPI_ALLTOALL, f_alltoall,
+FORTRAN_NAMES(alltoall, ALLTOALL, f_alltoall,
               (void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc, MPI_Fint *rt, MPI_Fint *comm,
                MPI_Fint *ierr),
               (sb, sc, st, rb, rc, rt, comm, ierr))
@@ -117,7 +122,7 @@ static void f_alltoallv(void *sb, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void
     free_ints(csc, sc), free_ints(csd, sd), free_ints(crc, rc), free_ints(crd, rd);
     set_ierr(ierr, rv);
 }
-FORTRAN_NAMES(mpi_alltoallv, MPI_ALLTOALLV, f_alltoallv,
+FORTRAN_NAMES(alltoallv, ALLTOALLV, f_alltoallv,
               (void *sb, MPI_Fint *sc, MPI_Fint *sd, MPI_Fint *st, void *rb, MPI_Fint *rc, MPI_Fint *rd,
                MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr),
               (sb, sc, sd, st, rb, rc, rd, rt, comm, ierr))
@@ -128,7 +133,7 @@ static void f_allgather(void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint
     set_ierr(ierr, MPI_Allgather(c_buf(sb), (int)*sc, MPI_Type_f2c(*st), c_buf(rb), (int)*rc, MPI_Type_f2c(*rt),
                                  MPI_Comm_f2c(*comm)));
 }
-FORTRAN_NAMES(mpi_allgather, MPI_ALLGATHER, f_allgather,
+FORTRAN_NAMES(allgather, ALLGATHER, f_allgather,
               (void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc, MPI_Fint *rt, MPI_Fint *comm,
                MPI_Fint *ierr),
               (sb, sc, st, rb, rc, rt, comm, ierr))
@@ -138,7 +143,7 @@ static void f_allreduce(void *sb, void *rb, MPI_Fint *n, MPI_Fint *t, MPI_Fint *
     set_ierr(ierr, MPI_Allreduce(c_buf(sb), c_buf(rb), (int)*n, MPI_Type_f2c(*t), MPI_Op_f2c(*op),
                                  MPI_Comm_f2c(*comm)));
 }
-FORTRAN_NAMES(mpi_allreduce, MPI_ALLREDUCE, f_allreduce,
+FORTRAN_NAMES(allreduce, ALLREDUCE, f_allreduce,
               (void *sb, void *rb, MPI_Fint *n, MPI_Fint *t, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr),
               (sb, rb, n, t, op, comm, ierr))
 
@@ -148,7 +153,7 @@ static void f_reduce_scatter_block(void *sb, void *rb, MPI_Fint *n, MPI_Fint *t,
     set_ierr(ierr, MPI_Reduce_scatter_block(c_buf(sb), c_buf(rb), (int)*n, MPI_Type_f2c(*t), MPI_Op_f2c(*op),
                                             MPI_Comm_f2c(*comm)));
 }
-FORTRAN_NAMES(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK, f_reduce_scatter_block,
+FORTRAN_NAMES(reduce_scatter_block, REDUCE_SCATTER_BLOCK, f_reduce_scatter_block,
               (void *sb, void *rb, MPI_Fint *n, MPI_Fint *t, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr),
               (sb, rb, n, t, op, comm, ierr))
 
@@ -156,7 +161,7 @@ static void f_bcast(void *b, MPI_Fint *n, MPI_Fint *t, MPI_Fint *root, MPI_Fint 
 {
     set_ierr(ierr, MPI_Bcast(c_buf(b), (int)*n, MPI_Type_f2c(*t), (int)*root, MPI_Comm_f2c(*comm)));
 }
-FORTRAN_NAMES(mpi_bcast, MPI_BCAST, f_bcast,
+FORTRAN_NAMES(bcast, BCAST, f_bcast,
               (void *b, MPI_Fint *n, MPI_Fint *t, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
               (b, n, t, root, comm, ierr))
 
@@ -164,7 +169,7 @@ static void f_barrier(MPI_Fint *comm, MPI_Fint *ierr)
 {
     set_ierr(ierr, MPI_Barrier(MPI_Comm_f2c(*comm)));
 }
-FORTRAN_NAMES(mpi_barrier, MPI_BARRIER, f_barrier, (MPI_Fint * comm, MPI_Fint *ierr), (comm, ierr))
+FORTRAN_NAMES(barrier, BARRIER, f_barrier, (MPI_Fint * comm, MPI_Fint *ierr), (comm, ierr))
 
 /* Not collectives, but the C wrappers do work in them: MPI_Init marks an MPI process
  * (arena.c), MPI_Finalize prints the stats and frees the states, MPI_Type_free forgets the
@@ -173,7 +178,7 @@ static void f_init(MPI_Fint *ierr)
 {
     set_ierr(ierr, MPI_Init(NULL, NULL));
 }
-FORTRAN_NAMES(mpi_init, MPI_INIT, f_init, (MPI_Fint * ierr), (ierr))
+FORTRAN_NAMES(init, INIT, f_init, (MPI_Fint * ierr), (ierr))
 
 static void f_init_thread(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
 {
@@ -182,14 +187,14 @@ static void f_init_thread(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr
     *provided = (MPI_Fint)got;
     set_ierr(ierr, rc);
 }
-FORTRAN_NAMES(mpi_init_thread, MPI_INIT_THREAD, f_init_thread,
+FORTRAN_NAMES(init_thread, INIT_THREAD, f_init_thread,
               (MPI_Fint * required, MPI_Fint *provided, MPI_Fint *ierr), (required, provided, ierr))
 
 static void f_finalize(MPI_Fint *ierr)
 {
     set_ierr(ierr, MPI_Finalize());
 }
-FORTRAN_NAMES(mpi_finalize, MPI_FINALIZE, f_finalize, (MPI_Fint * ierr), (ierr))
+FORTRAN_NAMES(finalize, FINALIZE, f_finalize, (MPI_Fint * ierr), (ierr))
 
 static void f_type_free(MPI_Fint *type, MPI_Fint *ierr)
 {
@@ -199,5 +204,5 @@ static void f_type_free(MPI_Fint *type, MPI_Fint *ierr)
         *type = MPI_Type_c2f(t);
     set_ierr(ierr, rc);
 }
-FORTRAN_NAMES(mpi_type_free, MPI_TYPE_FREE, f_type_free, (MPI_Fint * type, MPI_Fint *ierr), (type, ierr))
+FORTRAN_NAMES(type_free, TYPE_FREE, f_type_free, (MPI_Fint * type, MPI_Fint *ierr), (type, ierr))
 #endif

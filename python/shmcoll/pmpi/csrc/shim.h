@@ -61,6 +61,11 @@ void shim_count_passed(enum shim_op op, enum shim_reason why);
 void shim_count_mixed(enum shim_op op);
 void shim_print_stats(void);
 
+/* MPI is initialised (whichever binding did it; state.c): marks an MPI process for the
+ * arena and arranges for the stats and the states' release at MPI_Finalize, also when a
+ * binding calls PMPI_Finalize directly. Idempotent. */
+void shim_mpi_started(void);
+
 /* The shared arena of large allocations (arena.c). Create this process's arena now if it
  * has none yet and shared allocation is enabled (idempotent, thread-safe). Returns 1 if an
  * arena exists afterwards. */
@@ -82,6 +87,8 @@ void shim_fatal(MPI_Comm comm, const char *op, const char *msg);
 
 /* Contiguous datatypes only: lb 0 and extent == size. Sets *bytes to the size. */
 int shim_contiguous(MPI_Datatype t, size_t *bytes);
+/* A datatype is being freed: forget the remembered pass-through verdicts (types.c). */
+void shim_types_forget(void);
 /* The engine's dtype code of a predefined C type it can reduce (size in *bytes), or -1. */
 int shim_reduce_dtype(MPI_Datatype t, size_t *bytes);
 

@@ -243,6 +243,7 @@ shim_comm *shim_get(MPI_Comm comm)
         last.comm = comm, last.state = value, last.generation = gen, last.valid = 1;
         return value;
     }
+    shim_mpi_started(); /* in case MPI_Init bypassed our wrapper */
     shim_comm *s = create(comm);
     if (!s)
         return NULL;
@@ -269,12 +270,42 @@ void shim_release_all(void)
     PMPI_Comm_free_keyval(&keyval);
 }
 
-/* Only MPI processes put their large allocations in the shared arena (arena.c). */
+/* What MPI_Finalize must do first, once: print the stats and free the states while MPI
+ * still works. Our MPI_Finalize does it; so does the delete callback of an attribute on
+ * MPI_COMM_SELF, which MPI_Finalize deletes before anything else (MPI-4.1 section 11.2.4),
+ * for bindings that call PMPI_Finalize themselves (MPICH's mpi_f08 does). */
+static void finalize_work(void)
+{
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+        return;
+    shim_print_stats();
+    shim_release_all();
+}
+
+static int self_delete_fn(MPI_Comm comm, int kv, void *value, void *extra)
+{
+    (void)comm, (void)kv, (void)value, (void)extra;
+    finalize_work();
+    return MPI_SUCCESS;
+}
+
+void shim_mpi_started(void)
+{
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+        return;
+    shim_arena_mpi_started();
+    int kv = MPI_KEYVAL_INVALID;
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_fn, &kv, NULL) == MPI_SUCCESS)
+        PMPI_Comm_set_attr(MPI_COMM_SELF, kv, NULL);
+}
+
 int MPI_Init(int *argc, char ***argv)
 {
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS)
-        shim_arena_mpi_started();
+        shim_mpi_started();
     return rc;
 }
 
@@ -282,13 +313,12 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS)
-        shim_arena_mpi_started();
+        shim_mpi_started();
     return rc;
 }
 
 int MPI_Finalize(void)
 {
-    shim_print_stats();
-    shim_release_all();
+    finalize_work();
     return PMPI_Finalize();
 }

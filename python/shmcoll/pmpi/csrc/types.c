@@ -136,8 +136,13 @@ int shim_contiguous(MPI_Datatype t, size_t *bytes)
     return 0;
 }
 
-int MPI_Type_free(MPI_Datatype *type)
+void shim_types_forget(void)
 {
     __atomic_fetch_add(&type_generation, 1, __ATOMIC_ACQ_REL);
+}
+
+int MPI_Type_free(MPI_Datatype *type)
+{
+    shim_types_forget();
     return PMPI_Type_free(type);
 }
