@@ -468,5 +468,3 @@ def test_mpi_f08_programs_get_the_shared_arena(fortran_mpi: Mpi) -> None:
     assert "f08_check: 0 failures" in p.stdout, p.stdout + p.stderr
     s = arena_stats(p.stderr)
     assert set(s) == {0, 1} and all(c["served"] > 0 for c in s.values()), p.stderr
-
-
