@@ -3,6 +3,7 @@
 # alternating launches of bench/pmpi/alltoall_bench.c, then a table of the medians with
 # ratios and the bars (bench/pmpi_table.py).
 #   bench/pmpi_bench.sh [alltoall_bench options: -m MIN:MAX -i ITERS -x WARMUP -o OPS]
+# Add copy-floor to -o OPS for the machine's one-copy floor beside the alltoall rows.
 #   NP=4 ROUNDS=3 SIDE=1 MPICC=/path/to/mpicc MPIEXEC=/path/to/mpiexec bench/pmpi_bench.sh
 # ROUNDS launches of each kind alternate; a row shows the lowest median of each kind, so
 # that a burst of load from elsewhere on a shared machine hits neither side alone.

@@ -468,3 +468,37 @@ def test_mpi_f08_programs_get_the_shared_arena(fortran_mpi: Mpi) -> None:
     assert "f08_check: 0 failures" in p.stdout, p.stdout + p.stderr
     s = arena_stats(p.stderr)
     assert set(s) == {0, 1} and all(c["served"] > 0 for c in s.values()), p.stderr
+
+
+# -- the benchmark ------------------------------------------------------------------------
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def test_the_benchmark_runs_and_tabulates_its_floor(mpich: Mpi, tmp_path: Path) -> None:
+    """bench/pmpi/alltoall_bench.c at two small sizes, plain and preloaded (side by side
+    too), through bench/pmpi_table.py: a row per served op and size with the copy floor
+    beside the alltoall rows. Times are not judged here, only that each is a number."""
+    exe = tmp_path / "alltoall_bench"
+    src = BENCH / "pmpi" / "alltoall_bench.c"
+    subprocess.run([mpich.mpicc, "-O2", "-o", str(exe), str(src)], check=True, timeout=120)
+    ops = "alltoall,alltoallv-ragged,alltoall-derived,copy-floor"
+    args = ("-m", "1K:2K", "-i", "20", "-x", "2", "-o", ops)
+    outs = {}
+    for kind, preload, extra in (("plain", False, ()), ("shmcoll", True, ()), ("side", True, ("-s", "1"))):
+        p = mpich.run(2, exe, *args, *extra, preload=preload)
+        lines = [line.split() for line in p.stdout.splitlines()]
+        assert len(lines) == 8 and all(len(w) == 4 and float(w[2]) > 0 for w in lines), p.stdout
+        if kind == "side":
+            assert all(float(w[3]) > 0 for w in lines if w[0] != "copy-floor"), p.stdout
+        outs[kind] = tmp_path / kind
+        outs[kind].write_text(p.stdout)
+    cmd = [sys.executable, str(BENCH / "pmpi_table.py"), "--plain", str(outs["plain"])]
+    cmd += ["--shmcoll", str(outs["shmcoll"]), "--side", str(outs["side"])]
+    table = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
+    rows = [r.split("|")[1:-1] for r in table.splitlines() if r.startswith("| alltoall")]
+    assert len(rows) == 6, table
+    for r in rows:
+        floor = r[7].strip()
+        assert (floor == "") == (r[0].strip() == "alltoall-derived"), table
+    assert "memcpy floor" in table and not any(r.startswith("| copy-floor") for r in table.splitlines())

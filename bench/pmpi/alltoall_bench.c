@@ -14,9 +14,15 @@
  *   reduce-scatter     MPI_Reduce_scatter_block, MPI_SUM on MPI_DOUBLE (size / 8 per rank)
  *   bcast              MPI_Bcast from rank 0, MPI_BYTE
  *   barrier            MPI_Barrier (one line, size 0)
+ *   copy-floor         not a collective: the bytes of an Alltoall moved with memcpy into
+ *                      the peers' receive buffers in an MPI-3 shared-memory window, then a
+ *                      PMPI_Barrier (timed). One copy per byte is what any shared-memory
+ *                      Alltoall must do, so this is the machine's floor for the alltoall rows.
  * Every iteration rewrites the send buffer and starts after an untimed barrier; the time
  * of an iteration is the slowest rank's; printed is the median over iterations (us), one
- * line per op and size: "op bytes median_us". Above 64 KiB a tenth of the iterations. */
+ * line per op and size: "op bytes median_us". Above 64 KiB a tenth of the iterations.
+ * With -s 1 the two sides swap turns every iteration, so that neither always runs second
+ * (on the caches the first one left). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +67,36 @@ static double median(double *times, int iters)
     return times[iters / 2] * 1e6;
 }
 
+/* The copy-floor op: median of one push of every block with memcpy, plus the barrier. */
+static double copy_floor(size_t n, int iters, int warmup, unsigned char *send, double *times)
+{
+    unsigned char *mine = NULL;
+    MPI_Win win;
+    MPI_Win_allocate_shared((MPI_Aint)(n * (size_t)size), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mine, &win);
+    unsigned char **recv = malloc(sizeof(*recv) * (size_t)size);
+    for (int j = 0; j < size; j++) {
+        MPI_Aint bytes;
+        int unit;
+        MPI_Win_shared_query(win, j, &bytes, &unit, &recv[j]);
+    }
+    memset(mine, 0, n * (size_t)size);
+    for (int it = 0; it < warmup + iters; it++) {
+        memset(send, it & 0xff, n * (size_t)size);
+        PMPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int k = 0; k < size; k++) {
+            int j = (rank + k) % size;
+            memcpy(recv[j] + (size_t)rank * n, send + (size_t)j * n, n);
+        }
+        PMPI_Barrier(MPI_COMM_WORLD);
+        if (it >= warmup)
+            times[it - warmup] = MPI_Wtime() - t0;
+    }
+    free(recv);
+    MPI_Win_free(&win);
+    return median(times, iters);
+}
+
 /* Medians of `op` through its MPI_ name (out[0]) and its PMPI_ name (out[1]). */
 static void run(const char *op, size_t n, int iters, int warmup, unsigned char *send,
                 unsigned char *recv, double *times, double *ptimes, double out[2])
@@ -89,7 +125,8 @@ static void run(const char *op, size_t n, int iters, int warmup, unsigned char *
     bcast_fn bc[2] = {MPI_Bcast, PMPI_Bcast};
     barrier_fn ba[2] = {MPI_Barrier, PMPI_Barrier};
     for (int it = 0; it < warmup + iters; it++) {
-        for (int k = 0; k < 1 + side_by_side; k++) { /* k = 0: MPI_ name, 1: PMPI_ name */
+        for (int turn = 0; turn < 1 + side_by_side; turn++) {
+            int k = side_by_side ? (turn + it) & 1 : 0; /* k = 0: MPI_ name, 1: PMPI_ name */
             /* Repeated bytes: for allreduce, doubles that are normal, zero or NaN, never
              * denormal (no slow arithmetic on either side). */
             memset(send, (it * 2 + k) & 0xff, send_bytes);
@@ -168,8 +205,11 @@ int main(int argc, char **argv)
             if (strcmp(op, "barrier") == 0 && n != lo)
                 break; /* one size is enough */
             int it = n > (64 << 10) ? (iters + 9) / 10 : iters;
-            double us[2];
-            run(op, n, it, n > (64 << 10) ? (warmup + 9) / 10 : warmup, send, recv, times, ptimes, us);
+            double us[2] = {0, 0};
+            if (strcmp(op, "copy-floor") == 0)
+                us[0] = copy_floor(n, it, n > (64 << 10) ? (warmup + 9) / 10 : warmup, send, times);
+            else
+                run(op, n, it, n > (64 << 10) ? (warmup + 9) / 10 : warmup, send, recv, times, ptimes, us);
             if (rank == 0)
                 printf("%s %zu %.3f %.3f\n", op, n, us[0], us[1]);
             fflush(stdout);
