@@ -12,12 +12,22 @@
 #include "shim.h"
 
 #define MAX_KNOWN 32
+/* The handles apart from what is known of them: a lookup scans one short array of
+ * handles (a pass-through call scans it all, so it has to be quick). */
+static MPI_Datatype known_type[MAX_KNOWN];
 static struct {
-    MPI_Datatype type;
     size_t size;
     int reduce_code; /* the engine's dtype code, -1: no reductions by shmcoll */
 } known[MAX_KNOWN];
 static int nknown;
+
+static int known_index(MPI_Datatype t)
+{
+    for (int i = 0; i < nknown; i++)
+        if (known_type[i] == t)
+            return i;
+    return -1;
+}
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static int general(MPI_Datatype t, size_t *bytes)
@@ -68,7 +78,7 @@ static void fill_known(void)
     for (size_t i = 0; i < sizeof c_types / sizeof *c_types && nknown < MAX_KNOWN; i++) {
         size_t size;
         if (c_types[i].type != MPI_DATATYPE_NULL && general(c_types[i].type, &size)) {
-            known[nknown].type = c_types[i].type;
+            known_type[nknown] = c_types[i].type;
             known[nknown].size = size;
             known[nknown].reduce_code = engine_code(c_types[i].kind, size);
             nknown++;
@@ -96,11 +106,11 @@ static int fortran_code(MPI_Datatype t, size_t *bytes)
 int shim_reduce_dtype(MPI_Datatype t, size_t *bytes)
 {
     pthread_once(&once, fill_known);
-    for (int i = 0; i < nknown; i++)
-        if (known[i].type == t) {
-            *bytes = known[i].size;
-            return known[i].reduce_code;
-        }
+    int i = known_index(t);
+    if (i >= 0) {
+        *bytes = known[i].size;
+        return known[i].reduce_code;
+    }
     return fortran_code(t, bytes);
 }
 
@@ -112,14 +122,8 @@ static __thread SHIM_TLS struct {
     int n, next;
 } negative;
 
-int shim_contiguous(MPI_Datatype t, size_t *bytes)
+int shim_remembered_derived(MPI_Datatype t)
 {
-    pthread_once(&once, fill_known);
-    for (int i = 0; i < nknown; i++)
-        if (known[i].type == t) {
-            *bytes = known[i].size;
-            return 1;
-        }
     unsigned long gen = __atomic_load_n(&type_generation, __ATOMIC_ACQUIRE);
     if (negative.generation != gen) {
         negative.n = negative.next = 0;
@@ -127,7 +131,20 @@ int shim_contiguous(MPI_Datatype t, size_t *bytes)
     }
     for (int i = 0; i < negative.n; i++)
         if (negative.type[i] == t)
-            return 0;
+            return 1;
+    return 0;
+}
+
+int shim_contiguous(MPI_Datatype t, size_t *bytes)
+{
+    if (shim_remembered_derived(t))
+        return 0;
+    pthread_once(&once, fill_known);
+    int i = known_index(t);
+    if (i >= 0) {
+        *bytes = known[i].size;
+        return 1;
+    }
     if (general(t, bytes))
         return 1;
     negative.type[negative.next] = t;
