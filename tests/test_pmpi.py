@@ -201,6 +201,79 @@ def assert_stepped_aside(err: str, n: int) -> None:
         assert c["setup-failed"] == c["passed"] > 0 and c["handled"] == 0, (r, c)
 
 
+def test_a_windows_file_replaces_the_built_in_windows(mpich: Mpi, tmp_path: Path) -> None:
+    """The windows file (SHMCOLL_PMPI_WINDOWS here; `shmcoll pmpi --tune` writes it beside
+    the library cache) replaces the built-in windows op by op; a bad line is reported and
+    skipped; the environment still wins over the file."""
+    f = tmp_path / "w.windows"
+    f.write_text("# comment\nbcast 0:0\nallreduce 0:1M  # every Allreduce here\nallgather 4K\nwarp 0:1\n")
+    p = mpich.run(2, mpich.compile("collectives_check"), env={"SHMCOLL_PMPI_WINDOWS": str(f)})
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    assert f"{f}:4: ignored" in p.stderr and f"{f}:5: ignored" in p.stderr
+    s = stats(p.stderr)
+    for r in range(2):
+        bcast, red, gather = s[(r, "MPI_Bcast")], s[(r, "MPI_Allreduce")], s[(r, "MPI_Allgather")]
+        assert bcast["handled"] > 0 and bcast["passed"] == 0, bcast
+        assert red["handled"] == 0 and red["mpi-faster"] > 0, red  # (the rest passed for their op)
+        assert gather["mpi-faster"] > 0 and gather["handled"] > 0, gather  # the built-in window
+    env = {"SHMCOLL_PMPI_WINDOWS": str(f), "SHMCOLL_PMPI_BCAST_PASS": "0:1M"}
+    p = mpich.run(2, mpich.compile("collectives_check"), env=env)
+    assert all(
+        s["mpi-faster"] == s["passed"] > 0 for (_, op), s in stats(p.stderr).items() if op == "MPI_Bcast"
+    )
+    p = mpich.run(2, mpich.compile("collectives_check"), env={"SHMCOLL_PMPI_WINDOWS": str(tmp_path / "none")})
+    assert "cannot read SHMCOLL_PMPI_WINDOWS" in p.stderr and ", 0 failures" in p.stdout
+
+
+def test_tune_writes_the_windows_file_the_library_reads(mpich: Mpi, tmp_path: Path) -> None:
+    """`shmcoll pmpi --tune` (few iterations: only the plumbing is checked) writes
+    <mpi key>.windows into the cache directory, where the library finds it on its own."""
+    cache = mpich.library.parents[1]
+    env = {**subprocess_env({}), "SHMCOLL_PMPI_DIR": str(cache)}
+    env.pop("SHMCOLL_PMPI_WINDOWS", None)
+    cmd = [sys.executable, "-m", "shmcoll.cli", "pmpi", "--tune", "--mpicc", mpich.mpicc]
+    p = subprocess.run([*cmd, "--iters", "20", "--max-bytes", "1K"], env=env, capture_output=True, text=True,
+                       timeout=300, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    files = list(cache.glob("*.windows"))
+    assert len(files) == 1 and f"wrote {files[0]}" in p.stdout, p.stdout
+    lines = [line.split() for line in files[0].read_text().splitlines() if not line.startswith("#")]
+    assert [w[0] for w in lines] == [
+        "alltoall",
+        "allgather",
+        "allreduce",
+        "reduce_scatter_block",
+        "bcast",
+        "barrier",
+    ]
+    assert all(len(w) == 2 and w[1].startswith("0:") for w in lines), lines
+    try:
+        # What the library then reads: a window that passes every Bcast, found with no variable.
+        files[0].write_text("bcast 0:1G\n")
+        p = mpich.run(2, mpich.compile("collectives_check"))
+        assert all(
+            c["mpi-faster"] == c["passed"] > 0 for (_, op), c in stats(p.stderr).items() if op == "MPI_Bcast"
+        )
+        assert ", 0 failures" in p.stdout
+    finally:
+        files[0].unlink()
+
+
+def test_ranks_with_different_windows_step_aside(mpich: Mpi, tmp_path: Path) -> None:
+    """A rank passing a call to MPI that its peers serve would hang: setup compares them."""
+    prog = str(mpich.compile("alltoall_check"))
+    a, b = tmp_path / "a.windows", tmp_path / "b.windows"
+    a.write_text("alltoall 0:0\n")
+    b.write_text("alltoall 0:16\n")
+    env = subprocess_env({"SHMCOLL_PMPI_STATS": "1", "LD_PRELOAD": str(mpich.library)})
+    cmd = [mpich.mpiexec, "-n", "1", "-env", "SHMCOLL_PMPI_WINDOWS", str(a), prog, ":",
+           "-n", "1", "-env", "SHMCOLL_PMPI_WINDOWS", str(b), prog]  # fmt: skip
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90, check=False)
+    assert p.returncode == 0 and ", 0 failures" in p.stdout, p.stdout + p.stderr
+    assert "pass-through windows" in p.stderr
+    assert all(stats(p.stderr)[(r, "MPI_Alltoall")]["setup-failed"] > 0 for r in range(2))
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_the_tuning_table_chooses_the_algorithms(mpich: Mpi, tmp_path: Path, n: int) -> None:
     """The library binds the same table file as Python communicators (SHMCOLL_TUNING_FILE,
@@ -502,3 +575,16 @@ def test_the_benchmark_runs_and_tabulates_its_floor(mpich: Mpi, tmp_path: Path) 
         floor = r[7].strip()
         assert (floor == "") == (r[0].strip() == "alltoall-derived"), table
     assert "memcpy floor" in table and not any(r.startswith("| copy-floor") for r in table.splitlines())
+
+
+def test_tune_chooses_prefix_windows() -> None:
+    """A size goes to MPI when MPI was faster beyond the margin in the geometric mean of
+    the runs; the window ends at the first size the library wins."""
+    from shmcoll.pmpi.tune import choose
+
+    rows = [(8, 2.0, 1.0), (8, 2.0, 1.5), (16, 2.0, 1.0), (32, 1.0, 1.2), (64, 2.0, 1.0)]
+    assert choose("bcast", rows).hi == 32  # 8 and 16 lose; 32 wins; the loss at 64 is noise
+    assert choose("allgather", [(8, 1.0, 1.0), (16, 2.0, 1.0)]).hi == 0  # a tie is served
+    assert choose("allreduce", [(8, 1.0, 3.0), (8, 1.9, 1.0)]).hi == 0  # 1/3 x 1.9: library
+    assert choose("barrier", [(8, 2.0, 1.0)]).hi == 1
+    assert choose("reduce-scatter", [(8, 1.0, 2.0)]).op == "reduce_scatter_block"

@@ -214,6 +214,7 @@ def _build_into(mpi: MpiInfo, out: Path, log: TextIO | None) -> None:
         "-shared",
         "-Wall",
         "-Wextra",
+        f'-DSHMCOLL_MPI_KEY="{mpi.key}"',  # names its windows file (csrc/window.c)
         f"-I{src / 'rust' / 'shmcoll-capi' / 'include'}",
         *sorted(str(c) for c in CSRC.glob("*.c")),
         str(engine),

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from .build import MpiInfo
 
 
 @click.command("pmpi")
@@ -18,16 +23,45 @@ import click
     default=None,
     help="where libraries are cached (default: $SHMCOLL_PMPI_DIR, user cache)",
 )
-def pmpi(want_path: bool, want_build: bool, force: bool, mpicc: str | None, directory: str | None) -> None:
+@click.option("--tune", is_flag=True, help="measure where MPI beats the library here; write the windows file")
+@click.option("--np", "nranks", default=2, show_default=True, help="ranks for --tune")
+@click.option(
+    "--iters", default=1000, show_default=True, help="iterations per size for --tune (a tenth above 64K)"
+)
+@click.option("--max-bytes", default="256K", show_default=True, help="the largest size --tune measures")
+def pmpi(
+    want_path: bool,
+    want_build: bool,
+    force: bool,
+    mpicc: str | None,
+    directory: str | None,
+    tune: bool,
+    nranks: int,
+    iters: int,
+    max_bytes: str,
+) -> None:
     """The PMPI library that gives C/Fortran MPI programs shmcoll's MPI_Alltoall(v) and
     other collectives:
 
     LD_PRELOAD=$(shmcoll pmpi --path) mpiexec -n 4 ./app
 
-    Build output goes to stderr, so that --path prints nothing but the path."""
+    Build output goes to stderr, so that --path prints nothing but the path. With --tune,
+    the library and MPI's own collectives are timed side by side on this machine, and the
+    sizes where MPI wins are written to the windows file the library reads (calls of those
+    sizes then go to MPI)."""
     from .build import PmpiBuildError, build, ensure, find_mpicc, library_path, mpi_info
 
     try:
+        if tune:
+            _tune(
+                ensure(mpicc, directory, log=sys.stderr),
+                mpi_info(find_mpicc(mpicc)),
+                directory,
+                nranks,
+                iters,
+                max_bytes,
+            )
+            return
         if force:
             lib = build(mpicc, directory, log=sys.stderr)
         elif want_path or want_build:
@@ -45,3 +79,22 @@ def pmpi(want_path: bool, want_build: bool, force: bool, mpicc: str | None, dire
         click.echo(str(lib))
     else:
         click.echo(f"built {lib}", err=True)
+
+
+def _tune(
+    library: Path, mpi: MpiInfo, directory: str | None, nranks: int, iters: int, max_bytes: str
+) -> None:
+    from ..bench.sizes import parse_size
+    from .tune import measure, windows_path, write
+
+    windows = measure(mpi, library, nranks, parse_size(max_bytes), iters, log=sys.stderr)
+    path = windows_path(mpi, directory)
+    write(path, windows, mpi, nranks)
+    for w in windows:
+        # The speedup of MPI over the library at the largest size passed, to show the margin.
+        last = [f"{lib / m:.2f}x" for n, lib, m in w.times if n < w.hi and 2 * n >= w.hi]
+        verdict = (
+            f"to MPI below {w.hi} bytes (MPI {' and '.join(last)} faster at the top)" if w.hi else "served"
+        )
+        click.echo(f"{w.op}: {verdict}")
+    click.echo(f"wrote {path}")

@@ -103,6 +103,8 @@ shim_comm *shim_serving_types(MPI_Comm comm, int in_place, MPI_Datatype sendtype
                               size_t *ssize, size_t *rsize, enum shim_reason *why);
 /* Whether `bytes` falls in the range where MPI was measured faster for `op` (window.c). */
 int shim_mpi_faster(enum shim_op op, size_t bytes);
+/* A hash of the pass-through windows this process uses, for the setup agreement. */
+unsigned long long shim_windows_digest(void);
 /* After the engine's verdict: 1 if the call is done, 0 if it must go to PMPI (counted). */
 int shim_settle(shim_comm *s, enum shim_op op, const char *name, int rc, const char *err);
 

@@ -184,14 +184,15 @@ static ShmcollComm *bootstrap(MPI_Comm comm, int rank, int size)
         shmcoll_comm_free(engine);
         return NULL;
     }
-    /* Selection must be identical on every rank: a rank that found another tuning file
-     * (a different HOME, say) would pick other algorithms than its peers. */
-    unsigned long long digest = shmcoll_comm_tables_digest(engine), lo = 0, hi = 0;
+    /* Selection must be identical on every rank: a rank that found another tuning file or
+     * windows file (a different HOME, say) would pick other algorithms than its peers, or
+     * pass a call to MPI that they serve. */
+    unsigned long long digest = shmcoll_comm_tables_digest(engine) ^ shim_windows_digest(), lo = 0, hi = 0;
     PMPI_Allreduce(&digest, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
     PMPI_Allreduce(&digest, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
     if (lo != hi) {
-        shim_warn_once("setup", "ranks bound different tuning tables (check SHMCOLL_TUNING_FILE and the "
-                                "table files on every rank)");
+        shim_warn_once("setup", "ranks bound different tuning tables or pass-through windows (check "
+                                "SHMCOLL_TUNING_FILE, SHMCOLL_PMPI_WINDOWS and those files on every rank)");
         shmcoll_comm_free(engine);
         return NULL;
     }
