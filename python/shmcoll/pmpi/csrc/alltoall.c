@@ -6,8 +6,8 @@
  * in the engine with a clear message instead of hanging). */
 #include "shim.h"
 
-int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+static int serve_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     enum shim_reason why = R_ARGUMENTS;
     int in_place = sendbuf == MPI_IN_PLACE;
@@ -34,6 +34,18 @@ pass:
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
+/* A program passing a derived type keeps passing it: that case first, in a frame small
+ * enough for the compiler to jump to PMPI_Alltoall (the engine's path has a large one). */
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (shim_remembered_derived(sendtype) || shim_remembered_derived(recvtype)) {
+        shim_count_passed(OP_ALLTOALL, R_DATATYPE);
+        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    }
+    return serve_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
 /* counts/displacements in elements -> bytes; 0 if one is negative. */
 static int to_bytes(int p, const int *counts, const int *displs, size_t elem, size_t *c, size_t *d)
 {
@@ -55,9 +67,9 @@ static int uniform(int p, const size_t *c, const size_t *d)
     return 1;
 }
 
-int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+static int serve_alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                           MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                           const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
     enum shim_reason why = R_ARGUMENTS;
     int in_place = sendbuf == MPI_IN_PLACE;
@@ -112,4 +124,18 @@ pass:
     shim_count_passed(OP_ALLTOALLV, why);
     return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                           recvtype, comm);
+}
+
+/* As MPI_Alltoall. */
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (shim_remembered_derived(sendtype) || shim_remembered_derived(recvtype)) {
+        shim_count_passed(OP_ALLTOALLV, R_DATATYPE);
+        return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                              recvtype, comm);
+    }
+    return serve_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                           recvtype, comm);
 }

@@ -25,7 +25,7 @@ shim_comm *shim_serving_types(MPI_Comm comm, int in_place, MPI_Datatype sendtype
 {
     /* A program passing a derived type keeps passing it: that verdict first. */
     if (shim_remembered_derived(sendtype) || shim_remembered_derived(recvtype)) {
-        *why = shim_enabled() ? R_DATATYPE : R_DISABLED;
+        *why = R_DATATYPE; /* (only remembered while enabled) */
         return NULL;
     }
     shim_comm *s = shim_serving(comm, why);
