@@ -16,8 +16,10 @@ static int engine_op(MPI_Op op)
     return -1;
 }
 
-/* One call through the engine: 1 if it served it, 0 if the caller must use PMPI. */
-static int engine_call(shim_comm *s, enum shim_op op, const char *name, int code, const void *send,
+/* One call through the engine: 1 if it served it, 0 if the caller must use PMPI. Never
+ * inlined: its error buffer would give every wrapper a frame too large for the compiler to
+ * turn the calls to PMPI_ into jumps, and passing a call through should cost nothing. */
+__attribute__((noinline)) static int engine_call(shim_comm *s, enum shim_op op, const char *name, int code, const void *send,
                        void *recv, size_t bytes, int root, int dtype, int redop, size_t moved)
 {
     char err[SHIM_ERR_CAP];
@@ -28,7 +30,9 @@ static int engine_call(shim_comm *s, enum shim_op op, const char *name, int code
     return 1;
 }
 
-int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+/* Each wrapper asks a serve_ function, whose locals (their addresses escape) stay in its
+ * own frame, so that the wrapper's call to PMPI_ becomes a jump. 1: served. */
+static int serve_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     enum shim_reason why = R_ARGUMENTS;
     size_t size = 0;
@@ -39,18 +43,23 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
         s = NULL, why = R_ARGUMENTS;
     if (s && shim_mpi_faster(OP_BCAST, (size_t)count * size))
         s = NULL, why = R_MPI_FASTER;
-    if (s) {
-        size_t bytes = (size_t)count * size;
-        if (engine_call(s, OP_BCAST, "MPI_Bcast", SHMCOLL_BCAST, NULL, buffer, bytes, root, -1, -1, bytes))
-            return MPI_SUCCESS;
-    } else {
+    if (!s) {
         shim_count_passed(OP_BCAST, why);
+        return 0;
     }
+    size_t bytes = (size_t)count * size;
+    return engine_call(s, OP_BCAST, "MPI_Bcast", SHMCOLL_BCAST, NULL, buffer, bytes, root, -1, -1, bytes);
+}
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    if (serve_bcast(buffer, count, datatype, root, comm))
+        return MPI_SUCCESS;
     return PMPI_Bcast(buffer, count, datatype, root, comm);
 }
 
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+static int serve_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
     enum shim_reason why = R_ARGUMENTS;
     int in_place = sendbuf == MPI_IN_PLACE;
@@ -60,14 +69,20 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
         s = NULL, why = R_ARGUMENTS;
     if (s && shim_mpi_faster(OP_ALLGATHER, (size_t)recvcount * rsize))
         s = NULL, why = R_MPI_FASTER;
-    if (s) {
-        size_t bytes = (size_t)recvcount * rsize;
-        if (engine_call(s, OP_ALLGATHER, "MPI_Allgather", SHMCOLL_ALLGATHER, in_place ? NULL : sendbuf,
-                        recvbuf, bytes, 0, -1, -1, bytes * (size_t)s->size))
-            return MPI_SUCCESS;
-    } else {
+    if (!s) {
         shim_count_passed(OP_ALLGATHER, why);
+        return 0;
     }
+    size_t bytes = (size_t)recvcount * rsize;
+    return engine_call(s, OP_ALLGATHER, "MPI_Allgather", SHMCOLL_ALLGATHER, in_place ? NULL : sendbuf, recvbuf,
+                       bytes, 0, -1, -1, bytes * (size_t)s->size);
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (serve_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm))
+        return MPI_SUCCESS;
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
@@ -114,7 +129,8 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, 
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 
-int MPI_Barrier(MPI_Comm comm)
+/* As engine_call, for the barrier. */
+__attribute__((noinline)) static int serve_barrier(MPI_Comm comm)
 {
     enum shim_reason why = R_ARGUMENTS;
     char err[SHIM_ERR_CAP];
@@ -123,11 +139,17 @@ int MPI_Barrier(MPI_Comm comm)
         s = NULL, why = R_MPI_FASTER;
     if (!s) {
         shim_count_passed(OP_BARRIER, why);
-        return PMPI_Barrier(comm);
+        return 0;
     }
-    if (shim_settle(s, OP_BARRIER, "MPI_Barrier", shmcoll_barrier(s->engine, err, sizeof err), err)) {
-        shim_count_handled(s, OP_BARRIER, 0, 0);
+    if (!shim_settle(s, OP_BARRIER, "MPI_Barrier", shmcoll_barrier(s->engine, err, sizeof err), err))
+        return 0;
+    shim_count_handled(s, OP_BARRIER, 0, 0);
+    return 1;
+}
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    if (serve_barrier(comm))
         return MPI_SUCCESS;
-    }
     return PMPI_Barrier(comm);
 }
