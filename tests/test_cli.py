@@ -170,6 +170,34 @@ def test_bench_with_mpi(tmp_path: Path) -> None:
         assert int(r["iterations"]) >= 20
 
 
+@pytest.mark.mpi
+@pytest.mark.parametrize("op", ["allreduce", "barrier"])
+def test_collective_bench_with_mpi(tmp_path: Path, op: str) -> None:
+    """`shmcoll bench <collective>` against MPI, validated; Barrier has one row of 0 bytes
+    and no heap variant (no buffers), and refuses the options about data."""
+    if not mpi_available():
+        pytest.skip("mpiexec and mpi4py are needed")
+    csv_path = tmp_path / f"{op}.csv"
+    p = cli(
+        "bench", op, "-n", "2", "-m", "8:64", "-i", "20", "-x", "2", "-c", "--csv", str(csv_path), timeout=60
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "VALIDATION FAILED" not in p.stdout
+    with csv_path.open() as f:
+        recs = list(csv.DictReader(f))
+    sizes = sorted({int(r["bytes"]) for r in recs})
+    variants = {r["variant"] for r in recs}
+    assert all(r["valid"] == "True" and float(r["median_us"]) > 0 for r in recs), recs
+    assert any(v.startswith("MPICH") for v in variants) and "shmcoll" in variants, variants
+    if op == "barrier":
+        assert sizes == [0] and "shmcoll heap" not in variants, recs
+    else:
+        assert sizes == [8, 16, 32, 64] and "shmcoll heap" in variants, recs
+    if op == "barrier":
+        p = cli("bench", "barrier", "-n", "2", "--persistent", timeout=60)
+        assert p.returncode != 0 and "barrier moves no data" in p.stderr, p.stdout + p.stderr
+
+
 def test_bench_standalone(tmp_path: Path) -> None:
     csv_path = tmp_path / "standalone.csv"
     p = cli(*BENCH, "--launcher", "standalone", "--csv", str(csv_path), timeout=50)

@@ -513,7 +513,7 @@ COMMANDS = [
     ["bench", "copy"],
     ["bench", "codec"],
     *[["bench", op] for op in ("allreduce", "allgather", "bcast", "reduce_scatter")],
-    *[["bench", op] for op in ("reduce", "gather", "scatter")],
+    *[["bench", op] for op in ("reduce", "gather", "scatter", "barrier")],
     ["profiles"],
     ["tune"],
     ["explain"],

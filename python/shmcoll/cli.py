@@ -297,6 +297,10 @@ def _collective_bench(op: str) -> None:
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="-m") from e
         algos = [a.strip() for a in algorithms.split(",") if a.strip()]
+        if op == "barrier" and (algos or compress or persistent):
+            raise click.UsageError(
+                "barrier moves no data: --algorithms, --compress and --persistent do not apply"
+            )
         if algos == ["all"]:
             algos = ["inline", "direct", "cma", "staging"]
         opts = Options(
@@ -317,7 +321,7 @@ def _collective_bench(op: str) -> None:
         _launch_bench("shmcoll.bench.collective", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
 
 
-for _op in ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter"):
+for _op in ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter", "barrier"):
     _collective_bench(_op)
 
 

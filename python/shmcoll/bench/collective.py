@@ -1,11 +1,13 @@
-"""``shmcoll bench allreduce|allgather|bcast|reduce_scatter|reduce|gather|scatter``:
+"""``shmcoll bench allreduce|allgather|bcast|reduce_scatter|reduce|gather|scatter|barrier``:
 shmcoll's collective against MPI's (through mpi4py), in one launch.
 
 Sizes follow OSU: the vector for Allreduce/Reduce/Bcast, each rank's block for
 Allgather/Gather/Scatter, the whole send vector for Reduce_scatter (each rank gets
-size/p). Reductions use float32 SUM. Every iteration rewrites the send buffer (untimed);
-the validated iteration writes a rank- and iteration-dependent pattern and checks the
-closed-form result. Rank 0 prints the medians and the ratios MPI/shmcoll.
+size/p); Barrier has no size (one row, 0 bytes: the cost of synchronising alone, which
+is also the floor under every other row of the same harness). Reductions use float32
+SUM. Every iteration rewrites the send buffer (untimed); the validated iteration writes a
+rank- and iteration-dependent pattern and checks the closed-form result. Rank 0 prints
+the medians and the ratios MPI/shmcoll.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .alltoall import gather_times, mpi_name, print_progress
 from .harness import Variant, measure, summarize
 from .sizes import fmt_size
 
-OPS = ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter")
+OPS = ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter", "barrier")
 
 
 @dataclass
@@ -66,6 +68,8 @@ def _shapes(op: str, size: int, p: int, floats: bool = False) -> tuple[int, int,
             return n * p, n, dt
         return n, n, dt
     dt = np.dtype(np.uint8)
+    if op == "barrier":
+        return 0, 0, dt
     if op == "bcast":
         return size, size, dt
     if op in ("allgather", "gather"):
@@ -125,6 +129,8 @@ def make_variant(
             req = init(s, root=0) if op == "bcast" else init(s, r)
             requests.append(req)
             return req.Start
+        if op == "barrier":
+            return target.Barrier
         if op == "allreduce":
             return lambda: target.Allreduce(s, r, **kw)
         if op == "reduce":
@@ -148,6 +154,8 @@ def make_variant(
     def check(st: Any, it: int) -> bool:
         s, r = st
         n = s.size
+        if op == "barrier":
+            return True  # nothing to check but that every rank got through
         if op in ("allreduce", "reduce"):
             if op == "reduce" and me != 0:
                 return True
@@ -181,6 +189,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
 
         mpi_comm = MPI.COMM_WORLD
         peer_name = mpi_name()
+    if opts.op == "barrier":  # no data: one row, and no buffer variants
+        opts.sizes, opts.heap, opts.algorithms = [0], False, ()
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
