@@ -12,8 +12,8 @@
 #include "shim.h"
 
 #define MAX_KNOWN 32
-/* The handles apart from what is known of them: a lookup scans one short array of
- * handles (a pass-through call scans it all, so it has to be quick). */
+/* The handles in an array of their own, what is known of them in another: a lookup scans
+ * only the short array of handles (a call that passes through scans all of it). */
 static MPI_Datatype known_type[MAX_KNOWN];
 static struct {
     size_t size;
