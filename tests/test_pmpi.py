@@ -247,6 +247,10 @@ def test_tune_writes_the_windows_file_the_library_reads(mpich: Mpi, tmp_path: Pa
         "barrier",
     ]
     assert all(len(w) == 2 and w[1].startswith("0:") for w in lines), lines
+    p = subprocess.run(
+        [*cmd[:-3], "--mpicc", mpich.mpicc], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert f"windows: {files[0]} (measured here)" in p.stdout, p.stdout + p.stderr
     try:
         # What the library then reads: a window that passes every Bcast, found with no variable.
         files[0].write_text("bcast 0:1G\n")

@@ -72,6 +72,15 @@ def pmpi(
             click.echo(f"MPI: {mpi.flavour} {mpi.version} ({mpi.mpicc})")
             state = "built" if lib.is_file() else "not built yet: shmcoll pmpi --build"
             click.echo(f"library: {lib} ({state})")
+            from .tune import windows_path
+
+            w = windows_path(mpi, directory)
+            tuned = (
+                "measured here"
+                if w.is_file()
+                else "not measured yet: built-in windows used; shmcoll pmpi --tune"
+            )
+            click.echo(f"windows: {w} ({tuned})")
             return
     except PmpiBuildError as e:
         raise click.ClickException(str(e)) from e
