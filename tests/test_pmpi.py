@@ -263,17 +263,23 @@ def test_tune_writes_the_windows_file_the_library_reads(mpich: Mpi, tmp_path: Pa
         files[0].unlink()
 
 
+def run_two_settings(mpich: Mpi, var: str, a: Path, b: Path) -> subprocess.CompletedProcess[str]:
+    """alltoall_check on 2 ranks (MPMD), rank 0 with `var`=a and rank 1 with `var`=b; it
+    must still pass."""
+    prog = str(mpich.compile("alltoall_check"))
+    env = subprocess_env({"SHMCOLL_PMPI_STATS": "1", "LD_PRELOAD": str(mpich.library)})
+    cmd = [mpich.mpiexec, "-n", "1", "-env", var, str(a), prog, ":", "-n", "1", "-env", var, str(b), prog]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90, check=False)
+    assert p.returncode == 0 and ", 0 failures" in p.stdout, p.stdout + p.stderr
+    return p
+
+
 def test_ranks_with_different_windows_step_aside(mpich: Mpi, tmp_path: Path) -> None:
     """A rank passing a call to MPI that its peers serve would hang: setup compares them."""
-    prog = str(mpich.compile("alltoall_check"))
     a, b = tmp_path / "a.windows", tmp_path / "b.windows"
     a.write_text("alltoall 0:0\n")
     b.write_text("alltoall 0:16\n")
-    env = subprocess_env({"SHMCOLL_PMPI_STATS": "1", "LD_PRELOAD": str(mpich.library)})
-    cmd = [mpich.mpiexec, "-n", "1", "-env", "SHMCOLL_PMPI_WINDOWS", str(a), prog, ":",
-           "-n", "1", "-env", "SHMCOLL_PMPI_WINDOWS", str(b), prog]  # fmt: skip
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90, check=False)
-    assert p.returncode == 0 and ", 0 failures" in p.stdout, p.stdout + p.stderr
+    p = run_two_settings(mpich, "SHMCOLL_PMPI_WINDOWS", a, b)
     assert "pass-through windows" in p.stderr
     assert all(stats(p.stderr)[(r, "MPI_Alltoall")]["setup-failed"] > 0 for r in range(2))
 
@@ -306,13 +312,8 @@ def test_a_broken_tuning_table_makes_every_rank_step_aside(mpich: Mpi, tmp_path:
 
 def test_ranks_that_bound_different_tables_step_aside(mpich: Mpi, tmp_path: Path) -> None:
     """Selection must be the same on every rank: the library compares what each bound."""
-    prog = str(mpich.compile("alltoall_check"))
     a, b = _table_file(tmp_path / "a.json", "staging"), _table_file(tmp_path / "b.json", "inline")
-    env = subprocess_env({"SHMCOLL_PMPI_STATS": "1", "LD_PRELOAD": str(mpich.library)})
-    cmd = [mpich.mpiexec, "-n", "1", "-env", "SHMCOLL_TUNING_FILE", str(a), prog, ":",
-           "-n", "1", "-env", "SHMCOLL_TUNING_FILE", str(b), prog]  # fmt: skip
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90, check=False)
-    assert p.returncode == 0 and ", 0 failures" in p.stdout, p.stdout + p.stderr
+    p = run_two_settings(mpich, "SHMCOLL_TUNING_FILE", a, b)
     assert "ranks bound different tuning tables" in p.stderr
     # Communicators of both ranks step aside; the program's one-rank halves have no peer
     # to disagree with and are served.

@@ -65,6 +65,8 @@ def _run(cmd: list[str], what: str, log: TextIO | None = None, **kw: object) -> 
         p = subprocess.run(cmd, check=False, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
     except OSError as e:
         raise PmpiBuildError(f"{what}: cannot run {cmd[0]}: {e}") from e
+    except subprocess.TimeoutExpired as e:
+        raise PmpiBuildError(f"{what}: {e}") from e
     if log is not None and p.stderr:
         log.write(p.stderr)
     if p.returncode != 0:

@@ -19,13 +19,12 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from .build import MpiInfo, PmpiBuildError, cache_dir, source_dir
+from .build import MpiInfo, PmpiBuildError, _run, cache_dir, source_dir
 
 #: The operations with a window: the bench's name -> the windows file's (csrc/window.c).
 OPS = {
@@ -104,14 +103,14 @@ def measure(
     out = ""
     with tempfile.TemporaryDirectory() as tmp:
         exe = Path(tmp) / "alltoall_bench"
-        _check([mpi.mpicc, "-O2", "-o", str(exe), str(bench)], "building the benchmark")
+        _run([mpi.mpicc, "-O2", "-o", str(exe), str(bench)], "building the benchmark")
         cmd = [mpiexec, *flags, "-n", str(nranks), str(exe), "-m", f"8:{max_bytes}", "-i", str(iters)]
         cmd += ["-x", str(max(2, iters // 10)), "-o", ",".join(OPS), "-s", "1"]
         # The buffers in the arena (as the library's setting puts them), then private.
         for label, extra in (("", {}), (" with private buffers", {"SHMCOLL_PMPI_SHARED_MALLOC": "off"})):
             if log is not None:
                 log.write(f"measuring{label}: {' '.join(cmd)}\n")
-            out += _check(cmd, "running the benchmark", env={**env, **extra})
+            out += _run(cmd, "running the benchmark", env={**env, **extra}, timeout=1800)
     rows: dict[str, list[tuple[int, float, float]]] = {op: [] for op in OPS}
     for line in out.splitlines():
         m = re.fullmatch(r"(\S+) (\d+) ([\d.]+) ([\d.]+)", line.strip())
@@ -134,13 +133,3 @@ def write(path: Path, windows: list[Window], mpi: MpiInfo, nranks: int) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text("\n".join(lines) + "\n")
     os.replace(tmp, path)
-
-
-def _check(cmd: list[str], what: str, env: dict[str, str] | None = None) -> str:
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise PmpiBuildError(f"{what}: {e}") from e
-    if p.returncode != 0:
-        raise PmpiBuildError(f"{what} failed ({' '.join(cmd)}):\n{p.stdout}{p.stderr}")
-    return p.stdout

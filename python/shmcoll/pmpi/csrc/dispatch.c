@@ -23,11 +23,6 @@ shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why)
 shim_comm *shim_serving_types(MPI_Comm comm, int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype,
                               size_t *ssize, size_t *rsize, enum shim_reason *why)
 {
-    /* A program passing a derived type keeps passing it: that verdict first. */
-    if (shim_remembered_derived(sendtype) || shim_remembered_derived(recvtype)) {
-        *why = R_DATATYPE; /* (only remembered while enabled) */
-        return NULL;
-    }
     shim_comm *s = shim_serving(comm, why);
     if (s && (!shim_contiguous(recvtype, rsize) || (!in_place && !shim_contiguous(sendtype, ssize)))) {
         *why = R_DATATYPE;
