@@ -397,8 +397,22 @@ def errors_case(case: str) -> str:
                 comm.Bcast(np.zeros(2))
             else:
                 comm.Allreduce(np.zeros(2), np.zeros(2))
+        elif case == "bcast-sizes":
+            comm.Bcast(np.zeros(3 + me))
+        elif case == "bcast-direct-sizes":  # too large to be one-sided: every rank waits
+            comm.Bcast(comm.zeros(50_000 + me))
         else:
             raise AssertionError(case)
+        # A small Bcast is one-sided: ranks that completed it learn of a disagreement at
+        # their next call.
+        comm.Barrier()
+    except shmcoll.CallsDivergedError as e:
+        try:
+            comm.Barrier()
+        except shmcoll.CommBrokenError:  # unusable afterwards
+            comm.Free()
+            return type(e).__name__
+        return "usable after CallsDivergedError"
     except shmcoll.ShmcollError as e:
         comm.Barrier()  # still usable after a rejected call
         comm.Free()
@@ -411,7 +425,9 @@ def errors_case(case: str) -> str:
     ("case", "expected"),
     [
         ("sizes", {"MismatchError"}),
-        ("root", {"MismatchError"}),
+        ("root", {"CallsDivergedError"}),  # every rank a root: each completes its Bcast
+        ("bcast-sizes", {"CallsDivergedError"}),
+        ("bcast-direct-sizes", {"MismatchError"}),
         ("root-range", {"ArgumentError"}),
         ("op-dtype", {"UnsupportedError"}),
         ("op-mismatch", {"MismatchError"}),
@@ -419,7 +435,7 @@ def errors_case(case: str) -> str:
         ("allgather-send", {"BadBufferError", "PeerRejectedError"}),
         ("small-recv", {"BadBufferError", "PeerRejectedError"}),
         ("overlap", {"BadBufferError"}),
-        ("different-ops", {"MismatchError"}),
+        ("different-ops", {"CallsDivergedError"}),
         ("direct-private", {"AlgorithmError"}),
     ],
 )

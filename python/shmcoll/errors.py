@@ -45,6 +45,14 @@ class CommBrokenError(ShmcollError, RuntimeError):
     """An earlier fatal failure (timeout, dead peer) left the communicator unusable."""
 
 
+class CallsDivergedError(MismatchError, CommBrokenError):
+    """Ranks disagreed about a one-sided call (a small Bcast, which the root completes
+    without waiting) that some of them had already completed. It is raised where the
+    disagreement is seen: at that call on a rank that waited for the root, or at its next
+    call on the others. Their sequences of calls no longer match, so the communicator is
+    unusable afterwards."""
+
+
 class ShmcollTimeoutError(ShmcollError, TimeoutError):
     """A peer did not arrive within ``SHMCOLL_TIMEOUT`` seconds."""
 
@@ -83,6 +91,7 @@ __all__ = [
     "AlgorithmError",
     "ArgumentError",
     "BadBufferError",
+    "CallsDivergedError",
     "CodecError",
     "CommBrokenError",
     "ForeignTableWarning",

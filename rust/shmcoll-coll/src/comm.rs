@@ -11,7 +11,8 @@ use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment, FIRS
 use crate::collectives::{CollAlgo, CollChoice, CollOp, CollTable, CollTables};
 use crate::config::Config;
 use crate::desc::{
-    op_name, ArriveLine, Desc, DescCore, LineHead, F_FULL, F_VECTOR, NO_OFFSET, OP_BARRIER,
+    op_name, ArriveLine, Desc, DescCore, LineHead, F_FULL, F_ROOT_ONLY, F_VECTOR, NO_OFFSET,
+    OP_BARRIER,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::registry::{Algo, Choice};
@@ -54,6 +55,8 @@ pub struct Comm {
     steps: u64,
     /// Buffers outside the segment that peers can reach (the PMPI library's arenas).
     arenas: crate::arenas::Arenas,
+    /// The last call, if this rank left it without every rank's arrival (one_sided.rs).
+    pub(crate) unwaited: Option<crate::one_sided::Unwaited>,
 }
 
 /// A block of this rank's shared heap; freed when dropped.
@@ -108,7 +111,10 @@ impl Comm {
             )));
         }
         let att = handshake(&seg, rank, &cfg.wait)?;
-        shmcoll_shm::placement::bind_rank(cfg.bind, rank, size);
+        let cpu = shmcoll_shm::placement::bind_rank(cfg.bind, rank, size)
+            .or_else(shmcoll_shm::placement::only_cpu);
+        seg.cpu_of(rank)
+            .store(cpu.map_or(0, |c| c as u32 + 1), Ordering::Relaxed);
         // Each rank backs the areas it writes (after binding, so that the pages are first
         // touched from the CPU the rank runs on).
         let l = *seg.layout();
@@ -137,6 +143,7 @@ impl Comm {
             scratch: Vec::with_capacity(size),
             arenas: Default::default(),
             steps: 0,
+            unwaited: None,
         })
     }
 
@@ -244,11 +251,14 @@ impl Comm {
         self.arenas.enable();
     }
 
-    /// Start a call: reserve its sequence number, refuse if the communicator is broken.
+    /// Start a call: refuse if the communicator is broken, pay the round a one-sided call
+    /// skipped (crate::one_sided), reserve the sequence number.
     pub(crate) fn begin(&mut self) -> Result<u64> {
         if let Some(why) = &self.broken {
             return Err(Error::Broken(why.clone()));
         }
+        let settled = self.settle();
+        self.poison(settled)?;
         let seq = self.next_seq;
         self.next_seq += 1;
         Ok(seq)
@@ -354,6 +364,14 @@ impl Comm {
                 }
             };
             cores.push(c);
+        }
+        if let Some(j) = cores.iter().position(|c| c.flags & F_ROOT_ONLY != 0) {
+            // Only a rank whose call differs from the root's misses a one-sided call.
+            return Err(Error::Diverged(format!(
+                "call {seq}: rank {j} completed a one-sided {} that rank {} did not join (its call differs)",
+                op_name(cores[j].op),
+                self.rank
+            )));
         }
         if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.status != 0) {
             return Err(Error::Peer {

@@ -42,6 +42,9 @@ pub const F_INLINE: u32 = 16;
 pub const F_TINY: u32 = 32;
 /// The full descriptor is in the descriptor slot (else the line head is all there is).
 pub const F_FULL: u32 = 64;
+/// A one-sided call (collectives/one_sided.rs): the root published its payload inline and
+/// returned without waiting for the others; non-roots wait for the root alone.
+pub const F_ROOT_ONLY: u32 = 128;
 
 /// Marks "not in the heap" in offset fields.
 pub const NO_OFFSET: u64 = u64::MAX;

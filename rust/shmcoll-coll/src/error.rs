@@ -29,6 +29,10 @@ pub enum Error {
     /// A forced algorithm cannot serve this call.
     #[error("algorithm '{algo}' cannot serve this call: {why}")]
     CannotServe { algo: &'static str, why: String },
+    /// Ranks disagreed about a one-sided call that some of them had already completed:
+    /// their sequences of calls no longer match, so the communicator is unusable.
+    #[error("{0} (the ranks' calls no longer match)")]
+    Diverged(String),
     /// An earlier fatal failure left the communicator unusable.
     #[error("the communicator is unusable after an earlier failure ({0}); create a new one")]
     Broken(String),
@@ -64,7 +68,7 @@ impl Error {
         match self {
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Buffer(_) => ErrorKind::Buffer,
-            Error::Mismatch(_) => ErrorKind::Mismatch,
+            Error::Mismatch(_) | Error::Diverged(_) => ErrorKind::Mismatch,
             Error::Unsupported(_) => ErrorKind::Unsupported,
             Error::CannotServe { .. } => ErrorKind::CannotServe,
             Error::Peer { kind, .. } => *kind,
@@ -74,7 +78,7 @@ impl Error {
 
     /// Errors after which the ranks no longer agree on the state of the segment.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, Error::Shm(_) | Error::Broken(_))
+        matches!(self, Error::Shm(_) | Error::Broken(_) | Error::Diverged(_))
     }
 }
 

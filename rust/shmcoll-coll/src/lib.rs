@@ -1,6 +1,6 @@
 //! Collective algorithms of shmcoll on top of the shared-memory layer: the named registry
 //! (registry.rs), copy orders (order.rs), selection as data (select.rs), the call protocol
-//! (comm.rs, desc.rs), the Alltoall(v) algorithms (alltoall/) and the other collectives
+//! (comm.rs, desc.rs; one_sided.rs for calls that skip the arrive round), the Alltoall(v) algorithms (alltoall/) and the other collectives
 //! (collectives/).
 
 pub mod alltoall;
@@ -10,6 +10,7 @@ pub mod comm;
 pub mod config;
 pub mod desc;
 pub mod error;
+mod one_sided;
 pub mod order;
 pub mod registry;
 pub mod select;

@@ -20,6 +20,7 @@ fn class_name(e: &Error) -> &'static str {
         Error::Unsupported(_) => "UnsupportedError",
         Error::CannotServe { .. } => "AlgorithmError",
         Error::Broken(_) => "CommBrokenError",
+        Error::Diverged(_) => "CallsDivergedError",
         Error::Shm(s) => match s {
             ShmError::Timeout { .. } => "ShmcollTimeoutError",
             ShmError::PeerDied { .. } | ShmError::PeerAborted { .. } => "PeerFailedError",

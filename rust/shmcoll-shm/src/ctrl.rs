@@ -46,6 +46,7 @@ impl Line {
 const INFO_PID: usize = 0;
 const INFO_POISON: usize = 4;
 const INFO_CMA_OK: usize = 8;
+const INFO_CPU: usize = 12;
 const INFO_PROBE_ADDR: usize = 16;
 
 impl Segment {
@@ -76,6 +77,12 @@ impl Segment {
     /// 1 when `rank` could read its neighbour with CMA, 2 when it could not.
     pub fn cma_ok_of(&self, rank: usize) -> &AtomicU32 {
         self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_CMA_OK)
+    }
+
+    /// 1 + the one CPU `rank` may run on, or 0 when it may run on several (or has not said
+    /// yet): a waiter does not spin for a rank that needs the waiter's own CPU.
+    pub fn cpu_of(&self, rank: usize) -> &AtomicU32 {
+        self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_CPU)
     }
 
     /// Address of a word in `rank`'s private memory that peers read to probe CMA.

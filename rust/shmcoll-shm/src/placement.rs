@@ -37,6 +37,14 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// The CPU this process is bound to, when its affinity mask holds exactly one.
+pub fn only_cpu() -> Option<usize> {
+    match allowed_cpus().as_slice() {
+        [c] => Some(*c),
+        _ => None,
+    }
+}
+
 fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }

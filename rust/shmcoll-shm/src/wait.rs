@@ -175,8 +175,13 @@ pub fn wait_until(
     mut ready: impl FnMut() -> bool,
 ) -> Result<()> {
     let start = Instant::now();
-    // Spin.
+    // Spin, unless the rank we wait for is bound to our own CPU: it cannot make progress
+    // before we give the CPU up.
     let mut i: u32 = 0;
+    let spin = match peers {
+        Some(p) if shares_cpu(seg, p.me(), peer) => Duration::ZERO,
+        _ => cfg.spin,
+    };
     loop {
         if ready() {
             return Ok(());
@@ -188,7 +193,7 @@ pub fn wait_until(
             if waited >= BLOCK_HOOK_AFTER {
                 on_block();
             }
-            if waited >= cfg.spin {
+            if waited >= spin {
                 break;
             }
         }
@@ -217,6 +222,12 @@ pub fn wait_until(
             sleep_on(seg, counter, cfg.check_every, &mut ready);
         }
     }
+}
+
+/// Whether ranks `a` and `b` are bound to the same single CPU.
+fn shares_cpu(seg: &Segment, a: usize, b: usize) -> bool {
+    let ca = seg.cpu_of(a).load(Ordering::Relaxed);
+    ca != 0 && a != b && ca == seg.cpu_of(b).load(Ordering::Relaxed)
 }
 
 /// One futex sleep of at most `max`, unless `ready()` already holds.

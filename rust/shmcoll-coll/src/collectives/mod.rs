@@ -29,8 +29,8 @@ use shmcoll_kernels::reduce::{Dtype, Op};
 use crate::alltoall::{Blocks, RawBuf};
 use crate::comm::Comm;
 use crate::desc::{
-    unpack_extra, Arr, Desc, DescCore, F_FULL, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_VECTOR,
-    LINE_PAYLOAD,
+    unpack_extra, Arr, Desc, DescCore, F_FULL, F_IN_PLACE, F_RECV_HEAP, F_ROOT_ONLY, F_SEND_HEAP,
+    F_VECTOR, LINE_PAYLOAD,
 };
 use crate::error::{Error, Result};
 use checks::bad;
@@ -350,7 +350,31 @@ impl Comm {
             d.set_array(Arr::RecvCounts, counts);
             d.set_array(Arr::RecvDispls, displs);
         }
+        // A small Bcast is one-sided (crate::one_sided): the root leaves once published,
+        // non-roots once they copied from it.
+        let root_leaves = self.root_may_leave(op, call.root, &core);
+        if root_leaves {
+            core.flags |= F_ROOT_ONLY;
+        }
         self.publish_arrive(seq, &core, None);
+        let one_sided = if root_leaves {
+            self.leave_early(seq, &core);
+            true
+        } else if op == CollOp::Bcast && self.rank != call.root {
+            let recv = call.recv.map_or(0, |r| r.addr);
+            self.follow_root(seq, call.root, &core, recv)?
+        } else {
+            false
+        };
+        if one_sided {
+            let choice = CollChoice {
+                op,
+                algo: CollAlgo::Inline,
+                forced: call.forced.is_some(),
+            };
+            self.record_coll(choice);
+            return Ok(choice);
+        }
         self.wait_arrivals(seq)?;
 
         let mut cores = std::mem::take(&mut self.scratch);

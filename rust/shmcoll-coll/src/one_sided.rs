@@ -1,0 +1,179 @@
+//! One-sided calls: a small Bcast completes on the root as soon as its payload is published,
+//! and on each non-root as soon as it has copied it, without the arrive round of all ranks.
+//!
+//! Why: a Bcast has one producer. Waiting for every rank before anyone may leave costs a
+//! full synchronisation (with more ranks than cores, every other rank's turn on a core),
+//! where MPI's eager Bcast lets the root go at once. Here the root copies its payload into
+//! its arrive line or inline area (which it does for `inline` anyway), marks the line
+//! F_ROOT_ONLY and returns; non-roots publish their arrival as usual, wait for the root's
+//! alone, check its head against their own call, and copy.
+//!
+//! What the skipped round protected, the next call restores. A rank reuses its parity
+//! areas (descriptor slot, arrive line, inline area) of call `s` at call `s + 2`; the
+//! arrive round of `s + 1` normally proves that every peer finished `s` by then. A rank
+//! that left call `s` early owes that round: at the start of its next call (`settle`, run
+//! by `Comm::begin` before anything is written) it waits for every rank's arrival at `s`,
+//! which proves they finished `s - 1`, the last user of the areas it is about to write.
+//! A rank can therefore run ahead of the others by one call and no more.
+//!
+//! Checking: a non-root compares the root's head with its call and raises at once; every
+//! rank that left early compares all heads of the call while settling. A disagreement
+//! means some ranks completed a call that others saw differently, so it is fatal
+//! (`Error::Diverged`): the communicator is poisoned and peers fail fast. A rank that
+//! rejected its own arguments (status set) waited for everyone, raised, and is skipped.
+
+use std::sync::atomic::Ordering;
+
+use shmcoll_kernels::Store;
+use shmcoll_shm::wait_counter;
+
+use crate::collectives::CollOp;
+use crate::comm::Comm;
+use crate::desc::{
+    op_name, unpack_extra, ArriveLine, DescCore, LineHead, F_INLINE, F_ROOT_ONLY, F_TINY,
+};
+use crate::error::{Error, Result};
+use crate::transfer::Mover;
+
+/// A call this rank left without waiting for every rank's arrival: what it must wait for
+/// and check at its next call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unwaited {
+    seq: u64,
+    head: LineHead,
+}
+
+/// The fields every rank's head of a one-sided call must share.
+fn same_call(a: &LineHead, b: &LineHead) -> bool {
+    a.op == b.op && a.extra == b.extra && a.send_bpp == b.send_bpp && a.forced == b.forced
+}
+
+fn describe(h: &LineHead) -> String {
+    let (root, _, _) = unpack_extra(h.extra);
+    let rooted = CollOp::from_code(h.op).is_some_and(|o| o.rooted());
+    format!(
+        "{} of {} bytes{}{}",
+        op_name(h.op),
+        h.send_bpp,
+        if rooted {
+            format!(" from root {root}")
+        } else {
+            String::new()
+        },
+        if h.forced != 0 {
+            " (forced algorithm)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The head `publish_arrive` writes for `core` (the fields `same_call` compares).
+fn head_of(core: &DescCore) -> LineHead {
+    let small = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+    LineHead {
+        op: core.op,
+        status: core.status,
+        flags: core.flags,
+        extra: core.extra,
+        forced: core.forced,
+        send_bpp: small(core.send_bpp),
+        recv_bpp: small(core.recv_bpp),
+    }
+}
+
+impl Comm {
+    /// Whether the root of `op` may leave once it has published: a Bcast whose payload it
+    /// copied inline (`core.flags`), so that its buffer is free again at once.
+    pub(crate) fn root_may_leave(&self, op: CollOp, root: usize, core: &DescCore) -> bool {
+        op == CollOp::Bcast && self.rank == root && core.flags & (F_TINY | F_INLINE) != 0
+    }
+
+    /// Record that this rank leaves call `seq` without the arrive round of all ranks.
+    pub(crate) fn leave_early(&mut self, seq: u64, core: &DescCore) {
+        self.unwaited = Some(Unwaited {
+            seq,
+            head: head_of(core),
+        });
+    }
+
+    /// A non-root of a Bcast, after publishing its arrival: wait for the root alone. When
+    /// the root went one-sided, check its head, copy its payload into `recv` and return
+    /// true; else return false (the caller goes on with the arrive round of all ranks).
+    pub(crate) fn follow_root(
+        &mut self,
+        seq: u64,
+        root: usize,
+        core: &DescCore,
+        recv: usize,
+    ) -> Result<bool> {
+        let line = self.seg.arrive_seq(root, seq);
+        wait_counter(
+            &self.seg,
+            Some(&self.peers),
+            &self.cfg.wait,
+            "arrival",
+            root,
+            line,
+            seq,
+        )?;
+        let h = ArriveLine::of(&self.seg, root, seq).head();
+        if line.load(Ordering::Acquire) != seq || h.flags & F_ROOT_ONLY == 0 {
+            return Ok(false); // the full round reports or serves it
+        }
+        self.leave_early(seq, core);
+        let mine = head_of(core);
+        if !same_call(&h, &mine) {
+            return Err(Error::Diverged(format!(
+                "call {seq}: the root (rank {root}) completed a {} while rank {} called a {}",
+                describe(&h),
+                self.rank,
+                describe(&mine)
+            )));
+        }
+        let n = core.send_bpp as usize;
+        let src = if h.flags & F_TINY != 0 {
+            ArriveLine::of(&self.seg, root, seq).payload()
+        } else {
+            let l = self.seg.layout();
+            self.seg.ptr(l.inline(root, (seq & 1) as usize), n) as usize
+        };
+        let mut m = Mover::default();
+        // SAFETY: the root's payload is n bytes (its head says so and matches ours) in its
+        // arrive line (n <= LINE_PAYLOAD under F_TINY) or its inline area of this parity
+        // (n <= inline_bytes, Segment::ptr checks the range); the root rewrites neither
+        // before we arrive at the next call (settle). recv is our buffer of n bytes
+        // (prepare), which is not in the segment's control areas.
+        unsafe { m.copy(recv, src, n, Store::Temporal) };
+        m.fence();
+        Ok(true)
+    }
+
+    /// Pay the round a one-sided call skipped (see the module comment): wait for every
+    /// rank's arrival at it and check that they all made the same call.
+    pub(crate) fn settle(&mut self) -> Result<()> {
+        let Some(u) = self.unwaited.take() else {
+            return Ok(());
+        };
+        self.wait_arrivals(u.seq)?;
+        for j in 0..self.size {
+            let at = self.seg.arrive_seq(j, u.seq).load(Ordering::Acquire);
+            let h = ArriveLine::of(&self.seg, j, u.seq).head();
+            if at == u.seq && (h.status != 0 || same_call(&h, &u.head)) {
+                continue;
+            }
+            return Err(Error::Diverged(format!(
+                "call {}: rank {} completed a {} while rank {j} {}",
+                u.seq,
+                self.rank,
+                describe(&u.head),
+                if at == u.seq {
+                    format!("called a {}", describe(&h))
+                } else {
+                    format!("is at call {at}")
+                }
+            )));
+        }
+        Ok(())
+    }
+}
