@@ -86,9 +86,13 @@ fn bcast(r: &mut Reach, x: &Call) {
     let store = resolve_store(Store::Hybrid, len * (p - 1), r.c.cfg.nt_threshold);
     let src =
         r.c.peer_ptr(root, x.peers[root].send_off as usize + off, len);
-    for j in (0..p).filter(|&j| j != root) {
-        r.write(x, at(j, Side::Recv, off), src, len, store);
-    }
+    // Chunk by chunk to every destination: the part is read from memory once, not once per
+    // destination (at 4 ranks that is a third of the traffic).
+    let to: Vec<_> = (0..p)
+        .filter(|&j| j != root)
+        .map(|j| at(j, Side::Recv, off))
+        .collect();
+    r.write_all(x, &to, src, len, store);
 }
 
 /// Below this, one reader beats splitting the copy (the split costs a line of every
