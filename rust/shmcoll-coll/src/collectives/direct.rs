@@ -220,12 +220,24 @@ fn reduce_scatter(r: &mut Reach, x: &Call) -> Option<Vec<u8>> {
     let off: usize = (0..me).map(|k| x.my_block(k).1).sum();
     let len = x.my_block(me).1;
     let mut tmps = [Vec::new(), Vec::new()];
-    if x.in_place {
-        let mut out = vec![0u8; len];
-        r.reduce_all(x, red, off, out.as_mut_ptr() as usize, len, &mut tmps);
-        Some(out)
+    let mut out = if x.in_place {
+        vec![0u8; len]
     } else {
-        r.reduce_all(x, red, off, x.recv, len, &mut tmps);
-        None
+        Vec::new()
+    };
+    let dst = if x.in_place {
+        out.as_mut_ptr() as usize
+    } else {
+        x.recv
+    };
+    // Piece by piece, so that the partial result stays in cache across the p - 1 passes
+    // (whole-block passes would stream it through memory p - 1 times).
+    let piece = (PIECE / red.0.size()).max(1) * red.0.size();
+    let mut done = 0;
+    while done < len {
+        let n = piece.min(len - done);
+        r.reduce_all(x, red, off + done, dst + done, n, &mut tmps);
+        done += n;
     }
+    x.in_place.then_some(out)
 }
