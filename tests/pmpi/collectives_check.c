@@ -6,6 +6,7 @@
  * Allreduce with a user-defined operator, one with MPI_MAXLOC. Prints
  * "collectives_check: N cases, F failures" on rank 0; exits 1 on a failure. */
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -103,6 +104,35 @@ static void check_comm(MPI_Comm comm, const char *name)
     }
 }
 
+/* Back-to-back Bcasts from changing roots, with no other call in between and some ranks
+ * late: a small Bcast's root may leave before its peers arrive (the library's one-sided
+ * Bcast), so each must still get every payload, in order. Checked against closed-form
+ * values (a PMPI_Bcast between them would synchronise the ranks). */
+static void bcast_run_ahead(MPI_Comm comm, const char *name)
+{
+    int p, r;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &r);
+    const int sizes[] = {1, 10, 100, 3000};
+    int v[3000];
+    for (int k = 0; k < 60; k++) {
+        int root = (k / 3) % p, n = sizes[k % 4];
+        if ((k + r) % 7 == 0)
+            usleep(200 + 100 * r);
+        for (int i = 0; i < n; i++)
+            v[i] = r == root ? k * 10007 + root * 101 + i : -1;
+        MPI_Bcast(v, n, MPI_INT, root, comm);
+        int bad = 0;
+        for (int i = 0; i < n; i++)
+            bad |= v[i] != k * 10007 + root * 101 + i;
+        cases++;
+        if (bad) {
+            failures++;
+            fprintf(stderr, "MISMATCH comm=%s op=bcast-run-ahead call=%d count=%d\n", name, k, n);
+        }
+    }
+}
+
 static void user_sum(void *in, void *inout, int *len, MPI_Datatype *t)
 {
     (void)t;
@@ -125,6 +155,8 @@ int main(int argc, char **argv)
     MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
     MPI_Cart_sub(cart, keep, &rows);
     check_comm(rows, "cart-rows");
+    bcast_run_ahead(MPI_COMM_WORLD, "world");
+    bcast_run_ahead(rows, "cart-rows");
 
     /* Pass-through: a user-defined operator and MPI_MAXLOC (a pair type). */
     MPI_Op mine;
