@@ -232,9 +232,10 @@ def test_tune_writes_the_windows_file_the_library_reads(mpich: Mpi, tmp_path: Pa
     env = {**subprocess_env({}), "SHMCOLL_PMPI_DIR": str(cache)}
     env.pop("SHMCOLL_PMPI_WINDOWS", None)
     cmd = [sys.executable, "-m", "shmcoll.cli", "pmpi", "--tune", "--mpicc", mpich.mpicc]
-    p = subprocess.run([*cmd, "--iters", "20", "--max-bytes", "1K"], env=env, capture_output=True, text=True,
-                       timeout=300, check=False)  # fmt: skip
+    p = subprocess.run([*cmd, "--iters", "20", "--max-bytes", "1K", "--rounds", "2"], env=env,
+                       capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stderr.count("measuring with private buffers (") == 2, p.stderr  # both rounds ran
     files = list(cache.glob("*.windows"))
     assert len(files) == 1 and f"wrote {files[0]}" in p.stdout, p.stdout
     lines = [line.split() for line in files[0].read_text().splitlines() if not line.startswith("#")]

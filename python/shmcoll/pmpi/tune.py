@@ -4,13 +4,15 @@ machine, and write the pass-through windows the library reads (csrc/window.c).
 The C benchmark (bench/pmpi/alltoall_bench.c) runs with the library preloaded, every
 window closed (every size served) and ``-s 1``: each iteration times the library's call and
 MPI's own PMPI_ call on the same data, in alternating turns, so load that comes and goes
-hits both alike. It runs twice: with its buffers in the shared arena and with them private
-(the arena off), since a program may have either and the decision can only depend on the
-size; a size goes to MPI when MPI was faster by more than the margin in the geometric mean
-of the two runs' ratios. A window is a prefix [0, S): the sizes from the smallest up to the
-first the library wins. A collective whose fixed cost is MPI's advantage loses at small
-sizes, and beyond the first size where copying dominates it does not lose again (a lone
-loss further up is taken for noise, not a reason to pass every size below it).
+hits both alike. It runs with its buffers in the shared arena and with them private (the
+arena off), since a program may have either and the decision can only depend on the size,
+and it repeats that pair of launches (``--rounds``, alternating), since on a shared
+machine one launch can be 10% off another; a size goes to MPI when MPI was faster by more
+than the margin in the geometric mean of all the launches' ratios. A window is a prefix
+[0, S): the sizes from the smallest up to the first the library wins. A collective whose
+fixed cost is MPI's advantage loses at small sizes, and beyond the first size where copying
+dominates it does not lose again (a lone loss further up is taken for noise, not a reason
+to pass every size below it).
 """
 
 from __future__ import annotations
@@ -84,7 +86,13 @@ def mpiexec_for(mpicc: str) -> str:
 
 
 def measure(
-    mpi: MpiInfo, library: Path, nranks: int, max_bytes: int, iters: int, log: TextIO | None = None
+    mpi: MpiInfo,
+    library: Path,
+    nranks: int,
+    max_bytes: int,
+    iters: int,
+    log: TextIO | None = None,
+    rounds: int = 3,
 ) -> list[Window]:
     """Build and run the benchmark (see the module's docstring); one window per op."""
     src = source_dir()
@@ -107,10 +115,15 @@ def measure(
         cmd = [mpiexec, *flags, "-n", str(nranks), str(exe), "-m", f"8:{max_bytes}", "-i", str(iters)]
         cmd += ["-x", str(max(2, iters // 10)), "-o", ",".join(OPS), "-s", "1"]
         # The buffers in the arena (as the library's setting puts them), then private.
-        for label, extra in (("", {}), (" with private buffers", {"SHMCOLL_PMPI_SHARED_MALLOC": "off"})):
-            if log is not None:
-                log.write(f"measuring{label}: {' '.join(cmd)}\n")
-            out += _run(cmd, "running the benchmark", env={**env, **extra}, timeout=1800)
+        kinds: tuple[tuple[str, dict[str, str]], ...] = (
+            ("", {}),
+            (" with private buffers", {"SHMCOLL_PMPI_SHARED_MALLOC": "off"}),
+        )
+        for r in range(max(1, rounds)):
+            for label, extra in kinds:
+                if log is not None:
+                    log.write(f"measuring{label} ({r + 1}/{max(1, rounds)}): {' '.join(cmd)}\n")
+                out += _run(cmd, "running the benchmark", env={**env, **extra}, timeout=1800)
     rows: dict[str, list[tuple[int, float, float]]] = {op: [] for op in OPS}
     for line in out.splitlines():
         m = re.fullmatch(r"(\S+) (\d+) ([\d.]+) ([\d.]+)", line.strip())
