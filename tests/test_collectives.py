@@ -406,13 +406,15 @@ def errors_case(case: str) -> str:
         # A small Bcast is one-sided: ranks that completed it learn of a disagreement at
         # their next call.
         comm.Barrier()
-    except shmcoll.CallsDivergedError as e:
+    except (shmcoll.CallsDivergedError, shmcoll.PeerFailedError) as e:
+        # Fatal. A rank still waiting for another's arrival when a peer broke the
+        # communicator sees that peer's abort (PeerFailedError) rather than the cause.
         try:
             comm.Barrier()
         except shmcoll.CommBrokenError:  # unusable afterwards
             comm.Free()
             return type(e).__name__
-        return "usable after CallsDivergedError"
+        return f"usable after {type(e).__name__}"
     except shmcoll.ShmcollError as e:
         comm.Barrier()  # still usable after a rejected call
         comm.Free()
@@ -425,8 +427,8 @@ def errors_case(case: str) -> str:
     ("case", "expected"),
     [
         ("sizes", {"MismatchError"}),
-        ("root", {"CallsDivergedError"}),  # every rank a root: each completes its Bcast
-        ("bcast-sizes", {"CallsDivergedError"}),
+        ("root", {"CallsDivergedError", "PeerFailedError"}),  # every rank a root
+        ("bcast-sizes", {"CallsDivergedError", "PeerFailedError"}),
         ("bcast-direct-sizes", {"MismatchError"}),
         ("root-range", {"ArgumentError"}),
         ("op-dtype", {"UnsupportedError"}),
@@ -435,13 +437,15 @@ def errors_case(case: str) -> str:
         ("allgather-send", {"BadBufferError", "PeerRejectedError"}),
         ("small-recv", {"BadBufferError", "PeerRejectedError"}),
         ("overlap", {"BadBufferError"}),
-        ("different-ops", {"CallsDivergedError"}),
+        ("different-ops", {"CallsDivergedError", "PeerFailedError"}),
         ("direct-private", {"AlgorithmError"}),
     ],
 )
 def test_bad_calls_raise_on_every_rank(case: str, expected: set[str]) -> None:
     got = run_ranks(3, errors_case, case)
     assert set(got) <= expected and all(g in expected for g in got), got
+    if "CallsDivergedError" in expected:  # whoever saw the disagreement names it
+        assert "CallsDivergedError" in got, got
 
 
 def fallback_without_mpi() -> str:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 LATE = 0.5  # seconds the non-roots arrive after the root
 
 
-def root_timings(n: int, heap: bool) -> tuple[list[float], list[str]]:
+def root_timings(n: int, heap: bool, algorithm: str | None = None) -> tuple[list[float], list[str]]:
     comm = shmcoll.Comm()
     me = comm.rank
     fails: list[str] = []
@@ -30,7 +30,7 @@ def root_timings(n: int, heap: bool) -> tuple[list[float], list[str]]:
     for step in range(3):
         b[:] = (step * 37 + np.arange(n)) % 251 if me == 0 else 255
         t = time.perf_counter()
-        comm.Bcast(b, root=0)
+        comm.Bcast(b, root=0, **({"algorithm": algorithm} if algorithm else {}))
         spent.append(time.perf_counter() - t)
         want = ((step * 37 + np.arange(n)) % 251).astype(np.uint8)
         if not np.array_equal(b, want):
@@ -42,10 +42,10 @@ def root_timings(n: int, heap: bool) -> tuple[list[float], list[str]]:
 
 
 @pytest.mark.parametrize("heap", [False, True])
-@pytest.mark.parametrize("n", [8, 1000])  # in the arrive line, in the inline area
+@pytest.mark.parametrize("n", [8, 1000, 40_000])  # in the arrive line, inline area, streamed
 @pytest.mark.parametrize("nranks", [2, 3, 4])
 def test_the_root_leaves_before_its_late_peers_arrive(nranks: int, n: int, heap: bool) -> None:
-    got = run_ranks(nranks, root_timings, n, heap)
+    got = run_ranks(nranks, root_timings, n, heap, "inline" if n > 1000 else None)
     check_all([f for _, f in got])
     root = got[0][0]
     assert root[0] < LATE / 2, root  # published and left
@@ -64,6 +64,7 @@ def schedule(seed: int, steps: int) -> list[str]:
     p, me = comm.size, comm.rank
     shared = random.Random(seed)
     own = random.Random(seed * 1000 + me)
+    cap = int(comm.config()["inline_bytes"])
     fails: list[str] = []
     for step in range(steps):
         if own.random() < 0.3:
@@ -73,10 +74,12 @@ def schedule(seed: int, steps: int) -> list[str]:
         if kind < 0.6:
             n = shared.choice([0, 1, 8, 80, 500, 3000, 12_000, 70_000])
             heap = shared.random() < 0.5
+            # Inline up to the inline area: one-sided, and streamed above 8 KiB.
+            kw = {"algorithm": "inline"} if 4 * n <= cap and shared.random() < 0.5 else {}
             b = comm.empty(n, np.int32) if heap else np.empty(n, np.int32)
             want = np.arange(n, dtype=np.int32) * (step + 1) + root
             b[:] = want if me == root else -7
-            comm.Bcast(b, root=root)
+            comm.Bcast(b, root=root, **kw)
             if not np.array_equal(b, want):
                 fails.append(f"step {step}: Bcast of {n} int32 from {root} (heap={heap})")
         elif kind < 0.8:

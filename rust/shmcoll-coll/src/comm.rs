@@ -57,6 +57,8 @@ pub struct Comm {
     arenas: crate::arenas::Arenas,
     /// The last call, if this rank left it without every rank's arrival (one_sided.rs).
     pub(crate) unwaited: Option<crate::one_sided::Unwaited>,
+    /// Bytes of streamed payloads published (mirrors this rank's Progress line).
+    pub(crate) streamed: u64,
 }
 
 /// A block of this rank's shared heap; freed when dropped.
@@ -144,6 +146,7 @@ impl Comm {
             arenas: Default::default(),
             steps: 0,
             unwaited: None,
+            streamed: 0,
         })
     }
 

@@ -45,6 +45,9 @@ pub const F_FULL: u32 = 64;
 /// A one-sided call (collectives/one_sided.rs): the root published its payload inline and
 /// returned without waiting for the others; non-roots wait for the root alone.
 pub const F_ROOT_ONLY: u32 = 128;
+/// The inline payload is streamed: the root copies it in chunks after arriving, and
+/// publishes the bytes copied on its Progress line (from the base in the line's payload).
+pub const F_STREAMED: u32 = 256;
 
 /// Marks "not in the heap" in offset fields.
 pub const NO_OFFSET: u64 = u64::MAX;

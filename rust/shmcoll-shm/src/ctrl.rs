@@ -29,6 +29,9 @@ pub enum Line {
     /// Steps inside a call (multi-round algorithms): monotonic over the communicator's
     /// life, every rank takes the same steps in the same order.
     Step = 4,
+    /// Bytes of streamed payloads this rank has published, over the communicator's life
+    /// (a one-sided Bcast's root copies its payload in chunks after it arrived).
+    Progress = 5,
 }
 
 impl Line {

@@ -8,7 +8,7 @@ use shmcoll_kernels::Store;
 
 use super::{Call, CollCall, CollOp, TINY};
 use crate::comm::Comm;
-use crate::desc::{ArriveLine, DescCore, F_INLINE, F_TINY};
+use crate::desc::{ArriveLine, DescCore, F_INLINE, F_STREAMED, F_TINY};
 use crate::error::{Error, Result};
 use crate::transfer::Mover;
 
@@ -31,6 +31,19 @@ pub(super) fn write_payload(c: &Comm, seq: u64, call: &CollCall, core: &mut Desc
         core.send_bpp as usize
     };
     let l = c.seg.layout();
+    if call.op == CollOp::Bcast
+        && len > crate::one_sided::STREAM_FROM
+        && len <= l.sizes.inline_bytes
+    {
+        // One-sided and streamed: the root copies it after arriving (one_sided.rs); the
+        // line's payload tells readers where this call's bytes start on the Progress line.
+        let base = ArriveLine::of(&c.seg, c.rank, seq).payload() as *mut u64;
+        // SAFETY: the payload area of our own line (LINE_PAYLOAD >= 8 bytes, 8-aligned),
+        // written before the arrival is published, read by peers only after it.
+        unsafe { std::ptr::write(base, c.streamed) };
+        core.flags |= F_INLINE | F_STREAMED;
+        return;
+    }
     let (area, flag) = if len <= TINY {
         (ArriveLine::of(&c.seg, c.rank, seq).payload(), F_TINY)
     } else if len <= l.sizes.inline_bytes {

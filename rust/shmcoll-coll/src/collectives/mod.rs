@@ -30,7 +30,7 @@ use crate::alltoall::{Blocks, RawBuf};
 use crate::comm::Comm;
 use crate::desc::{
     unpack_extra, Arr, Desc, DescCore, F_FULL, F_IN_PLACE, F_RECV_HEAP, F_ROOT_ONLY, F_SEND_HEAP,
-    F_VECTOR, LINE_PAYLOAD,
+    F_STREAMED, F_VECTOR, LINE_PAYLOAD,
 };
 use crate::error::{Error, Result};
 use checks::bad;
@@ -359,6 +359,9 @@ impl Comm {
         self.publish_arrive(seq, &core, None);
         let one_sided = if root_leaves {
             self.leave_early(seq, &core);
+            if core.flags & F_STREAMED != 0 {
+                self.stream_payload(seq, core.send_addr as usize, core.send_bpp as usize);
+            }
             true
         } else if op == CollOp::Bcast && self.rank != call.root {
             let recv = call.recv.map_or(0, |r| r.addr);
