@@ -36,7 +36,9 @@ static struct {
     [OP_ALLTOALL] = {"alltoall", "SHMCOLL_PMPI_ALLTOALL_PASS", 0, 0},
     [OP_ALLTOALLV] = {NULL, NULL, 0, 0}, /* counts differ between ranks: no common size to test */
     [OP_ALLGATHER] = {"allgather", "SHMCOLL_PMPI_ALLGATHER_PASS", 4 << 10, 64 << 10},
-    [OP_BCAST] = {"bcast", "SHMCOLL_PMPI_BCAST_PASS", 0, 64 << 10},
+    /* Bcast: MPICH's eager cells win by 2-10% up to 8 KiB; from 16 KiB the one-sided,
+     * streamed Bcast matches or beats them even on private buffers (fifth session). */
+    [OP_BCAST] = {"bcast", "SHMCOLL_PMPI_BCAST_PASS", 0, 16 << 10},
     [OP_ALLREDUCE] = {"allreduce", "SHMCOLL_PMPI_ALLREDUCE_PASS", 0, 4 << 10},
     [OP_REDUCE_SCATTER_BLOCK] = {"reduce_scatter_block", "SHMCOLL_PMPI_REDUCE_SCATTER_BLOCK_PASS", 0, 0},
     [OP_BARRIER] = {"barrier", "SHMCOLL_PMPI_BARRIER_PASS", 0, 0},
