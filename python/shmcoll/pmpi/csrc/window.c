@@ -35,7 +35,9 @@ static struct {
 } windows[OP_COUNT] = {
     [OP_ALLTOALL] = {"alltoall", "SHMCOLL_PMPI_ALLTOALL_PASS", 0, 0},
     [OP_ALLTOALLV] = {NULL, NULL, 0, 0}, /* counts differ between ranks: no common size to test */
-    [OP_ALLGATHER] = {"allgather", "SHMCOLL_PMPI_ALLGATHER_PASS", 4 << 10, 64 << 10},
+    /* Allgather: served at every size; with private buffers MPICH is at most 8% ahead,
+     * around 4 KiB per rank, and 10-30% behind at 1 KiB and from 8 KiB (fifth session). */
+    [OP_ALLGATHER] = {"allgather", "SHMCOLL_PMPI_ALLGATHER_PASS", 0, 0},
     /* Bcast: MPICH's eager cells win by 2-10% up to 8 KiB; from 16 KiB the one-sided,
      * streamed Bcast matches or beats them even on private buffers (fifth session). */
     [OP_BCAST] = {"bcast", "SHMCOLL_PMPI_BCAST_PASS", 0, 16 << 10},
