@@ -31,7 +31,11 @@ if TYPE_CHECKING:
 )
 @click.option("--max-bytes", default="256K", show_default=True, help="the largest size --tune measures")
 @click.option(
-    "--rounds", default=3, show_default=True, help="launches of each buffer kind for --tune (alternating)"
+    "--rounds",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="launches of each buffer kind for --tune (alternating)",
 )
 def pmpi(
     want_path: bool,

@@ -119,10 +119,10 @@ def measure(
             ("", {}),
             (" with private buffers", {"SHMCOLL_PMPI_SHARED_MALLOC": "off"}),
         )
-        for r in range(max(1, rounds)):
+        for r in range(rounds):
             for label, extra in kinds:
                 if log is not None:
-                    log.write(f"measuring{label} ({r + 1}/{max(1, rounds)}): {' '.join(cmd)}\n")
+                    log.write(f"measuring{label} ({r + 1}/{rounds}): {' '.join(cmd)}\n")
                 out += _run(cmd, "running the benchmark", env={**env, **extra}, timeout=1800)
     rows: dict[str, list[tuple[int, float, float]]] = {op: [] for op in OPS}
     for line in out.splitlines():

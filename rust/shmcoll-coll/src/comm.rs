@@ -297,16 +297,7 @@ impl Comm {
             }
             d.set_core(&c);
         }
-        let small = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-        ArriveLine::of(&self.seg, self.rank, seq).set_head(&LineHead {
-            op: c.op,
-            status: c.status,
-            flags: c.flags,
-            extra: c.extra,
-            forced: c.forced,
-            send_bpp: small(c.send_bpp),
-            recv_bpp: small(c.recv_bpp),
-        });
+        ArriveLine::of(&self.seg, self.rank, seq).set_head(&LineHead::of(&c));
         self.seg.publish(self.seg.arrive_seq(self.rank, seq), seq);
     }
 

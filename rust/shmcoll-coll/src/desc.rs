@@ -94,6 +94,22 @@ pub struct LineHead {
     pub recv_bpp: u32,
 }
 
+impl LineHead {
+    /// The head of `core` (sizes beyond 32 bits saturate: the slot then has them).
+    pub fn of(core: &DescCore) -> LineHead {
+        let small = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        LineHead {
+            op: core.op,
+            status: core.status,
+            flags: core.flags,
+            extra: core.extra,
+            forced: core.forced,
+            send_bpp: small(core.send_bpp),
+            recv_bpp: small(core.recv_bpp),
+        }
+    }
+}
+
 /// Offset of the head in the line (after the u64 sequence number).
 pub const LINE_HEAD_OFF: usize = 8;
 /// Offset and size of the tiny payload in the line.

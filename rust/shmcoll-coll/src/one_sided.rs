@@ -91,20 +91,6 @@ fn describe(h: &LineHead) -> String {
     )
 }
 
-/// The head `publish_arrive` writes for `core` (the fields `same_call` compares).
-fn head_of(core: &DescCore) -> LineHead {
-    let small = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-    LineHead {
-        op: core.op,
-        status: core.status,
-        flags: core.flags,
-        extra: core.extra,
-        forced: core.forced,
-        send_bpp: small(core.send_bpp),
-        recv_bpp: small(core.recv_bpp),
-    }
-}
-
 impl Comm {
     /// Whether the root of `op` may leave once it has published: a Bcast whose payload it
     /// copied inline (`core.flags`), so that its buffer is free again at once.
@@ -116,7 +102,7 @@ impl Comm {
     pub(crate) fn leave_early(&mut self, seq: u64, core: &DescCore) {
         self.unwaited = Some(Unwaited {
             seq,
-            head: head_of(core),
+            head: LineHead::of(core),
         });
     }
 
@@ -145,7 +131,7 @@ impl Comm {
             return Ok(false); // the full round reports or serves it
         }
         self.leave_early(seq, core);
-        let mine = head_of(core);
+        let mine = LineHead::of(core);
         if !same_call(&h, &mine) {
             return Err(Error::Diverged(format!(
                 "call {seq}: the root (rank {root}) completed a {} while rank {} called a {}",
@@ -162,16 +148,20 @@ impl Comm {
             let l = self.seg.layout();
             self.seg.ptr(l.inline(root, (seq & 1) as usize), n) as usize
         };
-        if h.flags & F_STREAMED != 0 {
+        // A streamed payload is copied chunk by chunk as the root publishes it; any other
+        // is all there already: one chunk, nothing to wait for.
+        let streamed = (h.flags & F_STREAMED != 0).then(|| {
             // SAFETY: the root wrote the base into its line's payload before publishing the
             // arrival we acquired; 8-byte aligned (LINE_PAYLOAD_OFF is a multiple of 8).
             let base = unsafe { std::ptr::read(line.payload() as *const u64) };
-            let progress = self.seg.seq(root, Line::Progress);
-            let mut m = Mover::default();
-            let mut done = 0;
-            let chunk = chunk_of(n);
-            while done < n {
-                let k = chunk.min(n - done);
+            (base, self.seg.seq(root, Line::Progress))
+        });
+        let chunk = if streamed.is_some() { chunk_of(n) } else { n };
+        let mut m = Mover::default();
+        let mut done = 0;
+        while done < n {
+            let k = chunk.min(n - done);
+            if let Some((base, progress)) = streamed {
                 wait_counter(
                     &self.seg,
                     Some(&self.peers),
@@ -181,20 +171,16 @@ impl Comm {
                     progress,
                     base + (done + k) as u64,
                 )?;
-                // SAFETY: as below, for the chunk the root published (acquire above).
-                unsafe { m.copy(recv + done, src + done, k, Store::Temporal) };
-                done += k;
             }
-            m.fence();
-            return Ok(true);
+            // SAFETY: the root's payload is n bytes (its head says so and matches ours) in
+            // its arrive line (n <= LINE_PAYLOAD under F_TINY) or its inline area of this
+            // parity (n <= inline_bytes, Segment::ptr checks the range), published up to
+            // done + k (streamed: acquired above); the root rewrites neither before we
+            // arrive at the next call (settle). recv is our buffer of n bytes (prepare),
+            // which is not in the segment's control areas.
+            unsafe { m.copy(recv + done, src + done, k, Store::Temporal) };
+            done += k;
         }
-        let mut m = Mover::default();
-        // SAFETY: the root's payload is n bytes (its head says so and matches ours) in its
-        // arrive line (n <= LINE_PAYLOAD under F_TINY) or its inline area of this parity
-        // (n <= inline_bytes, Segment::ptr checks the range); the root rewrites neither
-        // before we arrive at the next call (settle). recv is our buffer of n bytes
-        // (prepare), which is not in the segment's control areas.
-        unsafe { m.copy(recv, src, n, Store::Temporal) };
         m.fence();
         Ok(true)
     }

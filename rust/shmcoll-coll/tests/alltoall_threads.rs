@@ -1,19 +1,12 @@
 mod common;
 
-use common::{config, run_ranks};
+use common::{buf, config, run_ranks};
 use proptest::prelude::*;
 use shmcoll_coll::{Algo, AlltoallCall, Blocks, Comm, Error, Forced, Order, RawBuf, Store};
 
 /// Byte k of the block rank `from` sends to rank `to`.
 fn pattern(from: usize, to: usize, k: usize) -> u8 {
     (from.wrapping_mul(31) ^ to.wrapping_mul(7) ^ k.wrapping_mul(13) ^ (k >> 8)) as u8
-}
-
-fn buf(v: &mut [u8]) -> RawBuf {
-    RawBuf {
-        addr: v.as_mut_ptr() as usize,
-        len: v.len(),
-    }
 }
 
 /// Uniform Alltoall of `bpp` bytes per peer; heap buffers on request; checks the result.

@@ -7,17 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{config, run_ranks};
+use common::{buf, config, run_ranks};
 use proptest::prelude::*;
-use shmcoll_coll::{AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Error, RawBuf};
+use shmcoll_coll::{AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Error};
 use shmcoll_kernels::reduce::{Dtype, Op};
-
-fn buf(v: &mut [u8]) -> RawBuf {
-    RawBuf {
-        addr: v.as_mut_ptr() as usize,
-        len: v.len(),
-    }
-}
 
 /// A small deterministic generator (the schedule must be the same on every rank).
 fn mix(x: u64) -> u64 {

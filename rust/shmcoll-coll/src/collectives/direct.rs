@@ -220,11 +220,7 @@ fn reduce_scatter(r: &mut Reach, x: &Call) -> Option<Vec<u8>> {
     let off: usize = (0..me).map(|k| x.my_block(k).1).sum();
     let len = x.my_block(me).1;
     let mut tmps = [Vec::new(), Vec::new()];
-    let mut out = if x.in_place {
-        vec![0u8; len]
-    } else {
-        Vec::new()
-    };
+    let mut out = vec![0u8; if x.in_place { len } else { 0 }];
     let dst = if x.in_place {
         out.as_mut_ptr() as usize
     } else {

@@ -4,7 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shmcoll_coll::{Comm, Config};
+use shmcoll_coll::{Comm, Config, RawBuf};
+
+/// A byte vector as the engine's buffer.
+pub fn buf(v: &mut [u8]) -> RawBuf {
+    RawBuf {
+        addr: v.as_mut_ptr() as usize,
+        len: v.len(),
+    }
+}
 
 pub fn config(p: usize) -> Config {
     let mut cfg = Config::from_env(p).unwrap();
