@@ -286,7 +286,9 @@ _RangeRow = tuple[int, int | None, list[_CandidateRow]]
 def model_table(nranks: int) -> list[_RangeRow]:
     """The model table for `nranks` ranks on this machine (the embedded default)."""
 
-def coll_model_table(op: str, nranks: int, inline_bytes: int = 65536) -> list[tuple[int | None, list[str]]]:
+def coll_model_table(
+    op: str, nranks: int, inline_bytes: int = 65536, staging_bytes: int = 4194304
+) -> list[tuple[int | None, list[str]]]:
     """The model table of a collective family (rows: max bytes or None, algorithms)."""
 
 def coll_algorithms() -> list[tuple[str, str]]:

@@ -200,8 +200,11 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(make_variant(opts, "shmcoll", comm, None, False, None))
     if opts.heap:
         variants.append(make_variant(opts, "shmcoll heap", comm, None, True, None))
+    # Forced algorithms run on heap arrays, or on ordinary ones when heap buffers are
+    # skipped (how private buffers compare across algorithms).
     for a in opts.algorithms:
-        variants.append(make_variant(opts, f"heap {a}", comm, None, True, a))
+        label = f"heap {a}" if opts.heap else a
+        variants.append(make_variant(opts, label, comm, None, opts.heap, a))
     if opts.persistent and opts.op in PERSISTENT:
         variants.append(make_variant(opts, "heap persistent", comm, None, True, None, persistent=True))
     if opts.compress:

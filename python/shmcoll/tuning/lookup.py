@@ -101,7 +101,9 @@ class CollResolved:
     covered: bool
 
 
-def resolve_coll(op: str, nprocs: int, inline_bytes: int = 65536) -> CollResolved:
+def resolve_coll(
+    op: str, nprocs: int, inline_bytes: int = 65536, staging_bytes: int = 4 << 20
+) -> CollResolved:
     """The rows for collective `op` ("allreduce", ...) at `nprocs` ranks: from the table
     file when it covers them, else the model."""
     path, origin = find_file()
@@ -109,7 +111,7 @@ def resolve_coll(op: str, nprocs: int, inline_bytes: int = 65536) -> CollResolve
         entry = table.entry_for(_load_cached(path), op, nprocs)
         if entry is not None:
             return CollResolved(table.coll_rows(entry), str(path), origin, True)
-    model = _core.coll_model_table(table.FAMILY[op], nprocs, inline_bytes)
+    model = _core.coll_model_table(table.FAMILY[op], nprocs, inline_bytes, staging_bytes)
     return CollResolved(model, "model", origin, path is None)
 
 
@@ -150,9 +152,10 @@ def bind(comm: Any) -> Resolved:
     r = resolve("alltoall", comm.size)
     comm._set_table(r.rows, r.source)
     bound: list[Any] = [r.rows]
-    inline = int(comm._config()["inline_bytes"])
+    cfg = comm._config()
+    areas = int(cfg["inline_bytes"]), int(cfg["staging_bytes"])
     for op in table.COLL_OPERATIONS:
-        c = resolve_coll(op, comm.size, inline)
+        c = resolve_coll(op, comm.size, *areas)
         if c.source != "model":
             comm._set_coll_table(table.FAMILY[op], c.rows)
         bound.append(comm._coll_table(table.FAMILY[op]))

@@ -124,7 +124,12 @@ impl Comm {
         seg.prefault(l.inline(rank, 0), 2 * l.sizes.inline_bytes);
         let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
         let sel = Selection::model(hw::machine(), size);
-        let coll_tables = CollTables::model(hw::machine(), size, l.sizes.inline_bytes);
+        let coll_tables = CollTables::model(
+            hw::machine(),
+            size,
+            l.sizes.inline_bytes,
+            l.sizes.staging_bytes,
+        );
         Ok(Comm {
             seg,
             rank,
@@ -417,6 +422,33 @@ impl Comm {
     pub(crate) fn step_all(&mut self) -> Result<()> {
         self.steps += 1;
         self.round(Line::Step, self.steps, "a step")
+    }
+
+    /// The step counter every rank of this call started from (they all take the same
+    /// steps, so it is the same on every rank).
+    pub(crate) fn steps_taken(&self) -> u64 {
+        self.steps
+    }
+
+    /// Publish this rank's step counter at `value` (a pipelined algorithm that counts its
+    /// own progress on it; every rank of the call must end at the same value).
+    pub(crate) fn step_to(&mut self, value: u64) {
+        self.steps = value;
+        self.seg.publish(self.seg.seq(self.rank, Line::Step), value);
+    }
+
+    /// Wait until rank `j`'s step counter reaches `value`.
+    pub(crate) fn wait_step(&self, j: usize, value: u64, what: &'static str) -> Result<()> {
+        wait_counter(
+            &self.seg,
+            Some(&self.peers),
+            &self.cfg.wait,
+            what,
+            j,
+            self.seg.seq(j, Line::Step),
+            value,
+        )
+        .map_err(Into::into)
     }
 
     /// Block until every rank has called `barrier`.

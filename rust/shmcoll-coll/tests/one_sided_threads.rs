@@ -1,7 +1,8 @@
 //! One-sided Bcast (src/one_sided.rs) between thread ranks: random schedules of Bcasts from
-//! changing roots (tiny, inline and too large to be one-sided), mixed with Allreduce,
-//! Alltoall and Barrier, with random delays per rank so that roots run ahead of their
-//! peers by every possible amount. Every result is checked.
+//! changing roots (tiny, inline, too large to be one-sided, and pipelined through a staging
+//! ring that wraps), mixed with Allreduce (inline and in staging steps), Alltoall and
+//! Barrier, with random delays per rank so that roots run ahead of their peers by every
+//! possible amount. Every result is checked.
 
 mod common;
 
@@ -59,9 +60,8 @@ fn bcast_forced(
     Ok(algo)
 }
 
-fn allreduce(comm: &mut Comm, step: usize) {
+fn allreduce(comm: &mut Comm, step: usize, n: usize, forced: Option<CollAlgo>) {
     let (me, p) = (comm.rank(), comm.size());
-    let n = 37;
     let mut s: Vec<u8> = (0..n).map(|k| (me * 3 + k + step) as u8).collect();
     let mut r = vec![0u8; n];
     let call = CollCall {
@@ -71,7 +71,7 @@ fn allreduce(comm: &mut Comm, step: usize) {
         root: 0,
         blocks: None,
         reduce: Some((Dtype::U8, Op::Sum)),
-        forced: None,
+        forced,
     };
     comm.collective(CollOp::Allreduce, Ok(call)).unwrap();
     for (k, &got) in r.iter().enumerate() {
@@ -127,12 +127,22 @@ fn schedule(comm: &mut Comm, seed: u64, steps: usize) -> usize {
                 assert_eq!(algo, CollAlgo::Inline);
                 one_sided += 1;
             }
-            5 => {
+            5 if shared & (1 << 20) == 0 => {
                 // Larger than the inline area (16 KiB in these tests): every rank waits.
                 let algo = bcast(comm, step, root, 40_000).unwrap();
                 assert_ne!(algo, CollAlgo::Inline);
             }
-            6 => allreduce(comm, step),
+            5 => {
+                // Pipelined through the root's 256 KiB staging ring, which wraps up to
+                // three times; the root leaves as soon as its last chunk is in.
+                let n = 1 + (shared >> 24) as usize % 900_000;
+                let algo = bcast_forced(comm, step, root, n, Some(CollAlgo::Staging)).unwrap();
+                assert_eq!(algo, CollAlgo::Staging);
+            }
+            // Staging steps right after a pipelined Bcast check that the Step lines stayed
+            // in lockstep.
+            6 if shared & (1 << 20) == 0 => allreduce(comm, step, 37, None),
+            6 => allreduce(comm, step, 3000, Some(CollAlgo::Staging)),
             _ => {
                 if shared.is_multiple_of(2) {
                     comm.barrier().unwrap();

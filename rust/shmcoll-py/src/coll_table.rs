@@ -65,12 +65,13 @@ pub fn from_rows(py: Python<'_>, rows: Vec<CollRowPy>) -> PyResult<CollTable> {
 
 /// The model table of a collective family for `nranks` ranks (the embedded default).
 #[pyfunction]
-#[pyo3(signature = (op, nranks, inline_bytes=65536))]
+#[pyo3(signature = (op, nranks, inline_bytes=65536, staging_bytes=4194304))]
 pub fn coll_model_table(
     py: Python<'_>,
     op: &str,
     nranks: usize,
     inline_bytes: usize,
+    staging_bytes: usize,
 ) -> PyResult<Vec<CollRowPy>> {
     let fam = family(py, op)?;
     Ok(to_rows(&model_coll_table(
@@ -78,6 +79,7 @@ pub fn coll_model_table(
         shmcoll_kernels::hw::machine(),
         nranks,
         inline_bytes,
+        staging_bytes,
     )))
 }
 

@@ -464,11 +464,16 @@ pub struct CollTables {
 }
 
 impl CollTables {
-    pub fn model(m: &shmcoll_kernels::hw::Machine, p: usize, inline_bytes: usize) -> CollTables {
+    pub fn model(
+        m: &shmcoll_kernels::hw::Machine,
+        p: usize,
+        inline_bytes: usize,
+        staging_bytes: usize,
+    ) -> CollTables {
         CollTables {
             tables: CollOp::ALL
                 .iter()
-                .map(|&o| model_coll_table(o.family(), m, p, inline_bytes))
+                .map(|&o| model_coll_table(o.family(), m, p, inline_bytes, staging_bytes))
                 .collect(),
         }
     }

@@ -91,26 +91,60 @@ fn part(len: usize, per: usize, r: usize) -> (usize, usize) {
     (o, (len - o).min(per))
 }
 
+/// The chunk of a pipelined Bcast of `n` bytes through an area of `area` bytes: an eighth
+/// of the payload, so that the readers start early, between 16 and 256 KiB, so that a
+/// chunk is still in the writer's L2 when it is read and the publishes stay few; and at
+/// most half the area, so that the ring has two slots at least.
+fn bcast_chunk(n: usize, area: usize) -> usize {
+    (n / 8)
+        .next_multiple_of(ALIGN)
+        .clamp(16 << 10, 256 << 10)
+        .min(area / 2 / ALIGN * ALIGN)
+        .max(ALIGN)
+}
+
+/// Bcast as a pipeline: the root copies chunk i into slot i mod S of its staging area and
+/// publishes i + 1 on its Step line; each reader waits for that, copies the chunk out and
+/// publishes i + 1 on its own; before reusing a slot the root waits until every reader
+/// has published that it consumed the slot's previous chunk. So the root's copy in and
+/// the readers' copies out overlap (two cores copy at once, where lockstep rounds let only
+/// one side work at a time), and a root whose payload fits the ring leaves without waiting
+/// for anyone. Every rank ends at the same step count, so the Step lines stay in lockstep
+/// for the algorithms that call `step_all`.
+fn bcast_pipelined(c: &mut Comm, x: &Call, a: &Areas, m: &mut Mover) -> Result<()> {
+    let n = x.contrib_len;
+    let chunk = bcast_chunk(n, a.len);
+    let slots = a.len / chunk;
+    let start = c.steps_taken();
+    let root = x.root;
+    for i in 0..n.div_ceil(chunk) {
+        let (o, l) = part(n, chunk, i);
+        let slot = a.base[root] + (i % slots) * chunk;
+        if c.rank == root {
+            if i >= slots {
+                // Slot i mod S last held chunk i - S.
+                for j in (0..c.size).filter(|&j| j != root) {
+                    c.wait_step(j, start + (i - slots) as u64 + 1, "a reader")?;
+                }
+            }
+            copy(m, slot, x.contrib + o, l);
+            m.fence();
+        } else {
+            c.wait_step(root, start + i as u64 + 1, "the root's chunk")?;
+            copy(m, x.recv + o, slot, l);
+        }
+        c.step_to(start + i as u64 + 1);
+    }
+    Ok(())
+}
+
 pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
     let a = Areas::of(c);
     let me = c.rank;
     let p = c.size;
     let mut m = Mover::default();
     match x.op {
-        CollOp::Bcast => {
-            let w = a.len;
-            for r in 0..rounds(x.contrib_len, w) {
-                let (o, l) = part(x.contrib_len, w, r);
-                if me == x.root {
-                    copy(&mut m, a.base[me], x.contrib + o, l);
-                }
-                c.step_all()?;
-                if me != x.root {
-                    copy(&mut m, x.recv + o, a.base[x.root], l);
-                }
-                c.step_all()?;
-            }
-        }
+        CollOp::Bcast => bcast_pipelined(c, x, &a, &mut m)?,
         CollOp::Allgather | CollOp::Allgatherv | CollOp::Gather | CollOp::Gatherv => {
             let w = a.len;
             let consumes = !matches!(x.op, CollOp::Gather | CollOp::Gatherv) || me == x.root;
