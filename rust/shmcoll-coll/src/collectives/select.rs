@@ -55,6 +55,10 @@ impl CollTable {
     }
 }
 
+/// Where a pipelined Bcast through staging starts to beat CMA with no more ranks than
+/// CPUs (see `model_coll_table`).
+const PIPELINE_FROM: usize = 256 << 10;
+
 /// The model table of an operation family for `p` ranks.
 ///
 /// `inline` costs two copies (into the segment, out of it) but a single synchronisation
@@ -104,24 +108,35 @@ pub fn model_coll_table(
         },
     ];
     // A Bcast through staging is a pipeline: the root's copy into its staging area and
-    // the readers' copies out of it overlap, which beats CMA's one slower copy (2 ranks,
-    // private buffers, 256 KiB to 2 MiB: 1.1x to 1.3x). Beyond the staging area the ring
-    // wraps and, from memory, two copies' traffic costs more than CMA's one, so CMA takes
-    // over; with more ranks than CPUs the pipeline still wins there (the root leaves once
-    // it is ahead, 4 ranks on 2 CPUs: 1.05x to 1.2x at 8 and 16 MiB).
-    if family == CollOp::Bcast {
+    // the readers' copies out of it overlap, which beats CMA's one slower copy from
+    // PIPELINE_FROM (2 ranks, private buffers, 512 KiB to 2 MiB: 1.1x to 1.3x; below 256
+    // KiB both copies cross cores and CMA's single one wins). Beyond the staging area the
+    // ring wraps and, from memory, two copies' traffic costs more than CMA's one, so CMA
+    // takes over. With more ranks than CPUs the pipeline wins from the inline area on and
+    // at every size (the root leaves once it is ahead; 4 ranks on 2 CPUs: 1.2x to 1.5x
+    // at 64 KiB to 4 MiB, 1.05x to 1.2x at 8 and 16 MiB).
+    let pipelined = family == CollOp::Bcast;
+    let oversubscribed = p > m.logical_cpus.max(1);
+    if pipelined && !oversubscribed {
+        let from = PIPELINE_FROM.max(cma_from);
         rows.push(CollRow {
-            max_bytes: if p > m.logical_cpus.max(1) {
-                usize::MAX
-            } else {
-                staging_bytes.max(cma_from)
-            },
-            candidates: vec![Direct, Staging, Cma],
+            max_bytes: from,
+            candidates: vec![Direct, Cma, Staging],
         });
+        if staging_bytes > from {
+            rows.push(CollRow {
+                max_bytes: staging_bytes,
+                candidates: vec![Direct, Staging, Cma],
+            });
+        }
     }
     rows.push(CollRow {
         max_bytes: usize::MAX,
-        candidates: vec![Direct, Cma, Staging],
+        candidates: if pipelined && oversubscribed {
+            vec![Direct, Staging, Cma]
+        } else {
+            vec![Direct, Cma, Staging]
+        },
     });
     CollTable::new(rows)
 }
@@ -148,5 +163,34 @@ mod tests {
         // The other families still hand private buffers to CMA well before that.
         assert!(!inline_for(CollOp::Allgather, 64 << 10, false));
         assert!(!inline_for(CollOp::Allreduce, 64 << 10, false));
+    }
+
+    /// The first algorithm other than `direct` (which serves heap buffers only) for a
+    /// Bcast of `bytes` at `p` ranks on a machine of `cpus` CPUs.
+    fn private_bcast(bytes: usize, p: usize, cpus: usize) -> CollAlgo {
+        let mut m = shmcoll_kernels::hw::machine().clone();
+        m.logical_cpus = cpus;
+        let t = model_coll_table(CollOp::Bcast, &m, p, 64 << 10, 4 << 20);
+        *t.candidates(bytes)
+            .iter()
+            .find(|a| **a != CollAlgo::Direct)
+            .unwrap()
+    }
+
+    #[test]
+    fn private_bcasts_take_the_pipeline_between_cma_rows() {
+        use CollAlgo::{Cma, Inline, Staging};
+        assert_eq!(private_bcast(64 << 10, 2, 2), Inline);
+        assert_eq!(private_bcast(256 << 10, 2, 2), Cma);
+        assert_eq!(private_bcast((256 << 10) + 1, 2, 2), Staging);
+        assert_eq!(private_bcast(4 << 20, 2, 2), Staging);
+        assert_eq!(private_bcast((4 << 20) + 1, 2, 2), Cma);
+        // More ranks than CPUs: the pipeline from the inline area on.
+        assert_eq!(private_bcast((64 << 10) + 1, 4, 2), Staging);
+        assert_eq!(private_bcast(64 << 20, 4, 2), Staging);
+        // The other families are unchanged: CMA for large private buffers.
+        let m = shmcoll_kernels::hw::machine();
+        let t = model_coll_table(CollOp::Allgather, m, 2, 64 << 10, 4 << 20);
+        assert_eq!(t.candidates(1 << 20), &[CollAlgo::Direct, Cma, Staging]);
     }
 }
