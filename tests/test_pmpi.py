@@ -183,7 +183,7 @@ def test_sizes_where_mpi_was_faster_go_to_mpi(mpich: Mpi) -> None:
     assert ", 0 failures" in p.stdout, p.stdout + p.stderr
     s = stats(p.stderr)
     for r in range(2):
-        # Bcasts below 16 KiB and Allreduces below 4 KiB pass to MPI (built-in windows);
+        # Bcasts below 16 KiB and Allreduces below 8 KiB pass to MPI (built-in windows);
         # Allgather is served at every size.
         assert s[(r, "MPI_Bcast")]["mpi-faster"] == s[(r, "MPI_Bcast")]["passed"] > 0
         assert s[(r, "MPI_Allreduce")]["mpi-faster"] > 0 and s[(r, "MPI_Allreduce")]["handled"] > 0

@@ -41,7 +41,9 @@ static struct {
     /* Bcast: MPICH's eager cells win by 2-10% up to 8 KiB; from 16 KiB the one-sided,
      * streamed Bcast matches or beats them even on private buffers (fifth session). */
     [OP_BCAST] = {"bcast", "SHMCOLL_PMPI_BCAST_PASS", 0, 16 << 10},
-    [OP_ALLREDUCE] = {"allreduce", "SHMCOLL_PMPI_ALLREDUCE_PASS", 0, 4 << 10},
+    /* Allreduce: with private buffers MPICH leads by 10-60% from 1 to 4 KiB, the two are
+     * even at 8 KiB and the library leads from 16 KiB (sixth session, three launches). */
+    [OP_ALLREDUCE] = {"allreduce", "SHMCOLL_PMPI_ALLREDUCE_PASS", 0, 8 << 10},
     [OP_REDUCE_SCATTER_BLOCK] = {"reduce_scatter_block", "SHMCOLL_PMPI_REDUCE_SCATTER_BLOCK_PASS", 0, 0},
     [OP_BARRIER] = {"barrier", "SHMCOLL_PMPI_BARRIER_PASS", 0, 0},
 };
