@@ -109,12 +109,13 @@ pub fn model_coll_table(
     ];
     // A Bcast through staging is a pipeline: the root's copy into its staging area and
     // the readers' copies out of it overlap, which beats CMA's one slower copy from
-    // PIPELINE_FROM (2 ranks, private buffers, 512 KiB to 2 MiB: 1.1x to 1.3x; below 256
-    // KiB both copies cross cores and CMA's single one wins). Beyond the staging area the
-    // ring wraps and, from memory, two copies' traffic costs more than CMA's one, so CMA
-    // takes over. With more ranks than CPUs the pipeline wins from the inline area on and
-    // at every size (the root leaves once it is ahead; 4 ranks on 2 CPUs: 1.2x to 1.5x
-    // at 64 KiB to 4 MiB, 1.05x to 1.2x at 8 and 16 MiB).
+    // PIPELINE_FROM (2 ranks, private buffers, 512 KiB and 1 MiB: 1.2x to 1.4x; below 256
+    // KiB both copies cross cores and CMA's single one wins) while the payload fits the
+    // L2 and the staging area: beyond, the chunks go through L3 or memory twice, and CMA's
+    // one copy costs less (2 MiB: even; 4 MiB: CMA 1.2x to 1.6x faster). With more ranks
+    // than CPUs the pipeline wins from the inline area on and at every size (the root
+    // leaves once it is ahead; 4 ranks on 2 CPUs: 1.2x to 1.5x at 64 KiB to 4 MiB, 1.05x
+    // to 1.2x at 8 and 16 MiB).
     let pipelined = family == CollOp::Bcast;
     let oversubscribed = p > m.logical_cpus.max(1);
     if pipelined && !oversubscribed {
@@ -123,9 +124,10 @@ pub fn model_coll_table(
             max_bytes: from,
             candidates: vec![Direct, Cma, Staging],
         });
-        if staging_bytes > from {
+        let to = staging_bytes.min(m.l2_bytes);
+        if to > from {
             rows.push(CollRow {
-                max_bytes: staging_bytes,
+                max_bytes: to,
                 candidates: vec![Direct, Staging, Cma],
             });
         }
@@ -170,6 +172,7 @@ mod tests {
     fn private_bcast(bytes: usize, p: usize, cpus: usize) -> CollAlgo {
         let mut m = shmcoll_kernels::hw::machine().clone();
         m.logical_cpus = cpus;
+        m.l2_bytes = 2 << 20;
         let t = model_coll_table(CollOp::Bcast, &m, p, 64 << 10, 4 << 20);
         *t.candidates(bytes)
             .iter()
@@ -183,8 +186,8 @@ mod tests {
         assert_eq!(private_bcast(64 << 10, 2, 2), Inline);
         assert_eq!(private_bcast(256 << 10, 2, 2), Cma);
         assert_eq!(private_bcast((256 << 10) + 1, 2, 2), Staging);
-        assert_eq!(private_bcast(4 << 20, 2, 2), Staging);
-        assert_eq!(private_bcast((4 << 20) + 1, 2, 2), Cma);
+        assert_eq!(private_bcast(2 << 20, 2, 2), Staging);
+        assert_eq!(private_bcast((2 << 20) + 1, 2, 2), Cma);
         // More ranks than CPUs: the pipeline from the inline area on.
         assert_eq!(private_bcast((64 << 10) + 1, 4, 2), Staging);
         assert_eq!(private_bcast(64 << 20, 4, 2), Staging);
