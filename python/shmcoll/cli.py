@@ -119,7 +119,7 @@ def _bench_options(size_help: str) -> Any:
             help="the MPI launcher (default: the one beside this Python, else PATH)",
         ),
         click.option("--no-mpi", is_flag=True, help="do not run MPI's collective"),
-        click.option("--no-heap", is_flag=True, help="skip shared-heap buffers (forced algorithms then run on ordinary ones)"),
+        click.option("--no-heap", is_flag=True, help="skip heap buffers (--algorithms then on ordinary)"),
         click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers"),
     ]
 

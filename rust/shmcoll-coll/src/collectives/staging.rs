@@ -3,9 +3,10 @@
 //!
 //! A round: contributing ranks copy their next chunk into their own staging area; step;
 //! consumers copy (or combine) out of their peers' areas; step. Every rank takes the same
-//! rounds (their number follows from sizes the global checks made equal). Writing into a
-//! staging area only starts after the call's arrive round, when every peer has finished
-//! the previous call and so no longer reads it.
+//! rounds (their number follows from sizes the global checks made equal). Bcast, with a
+//! single producer, is a pipeline instead (`bcast_pipelined`), but it too leaves every
+//! rank's step count equal. Writing into a staging area only starts after the call's
+//! arrive round, when every peer has finished the previous call and so no longer reads it.
 
 use shmcoll_kernels::reduce::{reduce3_raw, reduce_into_raw, Dtype, Op};
 use shmcoll_kernels::Store;
