@@ -1,6 +1,6 @@
 //! One-sided Bcast (src/one_sided.rs) between thread ranks: random schedules of Bcasts from
-//! changing roots (tiny, inline, too large to be one-sided, and pipelined through a staging
-//! ring that wraps), mixed with Allreduce (inline and in staging steps), Alltoall and
+//! changing roots (tiny, inline, too large to be one-sided, split over the ranks with CMA,
+//! and pipelined through a staging ring that wraps), mixed with Allreduce (inline and in staging steps), Alltoall and
 //! Barrier, with random delays per rank so that roots run ahead of their peers by every
 //! possible amount. Every result is checked.
 
@@ -127,10 +127,17 @@ fn schedule(comm: &mut Comm, seed: u64, steps: usize) -> usize {
                 assert_eq!(algo, CollAlgo::Inline);
                 one_sided += 1;
             }
-            5 if shared & (1 << 20) == 0 => {
+            5 if shared & (3 << 20) == 0 => {
                 // Larger than the inline area (16 KiB in these tests): every rank waits.
                 let algo = bcast(comm, step, root, 40_000).unwrap();
                 assert_ne!(algo, CollAlgo::Inline);
+            }
+            5 if shared & (1 << 20) == 0 => {
+                // Split between the ranks: each reads its part of the root's private buffer
+                // with CMA and forwards it to the other non-roots.
+                let n = 65_536 + (shared >> 24) as usize % 400_000;
+                let algo = bcast_forced(comm, step, root, n, Some(CollAlgo::Cma)).unwrap();
+                assert_eq!(algo, CollAlgo::Cma);
             }
             5 => {
                 // Pipelined through the root's 256 KiB staging ring, which wraps up to

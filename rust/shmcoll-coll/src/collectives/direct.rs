@@ -65,16 +65,19 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
     failure.map_or(Ok(()), Err)
 }
 
-/// Bcast. When the root's buffer is in the heap, every rank can read it, so the copies
-/// are shared out: rank k copies part k of the root's buffer into every non-root buffer,
-/// and all cores copy at once (a single reader is bound by one core's copy rate). Else
-/// each non-root reads the whole buffer from the root.
+/// Bcast. When every rank can read the root's buffer (it is in the heap, or CMA works)
+/// and write every destination, the copies are shared out: rank k copies part k of the
+/// root's buffer into every non-root buffer, and all cores copy at once (a single reader
+/// is bound by one core's copy rate). A non-root reads its part of a private root buffer
+/// with CMA once, into its own buffer, and forwards it from there. Else each non-root
+/// reads the whole buffer from the root.
 fn bcast(r: &mut Reach, x: &Call) {
     let (me, p, root, n) = (r.c.rank, r.c.size, x.root, x.contrib_len);
     let root_in_heap = x.peers[root].flags & F_SEND_HEAP != 0;
     let dests_reachable =
         r.c.cma_ok || (0..p).all(|j| j == root || x.peers[j].flags & F_RECV_HEAP != 0);
-    if !root_in_heap || !dests_reachable || n < SPLIT_MIN {
+    let split = n >= SPLIT_MIN && dests_reachable && (root_in_heap || r.c.cma_ok);
+    if !split {
         if me != root {
             let store = resolve_store(Store::Hybrid, n, r.c.cfg.nt_threshold);
             r.read(x, at(root, Side::Contrib, 0), x.recv, n, store);
@@ -84,12 +87,19 @@ fn bcast(r: &mut Reach, x: &Call) {
     let (off, len) = part(n, p, me);
     // Streaming pays once what this rank writes no longer fits its cache share.
     let store = resolve_store(Store::Hybrid, len * (p - 1), r.c.cfg.nt_threshold);
-    let src =
-        r.c.peer_ptr(root, x.peers[root].send_off as usize + off, len);
+    let forwards = !root_in_heap && me != root;
+    let src = if root_in_heap {
+        r.c.peer_ptr(root, x.peers[root].send_off as usize + off, len)
+    } else if me == root {
+        x.contrib + off
+    } else {
+        r.read(x, at(root, Side::Contrib, off), x.recv + off, len, store);
+        x.recv + off
+    };
     // Chunk by chunk to every destination: the part is read from memory once, not once per
     // destination (at 4 ranks that is a third of the traffic).
     let to: Vec<_> = (0..p)
-        .filter(|&j| j != root)
+        .filter(|&j| j != root && !(forwards && j == me))
         .map(|j| at(j, Side::Recv, off))
         .collect();
     r.write_all(x, &to, src, len, store);

@@ -55,10 +55,6 @@ impl CollTable {
     }
 }
 
-/// Where a pipelined Bcast through staging starts to beat CMA with no more ranks than
-/// CPUs (see `model_coll_table`).
-const PIPELINE_FROM: usize = 256 << 10;
-
 /// The model table of an operation family for `p` ranks.
 ///
 /// `inline` costs two copies (into the segment, out of it) but a single synchronisation
@@ -68,7 +64,8 @@ const PIPELINE_FROM: usize = 256 << 10;
 /// `inline` (p times the contribution), so their limit is divided by p. Beyond: `direct`
 /// for heap buffers, `inline` for private ones while CMA's system calls cost more than
 /// the second copy, then `cma`, and `staging` where peers' buffers cannot be reached.
-/// A Bcast's private buffers take the pipelined `staging` before `cma` (see below).
+/// With more ranks than CPUs, a Bcast's private buffers take the pipelined `staging`
+/// before `cma` up to half the L2 (see below).
 pub fn model_coll_table(
     family: CollOp,
     m: &Machine,
@@ -107,25 +104,17 @@ pub fn model_coll_table(
             candidates: vec![Direct, Inline, Cma, Staging],
         },
     ];
-    // A Bcast through staging is a pipeline: the root's copy into its staging area and
-    // the readers' copies out of it overlap, which beats CMA's one slower copy from
-    // PIPELINE_FROM (2 ranks, private buffers, 512 KiB and 1 MiB: 1.2x to 1.4x; below 256
-    // KiB both copies cross cores and CMA's single one wins) while the payload fits the
-    // L2 and the staging area: beyond, the chunks go through L3 or memory twice, and CMA's
-    // one copy costs less (2 MiB: even; 4 MiB: CMA 1.2x to 1.6x faster). With more ranks
-    // than CPUs the pipeline wins from the inline area on and at every size (the root
-    // leaves once it is ahead; 4 ranks on 2 CPUs: 1.2x to 1.5x at 64 KiB to 4 MiB, 1.05x
-    // to 1.2x at 8 and 16 MiB).
-    let pipelined = family == CollOp::Bcast;
-    let oversubscribed = p > m.logical_cpus.max(1);
-    if pipelined && !oversubscribed {
-        let from = PIPELINE_FROM.max(cma_from);
-        rows.push(CollRow {
-            max_bytes: from,
-            candidates: vec![Direct, Cma, Staging],
-        });
-        let to = staging_bytes.min(m.l2_bytes);
-        if to > from {
+    // With more ranks than CPUs, a Bcast of private buffers goes through the staging
+    // pipeline (the root copies chunks into its area while the readers copy them out) up
+    // to half the L2 and within the staging area (so that the root never waits for a
+    // slot): a root and a reader that share a core then meet each chunk in its cache, and
+    // the pipeline beats the split CMA copy (4 ranks on 2 CPUs, 64 to 512 KiB: 1.2x to
+    // 1.6x); from 1 MiB the split CMA copy wins (1.0x to 1.3x at 2 to 16 MiB). With a
+    // core each, the split CMA copy wins at every size (2 ranks, 64 KiB to 16 MiB: 1.1x to
+    // 2.5x faster than the pipeline).
+    if family == CollOp::Bcast && p > m.logical_cpus.max(1) {
+        let to = (m.l2_bytes / 2).min(staging_bytes).max(cma_from);
+        if to > cma_from {
             rows.push(CollRow {
                 max_bytes: to,
                 candidates: vec![Direct, Staging, Cma],
@@ -134,11 +123,7 @@ pub fn model_coll_table(
     }
     rows.push(CollRow {
         max_bytes: usize::MAX,
-        candidates: if pipelined && oversubscribed {
-            vec![Direct, Staging, Cma]
-        } else {
-            vec![Direct, Cma, Staging]
-        },
+        candidates: vec![Direct, Cma, Staging],
     });
     CollTable::new(rows)
 }
@@ -181,19 +166,18 @@ mod tests {
     }
 
     #[test]
-    fn private_bcasts_take_the_pipeline_between_cma_rows() {
+    fn private_bcasts_take_the_pipeline_only_with_more_ranks_than_cpus() {
         use CollAlgo::{Cma, Inline, Staging};
         assert_eq!(private_bcast(64 << 10, 2, 2), Inline);
-        assert_eq!(private_bcast(256 << 10, 2, 2), Cma);
-        assert_eq!(private_bcast((256 << 10) + 1, 2, 2), Staging);
-        assert_eq!(private_bcast(2 << 20, 2, 2), Staging);
-        assert_eq!(private_bcast((2 << 20) + 1, 2, 2), Cma);
-        // More ranks than CPUs: the pipeline from the inline area on.
+        assert_eq!(private_bcast((64 << 10) + 1, 2, 2), Cma);
+        assert_eq!(private_bcast(64 << 20, 2, 2), Cma);
+        // More ranks than CPUs: the pipeline from the inline area to half the L2.
         assert_eq!(private_bcast((64 << 10) + 1, 4, 2), Staging);
-        assert_eq!(private_bcast(64 << 20, 4, 2), Staging);
+        assert_eq!(private_bcast(1 << 20, 4, 2), Staging);
+        assert_eq!(private_bcast((1 << 20) + 1, 4, 2), Cma);
         // The other families are unchanged: CMA for large private buffers.
         let m = shmcoll_kernels::hw::machine();
-        let t = model_coll_table(CollOp::Allgather, m, 2, 64 << 10, 4 << 20);
+        let t = model_coll_table(CollOp::Allgather, m, 4, 64 << 10, 4 << 20);
         assert_eq!(t.candidates(1 << 20), &[CollAlgo::Direct, Cma, Staging]);
     }
 }
