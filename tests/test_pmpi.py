@@ -166,16 +166,22 @@ def test_the_other_collectives_equal_pmpi_and_unknown_operators_pass_through(mpi
         assert red["handled"] > 0 and red["passed"] == red["reduction"] == 2, red
 
 
-def test_large_private_bcasts_take_the_staging_pipeline(mpich: Mpi) -> None:
-    """Private (malloc'ed) Bcast buffers of 240 KiB take CMA and of 547 KiB the pipeline
-    through the root's staging area (the model's rows for 2 ranks on 2 CPUs), with results
-    equal to PMPI_Bcast's."""
+@pytest.mark.parametrize("n", [2, 3])
+def test_large_private_bcasts_take_the_model_algorithm(mpich: Mpi, n: int) -> None:
+    """Private (malloc'ed) Bcast buffers of 547 KiB take the algorithm the model names for
+    them (the split CMA copy with a core per rank, the staging pipeline with more ranks
+    than CPUs), with results equal to PMPI_Bcast's."""
+    from shmcoll import _core
+
+    size = 70000 * 8  # the largest Bcast of collectives_check.c
+    row = next(algos for hi, algos in _core.coll_model_table("Bcast", n) if hi is None or size <= hi)
+    want = next(a for a in row if a != "direct")
     env = {**SERVE_ALL_SIZES, "SHMCOLL_PMPI_SHARED_MALLOC": "0"}
-    p = mpich.run(2, mpich.compile("collectives_check"), env=env)
+    p = mpich.run(n, mpich.compile("collectives_check"), env=env)
     assert ", 0 failures" in p.stdout, p.stdout + p.stderr
-    for r in range(2):
+    for r in range(n):
         b = stats(p.stderr)[(r, "MPI_Bcast")]
-        assert b.get("via-staging", 0) > 0 and b.get("via-cma", 0) > 0, b
+        assert b.get(f"via-{want}", 0) > 0, (want, b)
 
 
 def test_sizes_where_mpi_was_faster_go_to_mpi(mpich: Mpi) -> None:
