@@ -499,6 +499,43 @@ def test_fast_path_dtype_by_identity() -> None:
     check_all(run_ranks(2, dtype_objects_in_turn))
 
 
+def gather_scatter_routes() -> list[str]:
+    """Gather and Scatter of plain arrays run natively (the Python implementation is never
+    called, whatever the non-roots pass as the buffer they do not use); a buffer
+    specification goes to the Python implementation."""
+    comm = shmcoll.Comm()
+    p, me = comm.size, comm.rank
+    fails: list[str] = []
+    calls: list[str] = []
+    for name in ("_py_Gather", "_py_Scatter"):
+        impl = getattr(comm, name)
+        setattr(comm, name, lambda *a, _n=name, _f=impl, **k: (calls.append(_n), _f(*a, **k)))
+    mine = np.full(3, me, np.int32)
+    every = np.repeat(np.arange(p, dtype=np.int32), 3)
+    for root in range(p):
+        got = np.zeros(3 * p, np.int32) if me == root else None
+        comm.Gather(mine, got, root=root)
+        if got is not None and not np.array_equal(got, every):
+            fails.append(f"Gather root={root}: {got}")
+        part = np.zeros(3, np.int32)
+        comm.Scatter(every if me == root else None, part, root=root)
+        if not np.array_equal(part, mine):
+            fails.append(f"Scatter root={root}: {part}")
+    if calls:
+        fails.append(f"plain arrays took the Python path: {calls}")
+    got = np.zeros(3 * p, np.int32) if me == 0 else None
+    comm.Gather([mine, "i"], None if got is None else [got, "i"], root=0)
+    if calls != ["_py_Gather"] or (got is not None and not np.array_equal(got, every)):
+        fails.append(f"a buffer spec: {calls} {got}")
+    comm.Free()
+    return fails
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3])
+def test_gather_and_scatter_of_plain_arrays_run_natively(nranks: int) -> None:
+    check_all(run_ranks(nranks, gather_scatter_routes))
+
+
 def mpi_spec_forms() -> list[str]:
     comm = shmcoll.Comm()
     p, me = comm.size, comm.rank

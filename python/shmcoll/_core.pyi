@@ -171,6 +171,10 @@ class CommBase:
         traffic: str | None = None,
     ) -> None:
         """Element-wise combination of p equal blocks; rank i gets block i."""
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+        """Every rank's `sendbuf` into the root's `recvbuf`, in rank order."""
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+        """Block j of the root's `sendbuf` into rank j's `recvbuf`."""
     def Barrier(self) -> None: ...
     def barrier(self) -> None: ...
     def Get_rank(self) -> int: ...

@@ -39,8 +39,8 @@ def _mpi_spec(spec: Any) -> Any:
 class Collectives:
     """Bcast, Allgather(v), Gather(v), Scatter(v), Reduce_scatter(_block), Allreduce, Reduce.
 
-    Allreduce, Reduce, Bcast, Allgather and Reduce_scatter_block are native methods of
-    `_core.CommBase` for plain arrays and predefined operators; for anything else they call
+    Allreduce, Reduce, Bcast, Allgather, Reduce_scatter_block, Gather and Scatter are
+    native methods of `_core.CommBase` for plain arrays and predefined operators; for anything else they call
     the `_py_<Name>` methods here."""
 
     # Provided by shmcoll.Comm and its native base.
@@ -92,7 +92,7 @@ class Collectives:
         alg = algorithm
         self._coll("Allgatherv", s, r.buf, 0, None, r.counts, r.displs, None, None, alg)
 
-    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+    def _py_Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
         """Gather every rank's `sendbuf` into the root's `recvbuf` (rank order)."""
         try:
             block = r = None
@@ -119,7 +119,7 @@ class Collectives:
         alg = algorithm
         self._coll("Gatherv", s, r, root, None, counts, displs, None, None, alg)
 
-    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+    def _py_Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
         """Send block j of the root's `sendbuf` to rank j's `recvbuf`."""
         try:
             block = s = None

@@ -347,6 +347,46 @@ impl CommBase {
         dispatch(slf, fast, "_py_Allgather", (sendbuf, recvbuf))
     }
 
+    /// Gather every rank's `sendbuf` into the root's `recvbuf` (rank order).
+    #[pyo3(name = "Gather", signature = (sendbuf, recvbuf, root=0, *, algorithm=None))]
+    fn gather_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        root: usize,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let fast = Fast {
+            op: CollOp::Gather,
+            send: Some(sendbuf),
+            recv: recvbuf,
+            root,
+            red: None,
+            algorithm,
+        };
+        dispatch(slf, fast, "_py_Gather", (sendbuf, recvbuf, root))
+    }
+
+    /// Send block j of the root's `sendbuf` to rank j's `recvbuf`.
+    #[pyo3(name = "Scatter", signature = (sendbuf, recvbuf, root=0, *, algorithm=None))]
+    fn scatter_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        root: usize,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let fast = Fast {
+            op: CollOp::Scatter,
+            send: Some(sendbuf),
+            recv: recvbuf,
+            root,
+            red: None,
+            algorithm,
+        };
+        dispatch(slf, fast, "_py_Scatter", (sendbuf, recvbuf, root))
+    }
+
     /// Combine every rank's `sendbuf` (p equal blocks) with `op`; rank i gets block i.
     #[pyo3(name = "Reduce_scatter_block", signature = (sendbuf, recvbuf, op=None, *, algorithm=None, compress=None, traffic=None))]
     fn reduce_scatter_block_py(

@@ -1,5 +1,5 @@
-//! Native entry points of the most frequent collectives (Allreduce, Reduce, Bcast,
-//! Allgather, Reduce_scatter_block) for plain arrays: a call with two NumPy arrays and a
+//! Native entry points of the collectives with one buffer per side (Allreduce, Reduce,
+//! Bcast, Allgather, Reduce_scatter_block, Gather, Scatter) for plain arrays: a call with two NumPy arrays and a
 //! predefined operator goes from Python straight into the engine, as Alltoall does. Any
 //! other form (mpi4py buffer specifications, datatypes, user operators) returns `None`
 //! here and the caller hands it to the Python implementation (`Comm._py_<Name>`).
@@ -140,11 +140,18 @@ pub fn try_fast(
     red: Option<&Bound<'_, PyAny>>,
     algorithm: Option<&str>,
 ) -> Option<PyResult<()>> {
-    // Reduce: only the root has a receive buffer (mpi4py ignores the others').
-    let needs_recv = !(op == CollOp::Reduce && comm.rank() != root);
+    // Reduce and Gather: only the root has a receive buffer; Scatter: only the root a send
+    // buffer (mpi4py ignores the others').
+    let at_root = comm.rank() == root;
+    let needs_recv = at_root || !matches!(op, CollOp::Reduce | CollOp::Gather);
     if needs_recv && !is_buffer(recvbuf) {
         return None;
     }
+    let sendbuf = if op == CollOp::Scatter && !at_root {
+        None
+    } else {
+        sendbuf
+    };
     let mpi_in_place =
         |s: &Bound<'_, PyAny>| MPI_IN_PLACE.get(py).is_some_and(|ip| ip.bind(py).is(s));
     let send = match sendbuf {
@@ -179,6 +186,15 @@ pub fn try_fast(
                 return None;
             }
             block = Some(if in_place { n / p } else { n });
+        }
+        // The root's buffer of p blocks sets the block; the others' size comes from their
+        // own buffer, and the engine checks that all agree.
+        CollOp::Gather | CollOp::Scatter if at_root => {
+            let n = nbytes(if op == CollOp::Gather { recvbuf } else { send? })?;
+            if !n.is_multiple_of(p) {
+                return None;
+            }
+            block = Some(n / p);
         }
         _ => {}
     }
