@@ -6,6 +6,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import shmcoll
 from shmcoll.buffers import (
@@ -300,3 +302,60 @@ def test_vector_not_a_buffer() -> None:
         parse_vector(object(), 2)
     with pytest.raises(shmcoll.BadBufferError, match="buffer protocol"):
         parse_vector([[1.0, 2.0], [1, 1]], 2)
+
+
+# -- the native vector parser -------------------------------------------------------------
+def _vector_specs(MPI, buf, counts, displs):  # type: ignore[no-untyped-def]
+    """Every vector form, with predefined, derived, NumPy and no datatypes."""
+    derived = MPI.DOUBLE.Create_contiguous(1).Commit()
+    out = []
+    for dt in (MPI.DOUBLE, MPI.BYTE, MPI.INT, MPI.C_DOUBLE_COMPLEX, derived, "d", np.dtype(np.int16), None):
+        out += [
+            [buf, (counts, displs), dt],
+            [buf, (tuple(counts), list(displs)), dt],
+            [buf, counts, displs, dt],
+            [buf, counts, dt],
+            (buf, tuple(counts), dt),
+        ]
+    return out, derived
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(1, 6),
+    data=st.data(),
+)
+def test_native_vector_parser_agrees_with_python(MPI, size: int, data: st.DataObject) -> None:  # type: ignore[no-untyped-def]
+    """Where the native parser resolves a vector specification it gives the Python parser's
+    bytes exactly; where it declines (NumPy dtypes, derived types, negative or wrong-length
+    counts) the Python parser decides. Lists of ints with a predefined datatype, the common
+    case, always resolve natively."""
+    from shmcoll import _core
+    from shmcoll.buffers import parse_vector_py
+
+    n = data.draw(st.integers(-1, 5))  # -1: a negative count somewhere
+    counts = [data.draw(st.integers(0, 9)) for _ in range(size)]
+    if n < 0:
+        counts[data.draw(st.integers(0, size - 1))] = -1
+    displs = [data.draw(st.integers(0, 50)) for _ in range(size)]
+    if data.draw(st.booleans()):
+        displs = displs[:-1]  # wrong length
+    buf = np.zeros(400)
+    specs, derived = _vector_specs(MPI, buf, counts, displs)
+    try:
+        for spec in specs:
+            hit = _core.vector_spec(spec, size)
+            try:
+                want = parse_vector_py(spec, size)
+            except (shmcoll.ShmcollError, ValueError, TypeError):
+                assert hit is None, spec
+                continue
+            if hit is None:
+                dt = spec[-1]
+                common = isinstance(dt, MPI.Datatype) and dt.is_predefined and len(displs) == size
+                assert not (common and min(counts) >= 0), spec
+                continue
+            got = Vector(*hit)
+            assert got.buf is want.buf and got.counts == want.counts and got.displs == want.displs, spec
+    finally:
+        derived.Free()

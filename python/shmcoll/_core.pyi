@@ -37,6 +37,7 @@ __all__ = [
     "register_mpi",
     "resolve",
     "settings",
+    "vector_spec",
     "zfp_compressed_size",
     "zfp_decode",
     "zfp_encode",
@@ -294,6 +295,11 @@ def coll_model_table(
     op: str, nranks: int, inline_bytes: int = 65536, staging_bytes: int = 4194304
 ) -> list[tuple[int | None, list[str]]]:
     """The model table of a collective family (rows: max bytes or None, algorithms)."""
+
+def vector_spec(spec: Any, size: int) -> tuple[Any, list[int], list[int]] | None:
+    """(buffer, counts in bytes, displacements in bytes) of an mpi4py vector buffer
+    specification with lists of ints and a predefined mpi4py datatype; None for any other
+    form (the Python parser resolves those)."""
 
 def coll_algorithms() -> list[tuple[str, str]]:
     """(name, description) of the collectives' algorithms."""

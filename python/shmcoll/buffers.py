@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _core
 from .errors import ArgumentError, BadBufferError, UnsupportedError
 
 
@@ -185,6 +186,16 @@ def parse_simple(spec: Any, size: int) -> Simple:
 
 def parse_vector(spec: Any, size: int) -> Vector:
     """Resolve a send or receive specification of Alltoallv."""
+    # Lists of ints and a predefined mpi4py datatype resolve natively (a microsecond less
+    # per specification); the native parser declines everything else.
+    hit = _core.vector_spec(spec, size)
+    if hit is not None:
+        return Vector(*hit)
+    return parse_vector_py(spec, size)
+
+
+def parse_vector_py(spec: Any, size: int) -> Vector:
+    """`parse_vector` in Python: every form, and the errors."""
     buf, rest = _split(spec)
     dtype: Any = None
     counts: Any = None

@@ -13,6 +13,8 @@ the result lands at its start).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +22,12 @@ import numpy as np
 
 from .buffers import IN_PLACE, Whole, is_in_place, parse_vector, parse_whole
 from .errors import ArgumentError, UnsupportedError
-from .ops import SUM, Op, note_fallback, op_name, supports
+from .ops import SUM, Op, dtype_name, note_fallback, op_name, supports
+
+
+@functools.lru_cache(maxsize=64)
+def _itemsize(dtype_name: str) -> int:
+    return int(np.dtype(dtype_name).itemsize)
 
 
 def _split_bytes(w: Whole, p: int, what: str) -> int:
@@ -169,7 +176,7 @@ class Collectives:
                 )
             note_fallback(what)
             return None
-        return (None if s is None else s.buf), r, dt.name, str(o)
+        return (None if s is None else s.buf), r, dtype_name(dt), str(o)
 
     def _fallback(self, name: str, *args: Any, **kw: Any) -> None:
         getattr(self._mpi, name)(*[_mpi_spec(a) for a in args], **kw)
@@ -251,7 +258,7 @@ class Collectives:
             if red is not None:
                 s, r, dt, o = red
                 assert r is not None
-                isz = np.dtype(dt).itemsize
+                isz = _itemsize(dt)
                 if recvcounts is None and s is None:
                     raise ArgumentError("Reduce_scatter with IN_PLACE needs recvcounts")
                 if recvcounts is not None:
@@ -270,5 +277,5 @@ class Collectives:
             self._coll("Allgather", mine, everyone, 0, 8, None, None, None, None, None)
             counts = [int(c) for c in everyone]
         nbytes = [c * isz for c in counts]
-        displs = [sum(nbytes[:j]) for j in range(self.size)]
+        displs = list(itertools.accumulate(nbytes, initial=0))[:-1]
         self._coll("Reduce_scatter", s, r.buf, 0, None, nbytes, displs, dt, o, algorithm)

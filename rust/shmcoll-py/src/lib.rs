@@ -14,6 +14,7 @@ mod heap;
 mod machine;
 mod persistent;
 mod table;
+mod vector_spec;
 
 use pyo3::prelude::*;
 
@@ -106,6 +107,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<persistent::Prequest>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;
+    m.add_function(wrap_pyfunction!(vector_spec::vector_spec, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::reduction_supported, m)?)?;
     m.add_function(wrap_pyfunction!(machine::machine, m)?)?;
     m.add_function(wrap_pyfunction!(machine::settings, m)?)?;
