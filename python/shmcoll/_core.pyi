@@ -125,6 +125,16 @@ class CommBase:
         compress: Any = None,
         traffic: str | None = None,
     ) -> None: ...
+    def Alltoallv(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        *,
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> None:
+        """Alltoall with per-rank counts and displacements (mpi4py's vector specifications)."""
     def Allreduce(
         self,
         sendbuf: Any,
@@ -172,6 +182,12 @@ class CommBase:
         traffic: str | None = None,
     ) -> None:
         """Element-wise combination of p equal blocks; rank i gets block i."""
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
+        """Allgather with per-rank counts and displacements in `recvbuf`'s specification."""
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+        """Gather with per-rank counts and displacements (the root's `recvbuf`)."""
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+        """Scatter with per-rank counts and displacements (the root's `sendbuf`)."""
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
         """Every rank's `sendbuf` into the root's `recvbuf`, in rank order."""
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:

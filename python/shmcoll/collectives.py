@@ -47,7 +47,9 @@ class Collectives:
     """Bcast, Allgather(v), Gather(v), Scatter(v), Reduce_scatter(_block), Allreduce, Reduce.
 
     Allreduce, Reduce, Bcast, Allgather, Reduce_scatter_block, Gather and Scatter are
-    native methods of `_core.CommBase` for plain arrays and predefined operators; for anything else they call
+    native methods of `_core.CommBase` for plain arrays and predefined operators, and
+    Allgatherv, Gatherv and Scatterv for vector specifications of lists of ints with a
+    predefined mpi4py datatype; for anything else they call
     the `_py_<Name>` methods here."""
 
     # Provided by shmcoll.Comm and its native base.
@@ -88,7 +90,7 @@ class Collectives:
             raise
         self._coll("Allgather", s, r.buf, 0, block, None, None, None, None, algorithm)
 
-    def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
+    def _py_Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
         """Allgather with per-rank counts and displacements in `recvbuf`'s specification."""
         try:
             r = parse_vector(recvbuf, self.size)
@@ -112,7 +114,7 @@ class Collectives:
             raise
         self._coll("Gather", s, r, root, block, None, None, None, None, algorithm)
 
-    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+    def _py_Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
         """Gather with per-rank counts and displacements (the root's `recvbuf` spec)."""
         try:
             counts = displs = r = None
@@ -139,7 +141,9 @@ class Collectives:
             raise
         self._coll("Scatter", s, r, root, block, None, None, None, None, algorithm)
 
-    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
+    def _py_Scatterv(
+        self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None
+    ) -> None:
         """Scatter with per-rank counts and displacements (the root's `sendbuf` spec)."""
         try:
             counts = displs = s = None

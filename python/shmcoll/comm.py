@@ -265,7 +265,7 @@ class Comm(Collectives, Persistent, _core.CommBase):
         return Comm(_Prepared(seg, rank, None))
 
     # -- collectives ------------------------------------------------------------------
-    def Alltoallv(
+    def _py_Alltoallv(
         self,
         sendbuf: Any,
         recvbuf: Any,

@@ -15,11 +15,12 @@ use shmcoll_shm::Segment;
 
 use crate::buffer::{hold, BorrowError, Borrowed};
 use crate::errors::{to_py, IntoPyResult};
-use crate::fastpath::try_fast;
+use crate::fastpath::{is_in_place, try_fast};
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 use crate::heap::{HeapBuffer, PeerView};
 use crate::persistent::Prequest;
 use crate::table::{from_rows, to_rows, RangeRow};
+use crate::vector_spec::{vector_collective, vector_spec};
 
 /// A segment created by this process (the launcher or rank 0); keeps it alive and, once
 /// dropped, unlinks it if the handshake has not already.
@@ -387,6 +388,65 @@ impl CommBase {
         dispatch(slf, fast, "_py_Scatter", (sendbuf, recvbuf, root))
     }
 
+    /// Allgather with per-rank counts and displacements in `recvbuf`'s specification.
+    #[pyo3(name = "Allgatherv", signature = (sendbuf, recvbuf, *, algorithm=None))]
+    fn allgatherv_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        vector_dispatch(
+            slf,
+            CollOp::Allgatherv,
+            sendbuf,
+            recvbuf,
+            0,
+            algorithm,
+            "_py_Allgatherv",
+        )
+    }
+
+    /// Gather with per-rank counts and displacements (the root's `recvbuf` specification).
+    #[pyo3(name = "Gatherv", signature = (sendbuf, recvbuf, root=0, *, algorithm=None))]
+    fn gatherv_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        root: usize,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        vector_dispatch(
+            slf,
+            CollOp::Gatherv,
+            sendbuf,
+            recvbuf,
+            root,
+            algorithm,
+            "_py_Gatherv",
+        )
+    }
+
+    /// Scatter with per-rank counts and displacements (the root's `sendbuf` specification).
+    #[pyo3(name = "Scatterv", signature = (sendbuf, recvbuf, root=0, *, algorithm=None))]
+    fn scatterv_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        root: usize,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        vector_dispatch(
+            slf,
+            CollOp::Scatterv,
+            sendbuf,
+            recvbuf,
+            root,
+            algorithm,
+            "_py_Scatterv",
+        )
+    }
+
     /// Combine every rank's `sendbuf` (p equal blocks) with `op`; rank i gets block i.
     #[pyo3(name = "Reduce_scatter_block", signature = (sendbuf, recvbuf, op=None, *, algorithm=None, compress=None, traffic=None))]
     fn reduce_scatter_block_py(
@@ -546,6 +606,51 @@ impl CommBase {
 
     /// Alltoallv with counts and displacements in bytes. `sendbuf=None` means in place
     /// (then the send side uses the receive counts and displacements).
+    /// Alltoall with per-rank counts and displacements (mpi4py's vector specifications;
+    /// `sendbuf` may be IN_PLACE). Lists of ints with a predefined datatype resolve here;
+    /// any other form goes to the Python parser (`Comm._py_Alltoallv`).
+    #[pyo3(name = "Alltoallv", signature = (sendbuf, recvbuf, *, algorithm=None, order=None, store=None))]
+    fn alltoallv_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        algorithm: Option<&str>,
+        order: Option<&str>,
+        store: Option<&str>,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let size = slf.borrow_mut().comm(py)?.size();
+        let send = if is_in_place(sendbuf) {
+            Some(None)
+        } else {
+            vector_spec(sendbuf, size).map(Some)
+        };
+        if let (Some((rbuf, rc, rd)), Some(send)) = (vector_spec(recvbuf, size), send) {
+            let (sbuf, sc, sd) = match send {
+                Some((b, c, d)) => (Some(b), c, d),
+                None => (None, rc.clone(), rd.clone()),
+            };
+            return slf.borrow_mut().alltoallv(
+                py,
+                sbuf.as_ref(),
+                &rbuf,
+                sc,
+                sd,
+                rc,
+                rd,
+                algorithm,
+                order,
+                store,
+            );
+        }
+        let kw = PyDict::new(py);
+        kw.set_item("algorithm", algorithm)?;
+        kw.set_item("order", order)?;
+        kw.set_item("store", store)?;
+        slf.call_method("_py_Alltoallv", (sendbuf, recvbuf), Some(&kw))
+            .map(|_| ())
+    }
+
     #[pyo3(name = "_alltoallv", signature = (sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, algorithm=None, order=None, store=None))]
     #[allow(clippy::too_many_arguments)]
     fn alltoallv(
@@ -918,6 +1023,35 @@ fn dispatch<'py, A: pyo3::call::PyCallArgs<'py>>(
     let kw = PyDict::new(py);
     kw.set_item("algorithm", f.algorithm)?;
     slf.call_method(method, args, Some(&kw)).map(|_| ())
+}
+
+/// A vector collective natively (`vector_collective`), else through the Python
+/// implementation `method(sendbuf, recvbuf[, root], algorithm=...)`.
+fn vector_dispatch(
+    slf: &Bound<'_, CommBase>,
+    op: CollOp,
+    sendbuf: &Bound<'_, PyAny>,
+    recvbuf: &Bound<'_, PyAny>,
+    root: usize,
+    algorithm: Option<&str>,
+    method: &str,
+) -> PyResult<()> {
+    let py = slf.py();
+    {
+        let mut me = slf.borrow_mut();
+        let comm = me.comm(py)?;
+        if let Some(r) = vector_collective(py, comm, op, sendbuf, recvbuf, root, algorithm) {
+            return r;
+        }
+    }
+    let kw = PyDict::new(py);
+    kw.set_item("algorithm", algorithm)?;
+    if op == CollOp::Allgatherv {
+        slf.call_method(method, (sendbuf, recvbuf), Some(&kw))
+    } else {
+        slf.call_method(method, (sendbuf, recvbuf, root), Some(&kw))
+    }
+    .map(|_| ())
 }
 
 /// Raise the exporter's own exception when there is one (after the peers were told),

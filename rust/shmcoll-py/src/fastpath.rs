@@ -50,7 +50,14 @@ pub fn register_mpi(
     Ok(())
 }
 
-fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
+/// `shmcoll.IN_PLACE` or mpi4py's `MPI.IN_PLACE`.
+pub fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
+    let py = obj.py();
+    MPI_IN_PLACE.get(py).is_some_and(|ip| ip.bind(py).is(obj))
+        || in_place(py).is_some_and(|ip| ip.is(obj))
+}
+
+pub(crate) fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
     // SAFETY: `obj` is a live object; the call only inspects its type.
     unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 }
 }

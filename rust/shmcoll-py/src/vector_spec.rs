@@ -66,13 +66,76 @@ fn is_seq(obj: &Bound<'_, PyAny>) -> bool {
     PyList::is_type_of(obj) || PyTuple::is_type_of(obj)
 }
 
+/// Allgatherv, Gatherv or Scatterv natively when the vector side (the receive buffer,
+/// or Scatterv's send buffer, at the root for the rooted ones) resolves here and the
+/// other side is a plain buffer or IN_PLACE; None sends the call to the Python
+/// implementation.
+pub fn vector_collective<'py>(
+    py: Python<'py>,
+    comm: &mut shmcoll_coll::Comm,
+    op: shmcoll_coll::CollOp,
+    sendbuf: &Bound<'py, PyAny>,
+    recvbuf: &Bound<'py, PyAny>,
+    root: usize,
+    algorithm: Option<&str>,
+) -> Option<PyResult<()>> {
+    use crate::collectives::{run, CollArgs};
+    use crate::fastpath::{is_buffer, is_in_place};
+    use shmcoll_coll::CollOp;
+    let p = comm.size();
+    let plain = |o: &Bound<'py, PyAny>| -> Option<Option<Bound<'py, PyAny>>> {
+        if is_in_place(o) {
+            Some(None)
+        } else if is_buffer(o) {
+            Some(Some(o.clone()))
+        } else {
+            None
+        }
+    };
+    // The side whose counts only the root has (Gatherv's receive, Scatterv's send).
+    let at_root = comm.rank() == root;
+    let (send, recv, counts, displs) = match op {
+        CollOp::Allgatherv => {
+            let (r, c, d) = vector_spec(recvbuf, p)?;
+            (plain(sendbuf)?, Some(r), Some(c), Some(d))
+        }
+        CollOp::Gatherv if at_root => {
+            let (r, c, d) = vector_spec(recvbuf, p)?;
+            (plain(sendbuf)?, Some(r), Some(c), Some(d))
+        }
+        CollOp::Gatherv => (plain(sendbuf)?, None, None, None),
+        CollOp::Scatterv if at_root => {
+            let (s, c, d) = vector_spec(sendbuf, p)?;
+            (Some(s), plain(recvbuf)?, Some(c), Some(d))
+        }
+        CollOp::Scatterv => (None, plain(recvbuf)?, None, None),
+        _ => return None,
+    };
+    Some(run(
+        py,
+        comm,
+        CollArgs {
+            op,
+            sendbuf: send.as_ref(),
+            recvbuf: recv.as_ref(),
+            root,
+            block: None,
+            counts,
+            displs,
+            dtype: None,
+            reduce_op: None,
+            algorithm,
+        },
+    ))
+}
+
+/// A resolved vector specification: the buffer, counts and displacements in bytes.
+pub type Vector<'py> = (Bound<'py, PyAny>, Vec<usize>, Vec<usize>);
+
 /// `(buffer, counts in bytes, displacements in bytes)` of a vector specification for a
 /// communicator of `size` ranks, or None when the Python parser must handle it.
 #[pyfunction]
-pub fn vector_spec<'py>(
-    spec: &Bound<'py, PyAny>,
-    size: usize,
-) -> Option<(Bound<'py, PyAny>, Vec<usize>, Vec<usize>)> {
+pub fn vector_spec<'py>(spec: &Bound<'py, PyAny>, size: usize) -> Option<Vector<'py>> {
     if !is_seq(spec) {
         return None;
     }
