@@ -500,14 +500,15 @@ def test_fast_path_dtype_by_identity() -> None:
 
 
 def gather_scatter_routes() -> list[str]:
-    """Gather and Scatter of plain arrays run natively (the Python implementation is never
-    called, whatever the non-roots pass as the buffer they do not use); a buffer
-    specification goes to the Python implementation."""
+    """Gather, Scatter and Reduce_scatter (with recvcounts) of plain arrays run natively
+    (the Python implementation is never called, whatever the non-roots pass as the buffer
+    they do not use); a buffer specification, or Reduce_scatter without recvcounts, goes to
+    the Python implementation."""
     comm = shmcoll.Comm()
     p, me = comm.size, comm.rank
     fails: list[str] = []
     calls: list[str] = []
-    for name in ("_py_Gather", "_py_Scatter"):
+    for name in ("_py_Gather", "_py_Scatter", "_py_Reduce_scatter"):
         impl = getattr(comm, name)
         setattr(comm, name, lambda *a, _n=name, _f=impl, **k: (calls.append(_n), _f(*a, **k)))
     mine = np.full(3, me, np.int32)
@@ -521,8 +522,20 @@ def gather_scatter_routes() -> list[str]:
         comm.Scatter(every if me == root else None, part, root=root)
         if not np.array_equal(part, mine):
             fails.append(f"Scatter root={root}: {part}")
+    counts = list(range(1, p + 1))
+    x = np.arange(sum(counts), dtype=np.float64) + me
+    part = np.zeros(counts[me])
+    comm.Reduce_scatter(x, part, counts, op=shmcoll.SUM)
+    lo = sum(counts[:me])
+    want = sum(np.arange(sum(counts), dtype=np.float64) + j for j in range(p))[lo : lo + counts[me]]
+    if not np.array_equal(part, want):
+        fails.append(f"Reduce_scatter: {part} != {want}")
     if calls:
         fails.append(f"plain arrays took the Python path: {calls}")
+    comm.Reduce_scatter(x, part, op=shmcoll.SUM)  # the counts are gathered in Python
+    if calls != ["_py_Reduce_scatter"] or not np.array_equal(part, want):
+        fails.append(f"Reduce_scatter without recvcounts: {calls} {part}")
+    calls.clear()
     got = np.zeros(3 * p, np.int32) if me == 0 else None
     comm.Gather([mine, "i"], None if got is None else [got, "i"], root=0)
     if calls != ["_py_Gather"] or (got is not None and not np.array_equal(got, every)):
@@ -532,7 +545,7 @@ def gather_scatter_routes() -> list[str]:
 
 
 @pytest.mark.parametrize("nranks", [1, 2, 3])
-def test_gather_and_scatter_of_plain_arrays_run_natively(nranks: int) -> None:
+def test_gather_scatter_and_reduce_scatter_of_plain_arrays_run_natively(nranks: int) -> None:
     check_all(run_ranks(nranks, gather_scatter_routes))
 
 

@@ -182,6 +182,17 @@ class CommBase:
         traffic: str | None = None,
     ) -> None:
         """Element-wise combination of p equal blocks; rank i gets block i."""
+    def Reduce_scatter(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        recvcounts: Any = None,
+        op: Any = None,
+        *,
+        algorithm: str | None = None,
+    ) -> None:
+        """Element-wise combination; rank i gets the `recvcounts[i]` elements after those of
+        ranks 0..i-1."""
     def Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
         """Allgather with per-rank counts and displacements in `recvbuf`'s specification."""
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:

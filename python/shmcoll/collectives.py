@@ -244,7 +244,7 @@ class Collectives:
         assert r is not None
         self._coll("Reduce_scatter_block", s, r.buf, 0, block, None, None, dt, o, algorithm)
 
-    def Reduce_scatter(
+    def _py_Reduce_scatter(
         self,
         sendbuf: Any,
         recvbuf: Any,

@@ -15,7 +15,7 @@ use shmcoll_shm::Segment;
 
 use crate::buffer::{hold, BorrowError, Borrowed};
 use crate::errors::{to_py, IntoPyResult};
-use crate::fastpath::{is_in_place, try_fast};
+use crate::fastpath::{is_in_place, try_fast, try_reduce_scatter};
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 use crate::heap::{HeapBuffer, PeerView};
 use crate::persistent::Prequest;
@@ -386,6 +386,37 @@ impl CommBase {
             algorithm,
         };
         dispatch(slf, fast, "_py_Scatter", (sendbuf, recvbuf, root))
+    }
+
+    /// Combine every rank's `sendbuf` with `op`; rank i gets the `recvcounts[i]` elements
+    /// after those of ranks 0..i-1.
+    #[pyo3(name = "Reduce_scatter", signature = (sendbuf, recvbuf, recvcounts=None, op=None, *, algorithm=None))]
+    fn reduce_scatter_py(
+        slf: &Bound<'_, Self>,
+        sendbuf: &Bound<'_, PyAny>,
+        recvbuf: &Bound<'_, PyAny>,
+        recvcounts: Option<&Bound<'_, PyAny>>,
+        op: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&str>,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        {
+            let mut me = slf.borrow_mut();
+            let comm = me.comm(py)?;
+            if let Some(r) =
+                try_reduce_scatter(py, comm, sendbuf, recvbuf, recvcounts, op, algorithm)
+            {
+                return r;
+            }
+        }
+        let kw = PyDict::new(py);
+        kw.set_item("algorithm", algorithm)?;
+        slf.call_method(
+            "_py_Reduce_scatter",
+            (sendbuf, recvbuf, recvcounts, op),
+            Some(&kw),
+        )
+        .map(|_| ())
     }
 
     /// Allgather with per-rank counts and displacements in `recvbuf`'s specification.

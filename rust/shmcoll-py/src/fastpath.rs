@@ -135,6 +135,67 @@ fn nbytes(obj: &Bound<'_, PyAny>) -> Option<usize> {
         .ok()
 }
 
+/// Reduce_scatter with plain arrays, a predefined operator and `recvcounts` given as a
+/// list or tuple of ints (without them, the counts must first be gathered: the Python
+/// implementation does that); None sends the call there.
+pub fn try_reduce_scatter(
+    py: Python<'_>,
+    comm: &mut Comm,
+    sendbuf: &Bound<'_, PyAny>,
+    recvbuf: &Bound<'_, PyAny>,
+    recvcounts: Option<&Bound<'_, PyAny>>,
+    red: Option<&Bound<'_, PyAny>>,
+    algorithm: Option<&str>,
+) -> Option<PyResult<()>> {
+    let p = comm.size();
+    let rc = recvcounts?;
+    if !(rc.is_instance_of::<pyo3::types::PyList>() || rc.is_instance_of::<pyo3::types::PyTuple>())
+    {
+        return None;
+    }
+    let counts: Vec<usize> = rc.extract().ok()?;
+    if counts.len() != p || !is_buffer(recvbuf) {
+        return None;
+    }
+    let send = if is_in_place(sendbuf) {
+        None
+    } else if is_buffer(sendbuf) {
+        Some(sendbuf)
+    } else {
+        return None;
+    };
+    let d = dtype(recvbuf)?;
+    let o = operator(py, red)?;
+    if !o.supports(d) {
+        return None;
+    }
+    let bytes: Vec<usize> = counts.iter().map(|&c| c * d.size()).collect();
+    let displs = bytes
+        .iter()
+        .scan(0, |at, &n| {
+            let o = *at;
+            *at += n;
+            Some(o)
+        })
+        .collect();
+    Some(run(
+        py,
+        comm,
+        CollArgs {
+            op: CollOp::ReduceScatter,
+            sendbuf: send,
+            recvbuf: Some(recvbuf),
+            root: 0,
+            block: None,
+            counts: Some(bytes),
+            displs: Some(displs),
+            dtype: Some(Named::Value(d)),
+            reduce_op: Some(Named::Value(o)),
+            algorithm,
+        },
+    ))
+}
+
 /// One call on the fast path, or None when the arguments need the Python implementation.
 #[allow(clippy::too_many_arguments)]
 pub fn try_fast(
