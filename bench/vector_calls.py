@@ -1,0 +1,95 @@
+"""The vector collectives with mpi4py's list specifications, against MPI in the same
+launch: Alltoallv, Allgatherv, Gatherv, Scatterv (``[buf, (counts, displs), MPI.DOUBLE]``)
+and Reduce_scatter (a ``recvcounts`` list), with ragged counts.
+
+    mpiexec -n 2 python bench/vector_calls.py [--sizes 8:64K] [--iters 2000]
+
+Per iteration: rewrite the send buffer, an untimed barrier, the timed call. A figure is
+the median over iterations of the slowest rank's time; ratio = MPI / shmcoll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+from mpi4py import MPI
+
+import shmcoll
+
+
+def sizes(spec: str) -> list[int]:
+    def b(s: str) -> int:
+        s = s.upper()
+        return int(s[:-1]) << (10 if s[-1] == "K" else 20) if s[-1] in "KM" else int(s)
+
+    lo, _, hi = spec.partition(":")
+    out, n = [], b(lo)
+    while n <= b(hi or lo):
+        out.append(n)
+        n *= 2
+    return out
+
+
+def cases(c, p: int, me: int, elems: int) -> dict[str, tuple[Callable[[], None], np.ndarray]]:  # type: ignore[no-untyped-def]
+    """name -> (call on communicator `c`, its send buffer)."""
+    counts = [elems + j for j in range(p)]  # ragged
+    displs = [sum(counts[:j]) for j in range(p)]
+    total = sum(counts)
+    mine = np.zeros(counts[me])
+    whole = np.zeros(total)
+    got = np.zeros(total)
+    part = np.zeros(counts[me])
+    # Alltoallv: rank i sends counts[j] elements to rank j, so it receives counts[i] from each.
+    a2a_s = np.zeros(total)
+    rc = [counts[me]] * p
+    rd = [counts[me] * j for j in range(p)]
+    a2a_r = np.zeros(counts[me] * p)
+    d = MPI.DOUBLE
+    root_spec = [whole, (counts, displs), d] if me == 0 else None
+    gather_spec = [got, (counts, displs), d] if me == 0 else None
+    return {
+        "Alltoallv": (lambda: c.Alltoallv([a2a_s, (counts, displs), d], [a2a_r, (rc, rd), d]), a2a_s),
+        "Allgatherv": (lambda: c.Allgatherv(mine, [got, (counts, displs), d]), mine),
+        "Gatherv": (lambda: c.Gatherv(mine, gather_spec, root=0), mine),
+        "Scatterv": (lambda: c.Scatterv(root_spec, part, root=0), whole),
+        "Reduce_scatter": (lambda: c.Reduce_scatter(whole, part, counts, op=MPI.SUM), whole),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="8:64K", help="bytes per rank, MIN:MAX (powers of 2)")
+    ap.add_argument("--iters", type=int, default=2000)
+    args = ap.parse_args()
+    world = MPI.COMM_WORLD
+    comm = shmcoll.Comm(world)
+    p, me = comm.size, comm.rank
+    if me == 0:
+        print(f"{'op':15s} {'bytes':>7s} {'MPI us':>9s} {'shmcoll us':>11s} {'ratio':>7s}")
+    for n in sizes(args.sizes):
+        elems = max(1, n // 8)
+        per = {}
+        for label, c in (("mpi", world), ("shmcoll", comm)):
+            for name, (call, send) in cases(c, p, me, elems).items():
+                ts = []
+                for k in range(args.iters + args.iters // 10):
+                    send[:] = k
+                    comm.Barrier()
+                    t0 = time.perf_counter()
+                    call()
+                    ts.append(time.perf_counter() - t0)
+                ts = ts[args.iters // 10 :]
+                slowest = np.max(np.array(world.allgather(ts)), axis=0)
+                per[(name, label)] = float(np.median(slowest)) * 1e6
+        if me == 0:
+            for name in ("Alltoallv", "Allgatherv", "Gatherv", "Scatterv", "Reduce_scatter"):
+                m, s = per[(name, "mpi")], per[(name, "shmcoll")]
+                print(f"{name:15s} {elems * 8:7d} {m:9.2f} {s:11.2f} {m / s:6.2f}x", flush=True)
+    comm.Free()
+
+
+if __name__ == "__main__":
+    main()
