@@ -359,3 +359,13 @@ def test_native_vector_parser_agrees_with_python(MPI, size: int, data: st.DataOb
             assert got.buf is want.buf and got.counts == want.counts and got.displs == want.displs, spec
     finally:
         derived.Free()
+
+
+def test_native_vector_parser_declines_counts_that_overflow(MPI) -> None:  # type: ignore[no-untyped-def]
+    from shmcoll import _core
+
+    buf = np.zeros(8, np.uint8)
+    assert _core.vector_spec([buf, [2**63, 2**63, 1], MPI.BYTE], 3) is None  # prefix sums
+    assert _core.vector_spec([buf, [2**62, 1], MPI.DOUBLE], 2) is None  # bytes
+    assert _core.vector_spec([buf, [2**64, 1], MPI.BYTE], 2) is None  # not a usize
+    assert _core.vector_spec([buf, [3, 1], MPI.BYTE], 2) == (buf, [3, 1], [0, 3])

@@ -155,16 +155,19 @@ pub fn vector_spec<'py>(spec: &Bound<'py, PyAny>, size: usize) -> Option<Vector<
         _ => return None,
     };
     let isz = datatype_size(dt)?;
-    let displs = displs.unwrap_or_else(|| {
-        counts
+    // Displacements default to the prefix sums; one that overflows is the Python parser's
+    // to report.
+    let displs = match displs {
+        Some(d) => d,
+        None => counts
             .iter()
-            .scan(0, |at, &c| {
+            .scan(Some(0usize), |at, &c| {
                 let o = *at;
-                *at += c;
+                *at = at.and_then(|a| a.checked_add(c));
                 Some(o)
             })
-            .collect()
-    });
+            .collect::<Option<Vec<usize>>>()?,
+    };
     let bytes =
         |v: &[usize]| -> Option<Vec<usize>> { v.iter().map(|&x| x.checked_mul(isz)).collect() };
     Some((buf.clone(), bytes(&counts)?, bytes(&displs)?))
