@@ -317,6 +317,9 @@ def _vector_specs(MPI, buf, counts, displs):  # type: ignore[no-untyped-def]
             [buf, counts, dt],
             (buf, tuple(counts), dt),
         ]
+    # Without a datatype: the buffer's own item size.
+    out += [[buf, (counts, displs)], [buf, counts], [buf, counts, displs], (buf, tuple(counts))]
+    out += [[memoryview(buf), (counts, displs)], [bytearray(8), counts], [buf.astype(np.int16), counts]]
     return out, derived
 
 
@@ -354,6 +357,8 @@ def test_native_vector_parser_agrees_with_python(MPI, size: int, data: st.DataOb
                 dt = spec[-1]
                 common = isinstance(dt, MPI.Datatype) and dt.is_predefined and len(displs) == size
                 assert not (common and min(counts) >= 0), spec
+                if len(spec) == 2 and isinstance(spec[0], np.ndarray) and min(counts) >= 0:
+                    assert len(displs) != size and isinstance(spec[1], tuple), spec
                 continue
             got = Vector(*hit)
             assert got.buf is want.buf and got.counts == want.counts and got.displs == want.displs, spec

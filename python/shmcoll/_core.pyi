@@ -325,8 +325,8 @@ def coll_model_table(
 
 def vector_spec(spec: Any, size: int) -> tuple[Any, list[int], list[int]] | None:
     """(buffer, counts in bytes, displacements in bytes) of an mpi4py vector buffer
-    specification with lists of ints and a predefined mpi4py datatype; None for any other
-    form (the Python parser resolves those)."""
+    specification with lists of ints and a predefined mpi4py datatype (or none, for a NumPy
+    array or memoryview); None for any other form (the Python parser resolves those)."""
 
 def coll_algorithms() -> list[tuple[str, str]]:
     """(name, description) of the collectives' algorithms."""

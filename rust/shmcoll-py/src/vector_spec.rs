@@ -1,6 +1,8 @@
 //! mpi4py's vector buffer specifications (`[buf, (counts, displs), datatype]`,
-//! `[buf, counts, displs, datatype]`, `[buf, counts, datatype]`) resolved natively for the
-//! common case: lists or tuples of non-negative ints and a predefined mpi4py datatype. On
+//! `[buf, counts, displs, datatype]`, `[buf, counts, datatype]`, and the same without a
+//! datatype or with None for it) resolved natively for the common case: lists or tuples of
+//! non-negative ints and a predefined mpi4py datatype, or the item size of a NumPy array or
+//! memoryview when there is no datatype. On
 //! this path a call pays well under a microsecond for its specification where the Python
 //! parser (`shmcoll.buffers.parse_vector`) costs several. Anything else (NumPy count
 //! arrays, NumPy dtypes, derived datatypes, bad counts) returns None, and the Python parser
@@ -60,6 +62,37 @@ fn ints(obj: &Bound<'_, PyAny>, size: usize) -> Option<Vec<usize>> {
         return None;
     }
     obj.extract::<Vec<usize>>().ok()
+}
+
+/// The counts (and displacements, if given) of a two-item specification's second item: a
+/// tuple of two sequences is (counts, displs); any other list or tuple, the counts.
+fn counts_and_displs(
+    cd: &Bound<'_, PyAny>,
+    size: usize,
+) -> Option<(Vec<usize>, Option<Vec<usize>>)> {
+    if PyTuple::is_type_of(cd) && cd.len().ok()? == 2 {
+        let (c, d) = (cd.get_item(0).ok()?, cd.get_item(1).ok()?);
+        if is_seq(&c) && is_seq(&d) {
+            return Some((ints(&c, size)?, Some(ints(&d, size)?)));
+        }
+    }
+    is_seq(cd)
+        .then(|| ints(cd, size))
+        .flatten()
+        .map(|c| (c, None))
+}
+
+/// The item size of a NumPy array or memoryview (None for other buffers: the Python
+/// parser asks the buffer protocol).
+fn item_size(buf: &Bound<'_, PyAny>) -> Option<usize> {
+    if !crate::fastpath::is_buffer(buf) {
+        return None;
+    }
+    buf.getattr(intern!(buf.py(), "itemsize"))
+        .ok()?
+        .extract::<usize>()
+        .ok()
+        .filter(|&n| n > 0)
 }
 
 fn is_seq(obj: &Bound<'_, PyAny>) -> bool {
@@ -140,21 +173,27 @@ pub fn vector_spec<'py>(spec: &Bound<'py, PyAny>, size: usize) -> Option<Vector<
         return None;
     }
     let items: Vec<Bound<'py, PyAny>> = spec.try_iter().ok()?.collect::<PyResult<_>>().ok()?;
+    // A missing datatype, or None, means the buffer's own item size.
+    let none = spec.py().None().into_bound(spec.py());
     let (buf, counts, displs, dt) = match items.as_slice() {
-        // A tuple of two sequences is (counts, displs); of two ints, the counts of 2 ranks.
-        [buf, cd, dt] if PyTuple::is_type_of(cd) && cd.len().ok()? == 2 => {
-            let (c, d) = (cd.get_item(0).ok()?, cd.get_item(1).ok()?);
-            if is_seq(&c) && is_seq(&d) {
-                (buf, ints(&c, size)?, Some(ints(&d, size)?), dt)
-            } else {
-                (buf, ints(cd, size)?, None, dt)
-            }
+        [buf, cd] => {
+            let (c, d) = counts_and_displs(cd, size)?;
+            (buf, c, d, &none)
         }
-        [buf, c, dt] => (buf, ints(c, size)?, None, dt),
+        // [buf, counts, displs] without a datatype.
+        [buf, c, d] if is_seq(c) && is_seq(d) => (buf, ints(c, size)?, Some(ints(d, size)?), &none),
+        [buf, cd, dt] => {
+            let (c, d) = counts_and_displs(cd, size)?;
+            (buf, c, d, dt)
+        }
         [buf, c, d, dt] => (buf, ints(c, size)?, Some(ints(d, size)?), dt),
         _ => return None,
     };
-    let isz = datatype_size(dt)?;
+    let isz = if dt.is_none() {
+        item_size(buf)?
+    } else {
+        datatype_size(dt)?
+    };
     // Displacements default to the prefix sums; one that overflows is the Python parser's
     // to report.
     let displs = match displs {
