@@ -18,19 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 import shmcoll
-
-
-def sizes(spec: str) -> list[int]:
-    def b(s: str) -> int:
-        s = s.upper()
-        return int(s[:-1]) << (10 if s[-1] == "K" else 20) if s[-1] in "KM" else int(s)
-
-    lo, _, hi = spec.partition(":")
-    out, n = [], b(lo)
-    while n <= b(hi or lo):
-        out.append(n)
-        n *= 2
-    return out
+from shmcoll.bench.sizes import parse_range
 
 
 def cases(c, p: int, me: int, elems: int) -> dict[str, tuple[Callable[[], None], np.ndarray]]:  # type: ignore[no-untyped-def]
@@ -69,7 +57,7 @@ def main() -> None:
     p, me = comm.size, comm.rank
     if me == 0:
         print(f"{'op':15s} {'bytes':>7s} {'MPI us':>9s} {'shmcoll us':>11s} {'ratio':>7s}")
-    for n in sizes(args.sizes):
+    for n in parse_range(args.sizes):
         elems = max(1, n // 8)
         per = {}
         for label, c in (("mpi", world), ("shmcoll", comm)):

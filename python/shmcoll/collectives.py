@@ -26,8 +26,8 @@ from .ops import SUM, Op, dtype_name, note_fallback, op_name, supports
 
 
 @functools.lru_cache(maxsize=64)
-def _itemsize(dtype_name: str) -> int:
-    return int(np.dtype(dtype_name).itemsize)
+def _itemsize(name: str) -> int:
+    return int(np.dtype(name).itemsize)
 
 
 def _split_bytes(w: Whole, p: int, what: str) -> int:

@@ -10,6 +10,7 @@ operand when a comparison involves NaN.
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from typing import Any
@@ -75,36 +76,21 @@ def op_name(op: Any) -> Op | None:
     return None
 
 
-#: (operator, dtype) -> supported, for `supports`: NumPy computes `dtype.name` in Python
-#: (a few µs here), more than the rest of a small call's argument handling.
-_supported: dict[tuple[str, np.dtype], bool] = {}
-#: dtype -> its name, for the same reason.
-_names: dict[np.dtype, str] = {}
-
-
+@functools.lru_cache(maxsize=256)
 def dtype_name(dtype: np.dtype) -> str:
-    """`dtype.name`, cached."""
-    name = _names.get(dtype)
-    if name is None:
-        name = dtype.name
-        if len(_names) < 256:
-            _names[dtype] = name
-    return name
+    """`dtype.name`, cached: NumPy computes it in Python (a few µs here), more than the rest
+    of a small call's argument handling."""
+    return str(dtype.name)
 
 
+@functools.lru_cache(maxsize=256)
 def supports(op: Op, dtype: np.dtype) -> bool:
     """Whether the native kernels reduce `dtype` with `op` (the kernels' own rules). They
     compute in this machine's byte order only: a byte-swapped array goes to MPI (or is
-    rejected), never summed as if its bytes were native."""
-    key = (str(op), dtype)
-    hit = _supported.get(key)
-    if hit is None:
-        from . import _core
+    rejected), never summed as if its bytes were native. Cached, as `dtype_name`."""
+    from . import _core
 
-        hit = dtype.isnative and bool(_core.reduction_supported(key[0], dtype_name(dtype)))
-        if len(_supported) < 256:
-            _supported[key] = hit
-    return hit
+    return dtype.isnative and bool(_core.reduction_supported(str(op), dtype_name(dtype)))
 
 
 _warned: set[str] = set()

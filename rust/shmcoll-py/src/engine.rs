@@ -409,14 +409,12 @@ impl CommBase {
                 return r;
             }
         }
-        let kw = PyDict::new(py);
-        kw.set_item("algorithm", algorithm)?;
-        slf.call_method(
+        call_python(
+            slf,
             "_py_Reduce_scatter",
             (sendbuf, recvbuf, recvcounts, op),
-            Some(&kw),
+            algorithm,
         )
-        .map(|_| ())
     }
 
     /// Allgather with per-rank counts and displacements in `recvbuf`'s specification.
@@ -1051,8 +1049,18 @@ fn dispatch<'py, A: pyo3::call::PyCallArgs<'py>>(
             return r;
         }
     }
-    let kw = PyDict::new(py);
-    kw.set_item("algorithm", f.algorithm)?;
+    call_python(slf, method, args, f.algorithm)
+}
+
+/// The Python implementation `method(*args, algorithm=algorithm)` of the subclass.
+fn call_python<'py, A: pyo3::call::PyCallArgs<'py>>(
+    slf: &Bound<'py, CommBase>,
+    method: &str,
+    args: A,
+    algorithm: Option<&str>,
+) -> PyResult<()> {
+    let kw = PyDict::new(slf.py());
+    kw.set_item("algorithm", algorithm)?;
     slf.call_method(method, args, Some(&kw)).map(|_| ())
 }
 
@@ -1075,14 +1083,11 @@ fn vector_dispatch(
             return r;
         }
     }
-    let kw = PyDict::new(py);
-    kw.set_item("algorithm", algorithm)?;
     if op == CollOp::Allgatherv {
-        slf.call_method(method, (sendbuf, recvbuf), Some(&kw))
+        call_python(slf, method, (sendbuf, recvbuf), algorithm)
     } else {
-        slf.call_method(method, (sendbuf, recvbuf, root), Some(&kw))
+        call_python(slf, method, (sendbuf, recvbuf, root), algorithm)
     }
-    .map(|_| ())
 }
 
 /// Raise the exporter's own exception when there is one (after the peers were told),

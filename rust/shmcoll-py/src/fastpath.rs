@@ -13,6 +13,7 @@ use shmcoll_coll::{CollOp, Comm};
 use shmcoll_kernels::{Dtype, Op};
 
 use crate::collectives::{run, CollArgs, Named};
+use crate::vector_spec::{in_bytes, prefix_sums};
 
 static IN_PLACE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// mpi4py's predefined operators (registered by `shmcoll.Comm` when it wraps MPI).
@@ -55,6 +56,21 @@ pub fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
     let py = obj.py();
     MPI_IN_PLACE.get(py).is_some_and(|ip| ip.bind(py).is(obj))
         || in_place(py).is_some_and(|ip| ip.is(obj))
+}
+
+/// A buffer argument that may be IN_PLACE: `Some(None)` for IN_PLACE (checked first:
+/// mpi4py's exports an empty buffer), `Some(Some(obj))` for a buffer, None for anything
+/// else (a specification for the Python implementation).
+pub(crate) fn buffer_or_in_place<'a, 'py>(
+    obj: &'a Bound<'py, PyAny>,
+) -> Option<Option<&'a Bound<'py, PyAny>>> {
+    if is_in_place(obj) {
+        Some(None)
+    } else if is_buffer(obj) {
+        Some(Some(obj))
+    } else {
+        None
+    }
 }
 
 pub(crate) fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
@@ -157,27 +173,14 @@ pub fn try_reduce_scatter(
     if counts.len() != p || !is_buffer(recvbuf) {
         return None;
     }
-    let send = if is_in_place(sendbuf) {
-        None
-    } else if is_buffer(sendbuf) {
-        Some(sendbuf)
-    } else {
-        return None;
-    };
+    let send = buffer_or_in_place(sendbuf)?;
     let d = dtype(recvbuf)?;
     let o = operator(py, red)?;
     if !o.supports(d) {
         return None;
     }
-    let bytes: Vec<usize> = counts.iter().map(|&c| c * d.size()).collect();
-    let displs = bytes
-        .iter()
-        .scan(0, |at, &n| {
-            let o = *at;
-            *at += n;
-            Some(o)
-        })
-        .collect();
+    let bytes = in_bytes(&counts, d.size())?;
+    let displs = prefix_sums(&bytes)?;
     Some(run(
         py,
         comm,
@@ -220,14 +223,9 @@ pub fn try_fast(
     } else {
         sendbuf
     };
-    let mpi_in_place =
-        |s: &Bound<'_, PyAny>| MPI_IN_PLACE.get(py).is_some_and(|ip| ip.bind(py).is(s));
     let send = match sendbuf {
         None => None,
-        Some(s) if mpi_in_place(s) => None,
-        Some(s) if is_buffer(s) => Some(s),
-        Some(s) if in_place(py).is_some_and(|ip| ip.is(s)) => None,
-        Some(_) => return None,
+        Some(s) => buffer_or_in_place(s)?,
     };
     let in_place = sendbuf.is_some() && send.is_none();
     let p = comm.size();

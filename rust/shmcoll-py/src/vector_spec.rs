@@ -58,7 +58,7 @@ fn datatype_size(dt: &Bound<'_, PyAny>) -> Option<usize> {
 
 /// `size` non-negative ints from a list or tuple.
 fn ints(obj: &Bound<'_, PyAny>, size: usize) -> Option<Vec<usize>> {
-    if !(PyList::is_type_of(obj) || PyTuple::is_type_of(obj)) || obj.len().ok()? != size {
+    if !is_seq(obj) || obj.len().ok()? != size {
         return None;
     }
     obj.extract::<Vec<usize>>().ok()
@@ -113,18 +113,10 @@ pub fn vector_collective<'py>(
     algorithm: Option<&str>,
 ) -> Option<PyResult<()>> {
     use crate::collectives::{run, CollArgs};
-    use crate::fastpath::{is_buffer, is_in_place};
+    use crate::fastpath::buffer_or_in_place;
     use shmcoll_coll::CollOp;
     let p = comm.size();
-    let plain = |o: &Bound<'py, PyAny>| -> Option<Option<Bound<'py, PyAny>>> {
-        if is_in_place(o) {
-            Some(None)
-        } else if is_buffer(o) {
-            Some(Some(o.clone()))
-        } else {
-            None
-        }
-    };
+    let plain = |o: &Bound<'py, PyAny>| buffer_or_in_place(o).map(|b| b.cloned());
     // The side whose counts only the root has (Gatherv's receive, Scatterv's send).
     let at_root = comm.rank() == root;
     let (send, recv, counts, displs) = match op {
@@ -173,41 +165,51 @@ pub fn vector_spec<'py>(spec: &Bound<'py, PyAny>, size: usize) -> Option<Vector<
         return None;
     }
     let items: Vec<Bound<'py, PyAny>> = spec.try_iter().ok()?.collect::<PyResult<_>>().ok()?;
-    // A missing datatype, or None, means the buffer's own item size.
-    let none = spec.py().None().into_bound(spec.py());
     let (buf, counts, displs, dt) = match items.as_slice() {
         [buf, cd] => {
             let (c, d) = counts_and_displs(cd, size)?;
-            (buf, c, d, &none)
+            (buf, c, d, None)
         }
         // [buf, counts, displs] without a datatype.
-        [buf, c, d] if is_seq(c) && is_seq(d) => (buf, ints(c, size)?, Some(ints(d, size)?), &none),
+        [buf, c, d] if is_seq(c) && is_seq(d) => (buf, ints(c, size)?, Some(ints(d, size)?), None),
         [buf, cd, dt] => {
             let (c, d) = counts_and_displs(cd, size)?;
-            (buf, c, d, dt)
+            (buf, c, d, Some(dt))
         }
-        [buf, c, d, dt] => (buf, ints(c, size)?, Some(ints(d, size)?), dt),
+        [buf, c, d, dt] => (buf, ints(c, size)?, Some(ints(d, size)?), Some(dt)),
         _ => return None,
     };
-    let isz = if dt.is_none() {
-        item_size(buf)?
-    } else {
-        datatype_size(dt)?
+    // A missing datatype, or None, means the buffer's own item size.
+    let isz = match dt {
+        Some(dt) if !dt.is_none() => datatype_size(dt)?,
+        _ => item_size(buf)?,
     };
     // Displacements default to the prefix sums; one that overflows is the Python parser's
     // to report.
     let displs = match displs {
         Some(d) => d,
-        None => counts
-            .iter()
-            .scan(Some(0usize), |at, &c| {
-                let o = *at;
-                *at = at.and_then(|a| a.checked_add(c));
-                Some(o)
-            })
-            .collect::<Option<Vec<usize>>>()?,
+        None => prefix_sums(&counts)?,
     };
-    let bytes =
-        |v: &[usize]| -> Option<Vec<usize>> { v.iter().map(|&x| x.checked_mul(isz)).collect() };
-    Some((buf.clone(), bytes(&counts)?, bytes(&displs)?))
+    Some((
+        buf.clone(),
+        in_bytes(&counts, isz)?,
+        in_bytes(&displs, isz)?,
+    ))
+}
+
+/// `v` scaled from elements of `isz` bytes to bytes (None on overflow).
+pub(crate) fn in_bytes(v: &[usize], isz: usize) -> Option<Vec<usize>> {
+    v.iter().map(|&x| x.checked_mul(isz)).collect()
+}
+
+/// The exclusive prefix sums of `v`: where each block starts when they lie back to back
+/// (None on overflow).
+pub(crate) fn prefix_sums(v: &[usize]) -> Option<Vec<usize>> {
+    v.iter()
+        .scan(Some(0usize), |at, &c| {
+            let o = *at;
+            *at = at.and_then(|a| a.checked_add(c));
+            Some(o)
+        })
+        .collect()
 }
