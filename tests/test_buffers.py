@@ -306,20 +306,36 @@ def test_vector_not_a_buffer() -> None:
 
 # -- the native vector parser -------------------------------------------------------------
 def _vector_specs(MPI, buf, counts, displs):  # type: ignore[no-untyped-def]
-    """Every vector form, with predefined, derived, NumPy and no datatypes."""
+    """Every vector form, with predefined, derived, NumPy and no datatypes, and counts as
+    lists, tuples and NumPy arrays: (spec, whether the native parser must take it when the
+    counts are valid, whether it gives displacements) triples."""
     derived = MPI.DOUBLE.Create_contiguous(1).Commit()
     out = []
-    for dt in (MPI.DOUBLE, MPI.BYTE, MPI.INT, MPI.C_DOUBLE_COMPLEX, derived, "d", np.dtype(np.int16), None):
+    arrays = [np.array(counts, dt) for dt in (np.int64, np.int32, np.uint16) if min(counts) >= 0]
+    arrays.append(np.array(counts, np.int64))  # negative counts stay negative
+    datatypes = [MPI.DOUBLE, MPI.BYTE, MPI.INT, MPI.C_DOUBLE_COMPLEX, "d", "int16", np.dtype(np.int16)]
+    datatypes += [np.float32, None]
+    da = np.array(displs)
+    for dt in [*datatypes, derived]:
+        common = dt is not derived
         out += [
-            [buf, (counts, displs), dt],
-            [buf, (tuple(counts), list(displs)), dt],
-            [buf, counts, displs, dt],
-            [buf, counts, dt],
-            (buf, tuple(counts), dt),
+            ([buf, (counts, displs), dt], common, True),
+            ([buf, (tuple(counts), list(displs)), dt], common, True),
+            ([buf, counts, displs, dt], common, True),
+            ([buf, counts, dt], common, False),
+            ((buf, tuple(counts), dt), common, False),
         ]
+        for ca in arrays:
+            out += [([buf, (ca, da), dt], common, True), ([buf, ca, da, dt], common, True)]
+            out += [([buf, ca, dt], common, False)]
     # Without a datatype: the buffer's own item size.
-    out += [[buf, (counts, displs)], [buf, counts], [buf, counts, displs], (buf, tuple(counts))]
-    out += [[memoryview(buf), (counts, displs)], [bytearray(8), counts], [buf.astype(np.int16), counts]]
+    out += [([buf, (counts, displs)], True, True), ([buf, counts, displs], True, True)]
+    out += [([buf, counts], True, False), ((buf, tuple(counts)), True, False)]
+    out += [([buf, np.array(counts)], True, False), ([buf.astype(np.int16), counts], True, False)]
+    out += [([memoryview(buf), (counts, displs)], True, True), ([bytearray(8), counts], False, False)]
+    # Arrays that are not integer counts: the Python parser decides (it converts floats).
+    out += [([buf, np.array(counts, float), MPI.DOUBLE], False, False)]
+    out += [([buf, np.array([counts]), MPI.DOUBLE], False, False)]
     return out, derived
 
 
@@ -330,9 +346,10 @@ def _vector_specs(MPI, buf, counts, displs):  # type: ignore[no-untyped-def]
 )
 def test_native_vector_parser_agrees_with_python(MPI, size: int, data: st.DataObject) -> None:  # type: ignore[no-untyped-def]
     """Where the native parser resolves a vector specification it gives the Python parser's
-    bytes exactly; where it declines (NumPy dtypes, derived types, negative or wrong-length
-    counts) the Python parser decides. Lists of ints with a predefined datatype, the common
-    case, always resolve natively."""
+    bytes exactly; where it declines (derived types, negative or wrong-length counts, float
+    arrays) the Python parser decides. Counts as lists, tuples or NumPy integer arrays with
+    a predefined mpi4py datatype, a NumPy dtype or type code, or none, the common cases,
+    always resolve natively."""
     from shmcoll import _core
     from shmcoll.buffers import parse_vector_py
 
@@ -346,7 +363,7 @@ def test_native_vector_parser_agrees_with_python(MPI, size: int, data: st.DataOb
     buf = np.zeros(400)
     specs, derived = _vector_specs(MPI, buf, counts, displs)
     try:
-        for spec in specs:
+        for spec, common, has_displs in specs:
             hit = _core.vector_spec(spec, size)
             try:
                 want = parse_vector_py(spec, size)
@@ -354,11 +371,9 @@ def test_native_vector_parser_agrees_with_python(MPI, size: int, data: st.DataOb
                 assert hit is None, spec
                 continue
             if hit is None:
-                dt = spec[-1]
-                common = isinstance(dt, MPI.Datatype) and dt.is_predefined and len(displs) == size
-                assert not (common and min(counts) >= 0), spec
-                if len(spec) == 2 and isinstance(spec[0], np.ndarray) and min(counts) >= 0:
-                    assert len(displs) != size and isinstance(spec[1], tuple), spec
+                # Valid counts of the common forms never reach the Python parser.
+                valid = min(counts) >= 0 and (len(displs) == size or not has_displs)
+                assert not (common and valid), spec
                 continue
             got = Vector(*hit)
             assert got.buf is want.buf and got.counts == want.counts and got.displs == want.displs, spec

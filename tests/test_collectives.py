@@ -500,7 +500,8 @@ def test_fast_path_dtype_by_identity() -> None:
 
 
 def gather_scatter_routes() -> list[str]:
-    """Gather, Scatter and Reduce_scatter (with recvcounts) of plain arrays run natively
+    """Gather, Scatter and Reduce_scatter (with recvcounts, a list or a NumPy array) of plain
+    arrays run natively
     (the Python implementation is never called, whatever the non-roots pass as the buffer
     they do not use); a buffer specification, or Reduce_scatter without recvcounts, goes to
     the Python implementation."""
@@ -530,6 +531,10 @@ def gather_scatter_routes() -> list[str]:
     want = sum(np.arange(sum(counts), dtype=np.float64) + j for j in range(p))[lo : lo + counts[me]]
     if not np.array_equal(part, want):
         fails.append(f"Reduce_scatter: {part} != {want}")
+    part[:] = 0
+    comm.Reduce_scatter(x, part, np.array(counts), op=shmcoll.SUM)
+    if not np.array_equal(part, want):
+        fails.append(f"Reduce_scatter with NumPy counts: {part} != {want}")
     if calls:
         fails.append(f"plain arrays took the Python path: {calls}")
     comm.Reduce_scatter(x, part, op=shmcoll.SUM)  # the counts are gathered in Python

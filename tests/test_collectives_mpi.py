@@ -51,9 +51,10 @@ def test_collectives_match_mpi_on_split_communicators(mode: str, nranks: int) ->
 
 
 @pytest.mark.parametrize("nranks", [1, 2, 3])
-def test_vector_collectives_with_list_specs_run_natively(nranks: int) -> None:
-    """Lists of ints with a predefined datatype never reach the Python parser; a NumPy
-    datatype does (once per rank, in the script's last call); all equal MPI's results."""
+def test_vector_collectives_with_count_lists_or_arrays_run_natively(nranks: int) -> None:
+    """Counts as lists or NumPy arrays with predefined mpi4py or NumPy datatypes never
+    reach the Python parser; a derived datatype does (once per rank, in the script's last
+    call); all equal MPI's results."""
     proc = run_mpiexec(nranks, MPI_SCRIPTS / "vector_routes.py", timeout=60)
     lines = re.findall(r"rank (\d+) routes python=(\d+) failures=(\d+)", proc.stdout)
     assert len(lines) == nranks, proc.stdout + proc.stderr

@@ -1,7 +1,7 @@
-"""Vector collectives with mpi4py's list specifications and predefined datatypes run
-natively: Alltoallv, Allgatherv, Gatherv and Scatterv never reach their Python
-implementations (`_py_<Name>`), whose calls this script counts, and give MPI's results.
-Prints one line: ``routes python=<calls> failures=<n>``."""
+"""Vector collectives with mpi4py's specifications (counts as lists or NumPy arrays,
+predefined mpi4py or NumPy datatypes) run natively: Alltoallv, Allgatherv, Gatherv and
+Scatterv never reach their Python implementations (`_py_<Name>`), whose calls this script
+counts, and give MPI's results. Prints one line: ``routes python=<calls> failures=<n>``."""
 
 from __future__ import annotations
 
@@ -60,9 +60,20 @@ world.Alltoallv([send, (sc, sd), MPI.INT], [want, (rc, rd), MPI.INT])
 same("Alltoallv", got, want)
 comm.Alltoallv([send, sc, MPI.INT], [got, rc, MPI.INT])
 same("Alltoallv counts only", got, want)
-# A NumPy datatype is the Python parser's: counted, and still right.
-comm.Alltoallv([send, (sc, sd), "i"], [got, (rc, rd), "i"])
-same("Alltoallv numpy dtype", got, want)
+# NumPy count arrays and NumPy datatypes (type codes, dtypes, scalar types) are native too.
+sca, sda, rca, rda = (np.array(v) for v in (sc, sd, rc, rd))
+got[:] = 0
+comm.Alltoallv([send, (sca, sda), "i"], [got, (rca, rda), np.dtype(np.int32)])
+same("Alltoallv numpy counts and dtypes", got, want)
+got[:] = 0
+comm.Alltoallv([send, sca.astype(np.int32), np.int32], [got, rca, None])
+same("Alltoallv numpy counts only", got, want)
+# A derived datatype is the Python parser's: counted, and still right.
+derived = MPI.INT.Create_contiguous(1).Commit()
+got[:] = 0
+comm.Alltoallv([send, (sc, sd), derived], [got, (rc, rd), derived])
+same("Alltoallv derived datatype", got, want)
+derived.Free()
 python = len(calls)
 comm.Free()
 print(f"rank {me} routes python={python} failures={failures}", flush=True)

@@ -13,7 +13,7 @@ use shmcoll_coll::{CollOp, Comm};
 use shmcoll_kernels::{Dtype, Op};
 
 use crate::collectives::{run, CollArgs, Named};
-use crate::vector_spec::{in_bytes, prefix_sums};
+use crate::vector_spec::{in_bytes, ints, prefix_sums};
 
 static IN_PLACE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// mpi4py's predefined operators (registered by `shmcoll.Comm` when it wraps MPI).
@@ -152,7 +152,7 @@ fn nbytes(obj: &Bound<'_, PyAny>) -> Option<usize> {
 }
 
 /// Reduce_scatter with plain arrays, a predefined operator and `recvcounts` given as a
-/// list or tuple of ints (without them, the counts must first be gathered: the Python
+/// list or tuple of ints or a NumPy integer array (without them, the counts must first be gathered: the Python
 /// implementation does that); None sends the call there.
 pub fn try_reduce_scatter(
     py: Python<'_>,
@@ -164,13 +164,8 @@ pub fn try_reduce_scatter(
     algorithm: Option<&str>,
 ) -> Option<PyResult<()>> {
     let p = comm.size();
-    let rc = recvcounts?;
-    if !(rc.is_instance_of::<pyo3::types::PyList>() || rc.is_instance_of::<pyo3::types::PyTuple>())
-    {
-        return None;
-    }
-    let counts: Vec<usize> = rc.extract().ok()?;
-    if counts.len() != p || !is_buffer(recvbuf) {
+    let counts = ints(recvcounts?, p)?;
+    if !is_buffer(recvbuf) {
         return None;
     }
     let send = buffer_or_in_place(sendbuf)?;

@@ -1,26 +1,57 @@
 //! mpi4py's vector buffer specifications (`[buf, (counts, displs), datatype]`,
 //! `[buf, counts, displs, datatype]`, `[buf, counts, datatype]`, and the same without a
-//! datatype or with None for it) resolved natively for the common case: lists or tuples of
-//! non-negative ints and a predefined mpi4py datatype, or the item size of a NumPy array or
-//! memoryview when there is no datatype. On
-//! this path a call pays well under a microsecond for its specification where the Python
-//! parser (`shmcoll.buffers.parse_vector`) costs several. Anything else (NumPy count
-//! arrays, NumPy dtypes, derived datatypes, bad counts) returns None, and the Python parser
-//! resolves it or raises its own error.
+//! datatype or with None for it) resolved natively for the common cases: counts as lists
+//! or tuples of non-negative ints or as 1-D NumPy integer arrays, and a datatype that is a
+//! predefined mpi4py datatype, a NumPy dtype, a NumPy scalar type or a type code ("d"),
+//! or, without one, the item size of a NumPy array or memoryview. On this path a call pays
+//! well under a microsecond for its specification where the Python parser
+//! (`shmcoll.buffers.parse_vector`) costs ten or more with NumPy counts. Anything else
+//! (derived datatypes, negative or wrong-length counts, other sequences) returns None,
+//! and the Python parser resolves it or raises its own error.
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyList, PyString, PyTuple, PyType};
 use pyo3::{intern, PyTypeInfo};
 
-/// Predefined mpi4py datatypes seen so far, with their sizes, held by strong references so
-/// that an address stays theirs. Predefined datatypes are never freed, so a size stays
-/// right; the list is capped.
+/// Datatypes seen so far, with their sizes, held by strong references so that an address
+/// stays theirs. Only immutable kinds are cached (predefined mpi4py datatypes, which are
+/// never freed; NumPy dtypes; types; strings), so a size stays right; the list is capped.
 static DATATYPES: std::sync::Mutex<Vec<(Py<PyAny>, usize)>> = std::sync::Mutex::new(Vec::new());
 const DATATYPES_CAP: usize = 64;
 
 /// The Python parser's size function (validates, rejects gaps).
 static DATATYPE_SIZE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `numpy.ndarray` and `numpy.dtype`.
+static NUMPY_TYPES: PyOnceLock<(Py<PyType>, Py<PyType>)> = PyOnceLock::new();
+
+fn numpy_types(py: Python<'_>) -> Option<&(Py<PyType>, Py<PyType>)> {
+    NUMPY_TYPES
+        .get_or_try_init(py, || {
+            let np = PyModule::import(py, "numpy")?;
+            let ty = |name: &str| -> PyResult<Py<PyType>> {
+                Ok(np.getattr(name)?.cast_into::<PyType>()?.unbind())
+            };
+            Ok::<_, PyErr>((ty("ndarray")?, ty("dtype")?))
+        })
+        .ok()
+}
+
+/// Whether the size of `dt` may be cached by identity: it cannot change while we hold it.
+fn immutable_datatype(dt: &Bound<'_, PyAny>) -> bool {
+    let py = dt.py();
+    if PyString::is_type_of(dt) || PyType::is_type_of(dt) {
+        return true;
+    }
+    if numpy_types(py).is_some_and(|(_, dtype)| dt.is_instance(dtype.bind(py)).unwrap_or(false)) {
+        return true;
+    }
+    // mpi4py's predefined datatypes; derived ones can be freed and their handle reused.
+    dt.getattr(intern!(py, "is_predefined"))
+        .and_then(|v| v.extract::<bool>())
+        .unwrap_or(false)
+}
 
 fn datatype_size(dt: &Bound<'_, PyAny>) -> Option<usize> {
     let py = dt.py();
@@ -30,13 +61,8 @@ fn datatype_size(dt: &Bound<'_, PyAny>) -> Option<usize> {
             return Some(*n);
         }
     }
-    // Only mpi4py's predefined datatypes are cached; the rest go to the Python parser.
-    let predefined = dt
-        .getattr(intern!(py, "is_predefined"))
-        .ok()?
-        .extract::<bool>()
-        .ok()?;
-    if !predefined {
+    // The rest (derived datatypes, anything else) goes to the Python parser.
+    if !immutable_datatype(dt) {
         return None;
     }
     let f = DATATYPE_SIZE
@@ -56,12 +82,28 @@ fn datatype_size(dt: &Bound<'_, PyAny>) -> Option<usize> {
     Some(n)
 }
 
-/// `size` non-negative ints from a list or tuple.
-fn ints(obj: &Bound<'_, PyAny>, size: usize) -> Option<Vec<usize>> {
+fn is_ndarray(obj: &Bound<'_, PyAny>) -> bool {
+    let py = obj.py();
+    numpy_types(py).is_some_and(|(ndarray, _)| obj.is_instance(ndarray.bind(py)).unwrap_or(false))
+}
+
+/// `size` non-negative ints from a list, a tuple or a NumPy array (of integers: the
+/// Python ints of other arrays' `tolist()`, floats or nested lists, do not convert).
+pub(crate) fn ints(obj: &Bound<'_, PyAny>, size: usize) -> Option<Vec<usize>> {
     if !is_seq(obj) || obj.len().ok()? != size {
         return None;
     }
-    obj.extract::<Vec<usize>>().ok()
+    let list;
+    let items = match list_items(obj) {
+        Some(items) => items,
+        None => {
+            // tolist() makes Python ints at C speed; iterating the array would make NumPy
+            // scalars one by one.
+            list = obj.call_method0(intern!(obj.py(), "tolist")).ok()?;
+            list_items(&list)?
+        }
+    };
+    items.iter().map(|c| c.extract::<usize>().ok()).collect()
 }
 
 /// The counts (and displacements, if given) of a two-item specification's second item: a
@@ -95,8 +137,26 @@ fn item_size(buf: &Bound<'_, PyAny>) -> Option<usize> {
         .filter(|&n| n > 0)
 }
 
-fn is_seq(obj: &Bound<'_, PyAny>) -> bool {
+/// The items of a list or tuple. Indexing them directly: collecting a generic iterator
+/// asks `operator.length_hint` under the stable ABI, an import on every call.
+fn list_items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+    if let Ok(l) = obj.cast::<PyList>() {
+        Some(l.iter().collect())
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        Some(t.iter().collect())
+    } else {
+        None
+    }
+}
+
+fn is_list_or_tuple(obj: &Bound<'_, PyAny>) -> bool {
     PyList::is_type_of(obj) || PyTuple::is_type_of(obj)
+}
+
+/// A sequence of counts, as the Python parser's `_is_seq` sees one: a list, a tuple or a
+/// NumPy array.
+fn is_seq(obj: &Bound<'_, PyAny>) -> bool {
+    is_list_or_tuple(obj) || is_ndarray(obj)
 }
 
 /// Allgatherv, Gatherv or Scatterv natively when the vector side (the receive buffer,
@@ -161,10 +221,11 @@ pub type Vector<'py> = (Bound<'py, PyAny>, Vec<usize>, Vec<usize>);
 /// communicator of `size` ranks, or None when the Python parser must handle it.
 #[pyfunction]
 pub fn vector_spec<'py>(spec: &Bound<'py, PyAny>, size: usize) -> Option<Vector<'py>> {
-    if !is_seq(spec) {
+    // The specification itself is a list or tuple (an array there is a plain buffer).
+    if !is_list_or_tuple(spec) {
         return None;
     }
-    let items: Vec<Bound<'py, PyAny>> = spec.try_iter().ok()?.collect::<PyResult<_>>().ok()?;
+    let items = list_items(spec)?;
     let (buf, counts, displs, dt) = match items.as_slice() {
         [buf, cd] => {
             let (c, d) = counts_and_displs(cd, size)?;
