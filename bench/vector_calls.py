@@ -1,8 +1,9 @@
 """The vector collectives with mpi4py's list specifications, against MPI in the same
 launch: Alltoallv, Allgatherv, Gatherv, Scatterv (``[buf, (counts, displs), MPI.DOUBLE]``)
-and Reduce_scatter (a ``recvcounts`` list), with ragged counts.
+and Reduce_scatter (``recvcounts``), with ragged counts given as lists or, with
+``--counts numpy``, as NumPy arrays.
 
-    mpiexec -n 2 python bench/vector_calls.py [--sizes 8:64K] [--iters 2000]
+    mpiexec -n 2 python bench/vector_calls.py [--sizes 8:64K] [--iters 2000] [--counts numpy]
 
 Per iteration: rewrite the send buffer, an untimed barrier, the timed call. A figure is
 the median over iterations of the slowest rank's time; ratio = MPI / shmcoll.
@@ -21,8 +22,10 @@ import shmcoll
 from shmcoll.bench.sizes import parse_range
 
 
-def cases(c, p: int, me: int, elems: int) -> dict[str, tuple[Callable[[], None], np.ndarray]]:  # type: ignore[no-untyped-def]
-    """name -> (call on communicator `c`, its send buffer)."""
+def cases(c, p: int, me: int, elems: int, arrays: bool) -> dict[str, tuple[Callable[[], None], np.ndarray]]:  # type: ignore[no-untyped-def]
+    """name -> (call on communicator `c`, its send buffer); `arrays`: counts and
+    displacements as NumPy arrays instead of lists."""
+    as_counts = np.array if arrays else list
     counts = [elems + j for j in range(p)]  # ragged
     displs = [sum(counts[:j]) for j in range(p)]
     total = sum(counts)
@@ -35,6 +38,7 @@ def cases(c, p: int, me: int, elems: int) -> dict[str, tuple[Callable[[], None],
     rc = [counts[me]] * p
     rd = [counts[me] * j for j in range(p)]
     a2a_r = np.zeros(counts[me] * p)
+    counts, displs, rc, rd = (as_counts(v) for v in (counts, displs, rc, rd))
     d = MPI.DOUBLE
     root_spec = [whole, (counts, displs), d] if me == 0 else None
     gather_spec = [got, (counts, displs), d] if me == 0 else None
@@ -51,6 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="8:64K", help="bytes per rank, MIN:MAX (powers of 2)")
     ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--counts", choices=("list", "numpy"), default="list", help="how counts are given")
     args = ap.parse_args()
     world = MPI.COMM_WORLD
     comm = shmcoll.Comm(world)
@@ -61,7 +66,7 @@ def main() -> None:
         elems = max(1, n // 8)
         per = {}
         for label, c in (("mpi", world), ("shmcoll", comm)):
-            for name, (call, send) in cases(c, p, me, elems).items():
+            for name, (call, send) in cases(c, p, me, elems, args.counts == "numpy").items():
                 ts = []
                 for k in range(args.iters + args.iters // 10):
                     send[:] = k

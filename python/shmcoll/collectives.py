@@ -48,8 +48,8 @@ class Collectives:
 
     Allreduce, Reduce, Bcast, Allgather, Reduce_scatter_block, Gather and Scatter are
     native methods of `_core.CommBase` for plain arrays and predefined operators, and
-    Allgatherv, Gatherv and Scatterv for vector specifications of lists of ints with a
-    predefined mpi4py datatype; for anything else they call
+    Allgatherv, Gatherv and Scatterv for vector specifications with counts as lists or NumPy
+    integer arrays and a predefined mpi4py or NumPy datatype; for anything else they call
     the `_py_<Name>` methods here."""
 
     # Provided by shmcoll.Comm and its native base.
