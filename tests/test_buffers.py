@@ -389,3 +389,85 @@ def test_native_vector_parser_declines_counts_that_overflow(MPI) -> None:  # typ
     assert _core.vector_spec([buf, [2**62, 1], MPI.DOUBLE], 2) is None  # bytes
     assert _core.vector_spec([buf, [2**64, 1], MPI.BYTE], 2) is None  # not a usize
     assert _core.vector_spec([buf, [3, 1], MPI.BYTE], 2) == (buf, [3, 1], [0, 3])
+
+
+# -- the native single-buffer parser ------------------------------------------------------
+def _whole_specs(MPI, buf, count, displ):  # type: ignore[no-untyped-def]
+    """Single-buffer forms: (spec, whether the native parser must take it when the count
+    and displacement fit the buffer)."""
+    derived = MPI.DOUBLE.Create_contiguous(1).Commit()
+    out = [([buf], True), ((buf,), True)]
+    for dt in (MPI.DOUBLE, MPI.BYTE, MPI.INT, MPI.FLOAT, "d", "int16", np.dtype(np.int8), np.float32):
+        out += [([buf, dt], True), ([buf, count, dt], True), ([buf, dt, count], True)]
+        out += [([buf, (count, displ), dt], True), ((buf, [count, displ], dt), True)]
+    out += [([buf, count], True), ([buf, (count, displ)], True), ([buf, derived], False)]
+    out += [([buf, np.int64(count), MPI.DOUBLE], False), ([buf, count, count], False)]
+    out += [([buf, None], False), ([buf, count, MPI.DOUBLE, None], False), ([bytearray(64), count], False)]
+    out += [([buf.reshape(4, -1), count, MPI.BYTE], False), ([memoryview(buf), count], True)]
+    return out, derived
+
+
+def _bytes_of(buf, off: int, n: int) -> bytes:  # type: ignore[no-untyped-def]
+    return bytes(memoryview(buf).cast("B")[off : off + n])
+
+
+@settings(max_examples=60, deadline=None)
+@given(count=st.integers(-1, 70), displ=st.integers(-1, 70), blocks=st.integers(1, 4))
+def test_native_whole_parser_agrees_with_python(MPI, count: int, displ: int, blocks: int) -> None:  # type: ignore[no-untyped-def]
+    """Where the native parser resolves a single-buffer specification it gives the Python
+    parser's bytes and element type exactly; where it declines, the Python parser decides.
+    Predefined mpi4py and NumPy datatypes with counts that fit always resolve natively."""
+    from shmcoll import _core
+    from shmcoll.buffers import parse_whole
+
+    buf = np.arange(16, dtype=np.float32)  # 64 bytes, every byte distinct enough to tell offsets
+    specs, derived = _whole_specs(MPI, buf, count, displ)
+    try:
+        for spec, common in specs:
+            hit = _core.whole_spec(spec, blocks)
+            try:
+                want = parse_whole(spec, blocks)
+            except (shmcoll.ShmcollError, ValueError, TypeError):
+                assert hit is None, spec
+                continue
+            if hit is None:
+                assert not (common and count >= 0 and displ >= 0), spec
+                continue
+            b, off, n, elem = hit
+            assert b is spec[0] and n == want.nbytes, spec
+            assert _bytes_of(b, off, n) == _bytes_of(want.buf, 0, want.nbytes), spec
+            # None (reductions then take the Python path) only where the kernels have no
+            # such type, or for a memoryview without a datatype (its format is Python's to read).
+            want_elem = None if want.dtype is None else want.dtype.name
+            unknown = want_elem is None or not _core.reduction_supported("sum", want_elem)
+            assert elem == want_elem or (elem is None and (unknown or isinstance(b, memoryview))), spec
+    finally:
+        derived.Free()
+
+
+@settings(max_examples=60, deadline=None)
+@given(count=st.integers(-1, 20), ranks=st.integers(1, 5))
+def test_native_alltoall_parser_agrees_with_python(MPI, count: int, ranks: int) -> None:  # type: ignore[no-untyped-def]
+    """Alltoall's reading (a count per rank): the native parser gives the Python parser's
+    bytes per rank for specifications without a displacement, and declines the rest."""
+    from shmcoll import _core
+    from shmcoll.buffers import parse_simple
+
+    buf = np.zeros(12)
+    for spec in (
+        [buf, MPI.DOUBLE],
+        [buf, count, MPI.DOUBLE],
+        [buf, "f"],
+        [buf, count],
+        [buf, (count, 1), "d"],
+    ):
+        hit = _core.per_rank_spec(spec, ranks)
+        try:
+            want = parse_simple(spec, ranks)
+        except (shmcoll.ShmcollError, ValueError, TypeError):
+            assert hit is None, spec
+            continue
+        if hit is None:
+            assert isinstance(spec[1], tuple) or count < 0, spec
+            continue
+        assert hit[0] is want.buf and hit[1] == want.bytes_per_rank, spec

@@ -501,10 +501,10 @@ def test_fast_path_dtype_by_identity() -> None:
 
 def gather_scatter_routes() -> list[str]:
     """Gather, Scatter and Reduce_scatter (with recvcounts, a list or a NumPy array) of plain
-    arrays run natively
-    (the Python implementation is never called, whatever the non-roots pass as the buffer
-    they do not use); a buffer specification, or Reduce_scatter without recvcounts, goes to
-    the Python implementation."""
+    arrays, and Gather of a specification with a datatype, run natively (the Python
+    implementation is never called, whatever the non-roots pass as the buffer they do not
+    use); a specification of a bytearray, or Reduce_scatter without recvcounts, goes to the
+    Python implementation."""
     comm = shmcoll.Comm()
     p, me = comm.size, comm.rank
     fails: list[str] = []
@@ -543,8 +543,12 @@ def gather_scatter_routes() -> list[str]:
     calls.clear()
     got = np.zeros(3 * p, np.int32) if me == 0 else None
     comm.Gather([mine, "i"], None if got is None else [got, "i"], root=0)
+    if calls or (got is not None and not np.array_equal(got, every)):
+        fails.append(f"a buffer spec with a datatype: {calls} {got}")
+    got = np.zeros(3 * p, np.int32) if me == 0 else None
+    comm.Gather([bytearray(mine.tobytes()), "i"], None if got is None else [got, "i"], root=0)
     if calls != ["_py_Gather"] or (got is not None and not np.array_equal(got, every)):
-        fails.append(f"a buffer spec: {calls} {got}")
+        fails.append(f"a specification of a bytearray: {calls} {got}")
     comm.Free()
     return fails
 

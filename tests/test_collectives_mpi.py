@@ -59,3 +59,15 @@ def test_vector_collectives_with_count_lists_or_arrays_run_natively(nranks: int)
     lines = re.findall(r"rank (\d+) routes python=(\d+) failures=(\d+)", proc.stdout)
     assert len(lines) == nranks, proc.stdout + proc.stderr
     assert all(py == "1" and fails == "0" for _, py, fails in lines), proc.stdout
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+def test_buffer_specifications_with_datatypes_run_natively(nranks: int) -> None:
+    """``[buf, MPI.DOUBLE]``, ``[buf, count, dt]``, ``[buf, (count, displ), dt]`` (and NumPy
+    datatypes, IN_PLACE) for Bcast, Reduce, Gather, Scatter, Allreduce, Allgather,
+    Reduce_scatter_block and Alltoall never reach the Python parser, and leave every
+    receive buffer (the bytes a count leaves out too) as MPI does."""
+    proc = run_mpiexec(nranks, MPI_SCRIPTS / "spec_routes.py", timeout=60)
+    lines = re.findall(r"rank (\d+) routes python=(\d+) failures=(\d+)", proc.stdout)
+    assert len(lines) == nranks, proc.stdout + proc.stderr
+    assert all(py == "0" and fails == "0" for _, py, fails in lines), proc.stdout

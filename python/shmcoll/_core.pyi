@@ -33,11 +33,13 @@ __all__ = [
     "mpc_encode",
     "mpc_header",
     "mpc_max_compressed_size",
+    "per_rank_spec",
     "reduction_supported",
     "register_mpi",
     "resolve",
     "settings",
     "vector_spec",
+    "whole_spec",
     "zfp_compressed_size",
     "zfp_decode",
     "zfp_encode",
@@ -325,8 +327,18 @@ def coll_model_table(
 
 def vector_spec(spec: Any, size: int) -> tuple[Any, list[int], list[int]] | None:
     """(buffer, counts in bytes, displacements in bytes) of an mpi4py vector buffer
-    specification with lists of ints and a predefined mpi4py datatype (or none, for a NumPy
-    array or memoryview); None for any other form (the Python parser resolves those)."""
+    specification with counts as lists, tuples or NumPy integer arrays and a predefined
+    mpi4py or NumPy datatype (or none, for a NumPy array or memoryview); None for any other
+    form (the Python parser resolves those)."""
+
+def whole_spec(spec: Any, blocks: int = 1) -> tuple[Any, int, int, str | None] | None:
+    """(buffer, byte offset, bytes, element type name or None) of a single-buffer
+    specification (``[buf, datatype]``, ``[buf, count, datatype]``, ...) as
+    ``shmcoll.buffers.parse_whole`` reads it; None where the Python parser must decide."""
+
+def per_rank_spec(spec: Any, ranks: int) -> tuple[Any, int] | None:
+    """(buffer, bytes per rank) of an Alltoall specification without a displacement, as
+    ``shmcoll.buffers.parse_simple`` reads it; None where the Python parser must decide."""
 
 def coll_algorithms() -> list[tuple[str, str]]:
     """(name, description) of the collectives' algorithms."""

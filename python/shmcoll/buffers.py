@@ -80,6 +80,12 @@ def datatype_size(dt: Any) -> int:
         raise ArgumentError(f"{dt!r} is neither an MPI datatype nor a NumPy dtype") from e
 
 
+def datatype_info(dt: Any) -> tuple[int, np.dtype | None]:
+    """(bytes per element, NumPy dtype or None) of a datatype, as the Python parser reads
+    it: the native parsers ask once per datatype object and cache the answer."""
+    return datatype_size(dt), _numpy_dtype(dt)
+
+
 def _itemsize(buf: Any) -> int:
     if isinstance(buf, np.ndarray):
         return int(buf.itemsize)

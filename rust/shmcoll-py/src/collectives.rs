@@ -39,6 +39,10 @@ pub struct CollArgs<'a, 'py> {
     pub op: CollOp,
     pub sendbuf: Option<&'a Bound<'py, PyAny>>,
     pub recvbuf: Option<&'a Bound<'py, PyAny>>,
+    /// The (offset, length) in bytes of each buffer that the call uses (a specification
+    /// such as `[buf, count, datatype]`); None for all of it.
+    pub send_window: Option<(usize, usize)>,
+    pub recv_window: Option<(usize, usize)>,
     pub root: usize,
     pub block: Option<usize>,
     pub counts: Option<Vec<usize>>,
@@ -66,11 +70,25 @@ fn borrow(
     held: &mut Vec<Borrowed>,
     pyerr: &mut Option<PyErr>,
     obj: Option<&Bound<'_, PyAny>>,
+    window: Option<(usize, usize)>,
     writable: bool,
     what: &str,
 ) -> Result<Option<RawBuf>, Error> {
-    obj.map(|o| hold(held, pyerr, o, writable, what))
-        .transpose()
+    let Some(o) = obj else { return Ok(None) };
+    let raw = hold(held, pyerr, o, writable, what)?;
+    match window {
+        None => Ok(Some(raw)),
+        Some((off, len)) if off.checked_add(len).is_some_and(|end| end <= raw.len) => {
+            Ok(Some(RawBuf {
+                addr: raw.addr + off,
+                len,
+            }))
+        }
+        Some((off, len)) => Err(Error::Buffer(format!(
+            "the {what} specification asks for {len} bytes from byte {off} of a {}-byte buffer",
+            raw.len
+        ))),
+    }
 }
 
 /// Run one collective; every rank takes part even when its own arguments are rejected
@@ -84,11 +102,19 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
         let algo = parse("algorithm", a.algorithm, CollAlgo::parse)?;
         let dt = Named::resolve(a.dtype, "datatype", Dtype::parse)?;
         let rop = Named::resolve(a.reduce_op, "reduction operator", Op::parse)?;
-        let send = borrow(&mut held, &mut pyerr, a.sendbuf, false, "send buffer")?;
+        let send = borrow(
+            &mut held,
+            &mut pyerr,
+            a.sendbuf,
+            a.send_window,
+            false,
+            "send buffer",
+        )?;
         let recv = borrow(
             &mut held,
             &mut pyerr,
             a.recvbuf,
+            a.recv_window,
             !root_reads_only,
             "receive buffer",
         )?;

@@ -768,6 +768,8 @@ impl CommBase {
                 op,
                 sendbuf,
                 recvbuf,
+                send_window: None,
+                recv_window: None,
                 root,
                 block,
                 counts,
@@ -981,6 +983,29 @@ impl CommBase {
             );
         }
         let p = self.comm(py)?.size();
+        // Specifications such as `[buf, MPI.DOUBLE]` natively; the rest in Python.
+        if let Some((recv, rbpp)) = crate::buffer_spec::per_rank(recvbuf, p) {
+            let send = if crate::fastpath::is_in_place(sendbuf) {
+                Some(None)
+            } else if is_buffer(sendbuf) {
+                Some(Some((sendbuf.clone(), None)))
+            } else {
+                crate::buffer_spec::per_rank(sendbuf, p).map(|(b, n)| Some((b, Some(n))))
+            };
+            if let Some(send) = send {
+                let (sbuf, sbpp) = send.map_or((None, None), |(b, n)| (Some(b), n));
+                return self.alltoall(
+                    py,
+                    sbuf.as_ref(),
+                    &recv,
+                    sbpp,
+                    Some(rbpp),
+                    algorithm,
+                    order,
+                    store,
+                );
+            }
+        }
         let resolved = resolver(py).and_then(|f| f.call1((sendbuf, recvbuf, p)));
         let resolved = match resolved {
             Ok(r) => r,

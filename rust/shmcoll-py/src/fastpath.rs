@@ -12,6 +12,7 @@ use pyo3::{intern, PyTypeInfo};
 use shmcoll_coll::{CollOp, Comm};
 use shmcoll_kernels::{Dtype, Op};
 
+use crate::buffer_spec::{whole, Whole};
 use crate::collectives::{run, CollArgs, Named};
 use crate::vector_spec::{in_bytes, ints, prefix_sums};
 
@@ -101,7 +102,7 @@ const DTYPES_CAP: usize = 32;
 /// The element type of a NumPy array (None for anything else). The dtype object is looked
 /// up by identity first: formatting its `str` ("<f8", "|u1", ...) costs ~0.5 µs a call,
 /// more than the rest of an 8-byte Allreduce's overhead together.
-fn dtype(arr: &Bound<'_, PyAny>) -> Option<Dtype> {
+pub(crate) fn dtype(arr: &Bound<'_, PyAny>) -> Option<Dtype> {
     let py = arr.py();
     let dt = arr.getattr(intern!(py, "dtype")).ok()?;
     let mut known = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
@@ -116,7 +117,7 @@ fn dtype(arr: &Bound<'_, PyAny>) -> Option<Dtype> {
 }
 
 /// The element type named by a dtype's `str`, for native or little-endian byte order.
-fn dtype_from_str(dt: &Bound<'_, PyAny>) -> Option<Dtype> {
+pub(crate) fn dtype_from_str(dt: &Bound<'_, PyAny>) -> Option<Dtype> {
     let s = dt.getattr(intern!(dt.py(), "str")).ok()?;
     let s: &str = s.extract().ok()?;
     let mut chars = s.chars();
@@ -183,6 +184,8 @@ pub fn try_reduce_scatter(
             op: CollOp::ReduceScatter,
             sendbuf: send,
             recvbuf: Some(recvbuf),
+            send_window: None,
+            recv_window: None,
             root: 0,
             block: None,
             counts: Some(bytes),
@@ -192,6 +195,57 @@ pub fn try_reduce_scatter(
             algorithm,
         },
     ))
+}
+
+/// A buffer argument of the fast path: a plain buffer, or a specification resolved to a
+/// run of bytes of one (`buffer_spec::whole`).
+pub(crate) enum Arg<'a, 'py> {
+    Plain(&'a Bound<'py, PyAny>),
+    Spec(Whole<'py>),
+}
+
+impl<'py> Arg<'_, 'py> {
+    pub(crate) fn obj(&self) -> &Bound<'py, PyAny> {
+        match self {
+            Arg::Plain(o) => o,
+            Arg::Spec(w) => &w.buf,
+        }
+    }
+
+    fn nbytes(&self) -> Option<usize> {
+        match self {
+            Arg::Plain(o) => nbytes(o),
+            Arg::Spec(w) => Some(w.len),
+        }
+    }
+
+    fn elem(&self) -> Option<Dtype> {
+        match self {
+            Arg::Plain(o) => dtype(o),
+            Arg::Spec(w) => w.elem,
+        }
+    }
+
+    /// The (offset, length) in bytes the call may use, None for the whole buffer.
+    pub(crate) fn window(&self) -> Option<(usize, usize)> {
+        match self {
+            Arg::Plain(_) => None,
+            Arg::Spec(w) => Some((w.offset, w.len)),
+        }
+    }
+}
+
+/// A buffer or a specification (`Some(Some(..))`), IN_PLACE (`Some(None)`), or None when
+/// only the Python implementation can read the argument. A count in the specification
+/// is per block when `blocks` > 1.
+fn arg<'a, 'py>(obj: &'a Bound<'py, PyAny>, blocks: usize) -> Option<Option<Arg<'a, 'py>>> {
+    if is_in_place(obj) {
+        Some(None)
+    } else if is_buffer(obj) {
+        Some(Some(Arg::Plain(obj)))
+    } else {
+        whole(obj, blocks).map(|w| Some(Arg::Spec(w)))
+    }
 }
 
 /// One call on the fast path, or None when the arguments need the Python implementation.
@@ -206,62 +260,73 @@ pub fn try_fast(
     red: Option<&Bound<'_, PyAny>>,
     algorithm: Option<&str>,
 ) -> Option<PyResult<()>> {
+    let p = comm.size();
     // Reduce and Gather: only the root has a receive buffer; Scatter: only the root a send
     // buffer (mpi4py ignores the others').
     let at_root = comm.rank() == root;
     let needs_recv = at_root || !matches!(op, CollOp::Reduce | CollOp::Gather);
-    if needs_recv && !is_buffer(recvbuf) {
-        return None;
-    }
     let sendbuf = if op == CollOp::Scatter && !at_root {
         None
     } else {
         sendbuf
     };
+    let in_place = sendbuf.is_some_and(is_in_place);
+    // As mpi4py reads them, a count is per block in Gather's and Allgather's receive
+    // specification, Scatter's send one, and Reduce_scatter_block's send one (its receive
+    // one in place).
+    let send_blocks = match op {
+        CollOp::Scatter | CollOp::ReduceScatterBlock => p,
+        _ => 1,
+    };
+    let recv_blocks = match op {
+        CollOp::Allgather | CollOp::Gather => p,
+        CollOp::ReduceScatterBlock if in_place => p,
+        _ => 1,
+    };
+    // IN_PLACE as a receive buffer (Scatter's root) is the Python implementation's.
+    let recv = if needs_recv {
+        Some(arg(recvbuf, recv_blocks)??)
+    } else {
+        None
+    };
     let send = match sendbuf {
         None => None,
-        Some(s) => buffer_or_in_place(s)?,
+        Some(s) => arg(s, send_blocks)?,
     };
-    let in_place = sendbuf.is_some() && send.is_none();
-    let p = comm.size();
     let (mut block, mut dt, mut rop) = (None, None, None);
     if op.reduces() {
-        let d = dtype(if needs_recv { recvbuf } else { send? })?;
+        // The receive buffer's element type first, as the Python implementation reads it.
+        let d = recv
+            .as_ref()
+            .and_then(Arg::elem)
+            .or_else(|| send.as_ref().and_then(Arg::elem))?;
         let o = operator(py, red)?;
         if !o.supports(d) {
             return None; // the Python path falls back to MPI or raises
         }
         (dt, rop) = (Some(Named::Value(d)), Some(Named::Value(o)));
     }
+    let whole_blocks = |a: Option<&Arg<'_, '_>>| -> Option<usize> {
+        let n = a?.nbytes()?;
+        n.is_multiple_of(p).then_some(n / p)
+    };
     match op {
-        CollOp::Allgather => {
-            let n = nbytes(recvbuf)?;
-            if !n.is_multiple_of(p) {
-                return None;
-            }
-            block = Some(n / p);
-        }
+        CollOp::Allgather => block = Some(whole_blocks(recv.as_ref())?),
         CollOp::ReduceScatterBlock => {
-            let n = nbytes(recvbuf)?;
-            if in_place && !n.is_multiple_of(p) {
-                return None;
-            }
-            block = Some(if in_place { n / p } else { n });
+            block = Some(if in_place {
+                whole_blocks(recv.as_ref())?
+            } else {
+                recv.as_ref()?.nbytes()?
+            });
         }
         // The root's buffer of p blocks sets the block; the others' size comes from their
         // own buffer, and the engine checks that all agree.
-        CollOp::Gather | CollOp::Scatter if at_root => {
-            let n = nbytes(if op == CollOp::Gather { recvbuf } else { send? })?;
-            if !n.is_multiple_of(p) {
-                return None;
-            }
-            block = Some(n / p);
-        }
+        CollOp::Gather if at_root => block = Some(whole_blocks(recv.as_ref())?),
+        CollOp::Scatter if at_root => block = Some(whole_blocks(send.as_ref())?),
         _ => {}
     }
-    let recv = needs_recv.then_some(recvbuf);
     let (send, recv) = if op == CollOp::Bcast {
-        (None, Some(recvbuf))
+        (None, recv)
     } else {
         (send, recv)
     };
@@ -270,8 +335,10 @@ pub fn try_fast(
         comm,
         CollArgs {
             op,
-            sendbuf: send,
-            recvbuf: recv,
+            sendbuf: send.as_ref().map(Arg::obj),
+            recvbuf: recv.as_ref().map(Arg::obj),
+            send_window: send.as_ref().and_then(Arg::window),
+            recv_window: recv.as_ref().and_then(Arg::window),
             root,
             block,
             counts: None,

@@ -2,10 +2,12 @@
 //! knows Python; everything else lives in the engine crates.
 
 mod buffer;
+mod buffer_spec;
 mod codec_misc;
 mod codec_zfp;
 mod coll_table;
 mod collectives;
+mod datatypes;
 mod engine;
 mod errors;
 mod fastpath;
@@ -108,6 +110,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;
     m.add_function(wrap_pyfunction!(vector_spec::vector_spec, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer_spec::whole_spec, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer_spec::per_rank_spec, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::reduction_supported, m)?)?;
     m.add_function(wrap_pyfunction!(machine::machine, m)?)?;
     m.add_function(wrap_pyfunction!(machine::settings, m)?)?;

@@ -10,82 +10,10 @@
 //! and the Python parser resolves it or raises its own error.
 
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyList, PyTuple};
 use pyo3::{intern, PyTypeInfo};
 
-/// Datatypes seen so far, with their sizes, held by strong references so that an address
-/// stays theirs. Only immutable kinds are cached (predefined mpi4py datatypes, which are
-/// never freed; NumPy dtypes; types; strings), so a size stays right; the list is capped.
-static DATATYPES: std::sync::Mutex<Vec<(Py<PyAny>, usize)>> = std::sync::Mutex::new(Vec::new());
-const DATATYPES_CAP: usize = 64;
-
-/// The Python parser's size function (validates, rejects gaps).
-static DATATYPE_SIZE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// `numpy.ndarray` and `numpy.dtype`.
-static NUMPY_TYPES: PyOnceLock<(Py<PyType>, Py<PyType>)> = PyOnceLock::new();
-
-fn numpy_types(py: Python<'_>) -> Option<&(Py<PyType>, Py<PyType>)> {
-    NUMPY_TYPES
-        .get_or_try_init(py, || {
-            let np = PyModule::import(py, "numpy")?;
-            let ty = |name: &str| -> PyResult<Py<PyType>> {
-                Ok(np.getattr(name)?.cast_into::<PyType>()?.unbind())
-            };
-            Ok::<_, PyErr>((ty("ndarray")?, ty("dtype")?))
-        })
-        .ok()
-}
-
-/// Whether the size of `dt` may be cached by identity: it cannot change while we hold it.
-fn immutable_datatype(dt: &Bound<'_, PyAny>) -> bool {
-    let py = dt.py();
-    if PyString::is_type_of(dt) || PyType::is_type_of(dt) {
-        return true;
-    }
-    if numpy_types(py).is_some_and(|(_, dtype)| dt.is_instance(dtype.bind(py)).unwrap_or(false)) {
-        return true;
-    }
-    // mpi4py's predefined datatypes; derived ones can be freed and their handle reused.
-    dt.getattr(intern!(py, "is_predefined"))
-        .and_then(|v| v.extract::<bool>())
-        .unwrap_or(false)
-}
-
-fn datatype_size(dt: &Bound<'_, PyAny>) -> Option<usize> {
-    let py = dt.py();
-    {
-        let known = DATATYPES.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, n)) = known.iter().find(|(o, _)| o.as_ptr() == dt.as_ptr()) {
-            return Some(*n);
-        }
-    }
-    // The rest (derived datatypes, anything else) goes to the Python parser.
-    if !immutable_datatype(dt) {
-        return None;
-    }
-    let f = DATATYPE_SIZE
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(
-                PyModule::import(py, "shmcoll.buffers")?
-                    .getattr("datatype_size")?
-                    .unbind(),
-            )
-        })
-        .ok()?;
-    let n: usize = f.bind(py).call1((dt,)).ok()?.extract().ok()?;
-    let mut known = DATATYPES.lock().unwrap_or_else(|e| e.into_inner());
-    if known.len() < DATATYPES_CAP {
-        known.push((dt.clone().unbind(), n));
-    }
-    Some(n)
-}
-
-fn is_ndarray(obj: &Bound<'_, PyAny>) -> bool {
-    let py = obj.py();
-    numpy_types(py).is_some_and(|(ndarray, _)| obj.is_instance(ndarray.bind(py)).unwrap_or(false))
-}
+use crate::datatypes::{datatype_size, is_ndarray};
 
 /// `size` non-negative ints from a list, a tuple or a NumPy array (of integers: the
 /// Python ints of other arrays' `tolist()`, floats or nested lists, do not convert).
@@ -126,7 +54,7 @@ fn counts_and_displs(
 
 /// The item size of a NumPy array or memoryview (None for other buffers: the Python
 /// parser asks the buffer protocol).
-fn item_size(buf: &Bound<'_, PyAny>) -> Option<usize> {
+pub(crate) fn item_size(buf: &Bound<'_, PyAny>) -> Option<usize> {
     if !crate::fastpath::is_buffer(buf) {
         return None;
     }
@@ -139,7 +67,7 @@ fn item_size(buf: &Bound<'_, PyAny>) -> Option<usize> {
 
 /// The items of a list or tuple. Indexing them directly: collecting a generic iterator
 /// asks `operator.length_hint` under the stable ABI, an import on every call.
-fn list_items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+pub(crate) fn list_items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
     if let Ok(l) = obj.cast::<PyList>() {
         Some(l.iter().collect())
     } else if let Ok(t) = obj.cast::<PyTuple>() {
@@ -149,7 +77,7 @@ fn list_items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
     }
 }
 
-fn is_list_or_tuple(obj: &Bound<'_, PyAny>) -> bool {
+pub(crate) fn is_list_or_tuple(obj: &Bound<'_, PyAny>) -> bool {
     PyList::is_type_of(obj) || PyTuple::is_type_of(obj)
 }
 
@@ -203,6 +131,8 @@ pub fn vector_collective<'py>(
             op,
             sendbuf: send.as_ref(),
             recvbuf: recv.as_ref(),
+            send_window: None,
+            recv_window: None,
             root,
             block: None,
             counts,
