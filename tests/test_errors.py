@@ -499,3 +499,14 @@ def test_spawn_argument_errors() -> None:
 
 def test_patterns_are_exact() -> None:
     assert block(1, 2, 3, np.int32).tolist() == [1 * 7919 + 2 * 104729 + 1 + 31 * k for k in range(3)]
+
+
+def test_mpi4py_methods_without_an_mpi_communicator_raise_attribute_error() -> None:
+    """A communicator made without mpi4py has no MPI methods to lend: asking for one says
+    why, and private names stay private."""
+    with shmcoll.Comm() as comm:
+        with pytest.raises(AttributeError, match="wraps no MPI communicator"):
+            comm.send  # noqa: B018
+        with pytest.raises(AttributeError):
+            comm._no_such_private  # noqa: B018
+        assert not hasattr(comm, "Scan")

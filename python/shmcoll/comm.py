@@ -24,6 +24,7 @@ from .buffers import is_in_place, parse_vector
 from .collectives import Collectives
 from .errors import ArgumentError, ShmcollError, UnsupportedError
 from .ops import mpi_ops_by_id
+from .passthrough import lookup
 from .persistent import Persistent
 from .tuning.lookup import INTERNAL
 
@@ -350,7 +351,20 @@ class Comm(Collectives, Persistent, _core.CommBase):
         source, rows = self._table()
         return str(source), list(rows)
 
+    def __getattr__(self, name: str) -> Any:
+        """mpi4py's methods that shmcoll does not implement, from the wrapped MPI
+        communicator: collectives run on MPI (announced once, counted), the rest is MPI's
+        own (see shmcoll.passthrough)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lookup("shmcoll.Comm", self._mpi, name)
+
     # -- lifetime ---------------------------------------------------------------------
+    def free(self) -> None:
+        """Alias of Free (mpi4py 4's lowercase name; the wrapped MPI communicator is the
+        caller's to free)."""
+        self.Free()
+
     def __enter__(self) -> Comm:
         return self
 

@@ -41,6 +41,7 @@ from .buffers import is_in_place, parse_simple, parse_whole
 from .compress import compressible
 from .errors import ArgumentError
 from .ops import SUM, Op
+from .passthrough import COLLECTIVES, lookup
 
 ENV_NODE_SPLIT = "SHMCOLL_NODE_SPLIT"
 
@@ -136,6 +137,15 @@ class HierComm:
         self.local.Free()
         self.cross.Free()
         self._node_mpi.Free()
+
+    def free(self) -> None:
+        """Alias of Free (mpi4py 4's lowercase name; the whole MPI communicator is the
+        caller's to free)."""
+        self.Free()
+
+    @property
+    def freed(self) -> bool:
+        return bool(self.local.freed)
 
     def __enter__(self) -> HierComm:
         return self
@@ -320,10 +330,14 @@ class HierComm:
         return None
 
     def __getattr__(self, name: str) -> Any:
-        """Other mpi4py collectives run on MPI (announced once, counted)."""
-        if name[:1].isupper() and hasattr(self.mpi_comm, name):
+        """Other mpi4py collectives run on MPI (announced once, counted here); the rest of
+        mpi4py's methods (point-to-point, lowercase object collectives, ...) come from the
+        whole communicator as for shmcoll.Comm (see shmcoll.passthrough)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name[:1].isupper() and name in COLLECTIVES and hasattr(self.mpi_comm, name):
             return lambda *a, **k: self._fallback(name, *a, **k)
-        raise AttributeError(name)
+        return lookup("shmcoll.HierComm", self.mpi_comm, name)
 
 
 def _slices(n: int, parts: int) -> tuple[list[int], list[int]]:

@@ -1,0 +1,80 @@
+"""mpi4py's methods that shmcoll does not implement work on a shmcoll.Comm (and a
+HierComm with SHMCOLL_NODE_SPLIT) as on the wrapped mpi4py communicator: point-to-point,
+lowercase object collectives, Scan/Exscan, nonblocking collectives, names. Collectives
+among them are counted fallbacks with one warning each; the rest is not counted. Prints
+``rank R passthrough failures=<n> counted=<names> warned=<n>``."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from mpi4py import MPI
+
+import shmcoll
+from shmcoll.ops import fallback_calls
+
+world = MPI.COMM_WORLD
+comm = shmcoll.Comm(world)
+p, me = comm.size, comm.rank
+failures = 0
+
+
+def expect(label: str, ok: bool) -> None:
+    global failures
+    if not ok:
+        failures += 1
+        print(f"FAIL {label}", flush=True)
+
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    # Point-to-point: a ring of Python objects and of buffers.
+    right, left = (me + 1) % p, (me - 1) % p
+    got = comm.sendrecv({"from": me}, dest=right, source=left)
+    expect("sendrecv", got == {"from": left})
+    out = np.full(3, me, np.int64)
+    back = np.empty(3, np.int64)
+    req = comm.Irecv(back, source=left, tag=7)
+    comm.Send(out, dest=right, tag=7)
+    req.Wait()
+    expect("Send/Irecv", bool((back == left).all()))
+    # Object collectives (twice each: one warning per method, every call counted).
+    for _ in range(2):
+        expect("bcast", comm.bcast({"root": 0} if me == 0 else None, root=0) == {"root": 0})
+        expect("allreduce", comm.allreduce(me + 1) == p * (p + 1) // 2)
+    expect("gather", comm.gather(me, root=0) == (list(range(p)) if me == 0 else None))
+    # Buffer collectives shmcoll lacks, IN_PLACE included, against MPI's own.
+    x = np.arange(4, dtype=np.float64) + me
+    got, want = np.empty(4), np.empty(4)
+    comm.Scan(x, got, op=MPI.SUM)
+    world.Scan(x, want, op=MPI.SUM)
+    expect("Scan", np.array_equal(got, want))
+    y = x.copy()
+    comm.Exscan(shmcoll.IN_PLACE, y, op=MPI.SUM)
+    z = x.copy()
+    world.Exscan(MPI.IN_PLACE, z, op=MPI.SUM)
+    expect("Exscan in place", me == 0 or np.array_equal(y, z))
+    r = np.empty(4)
+    comm.Iallreduce(x, r, op=MPI.MAX).Wait()
+    expect("Iallreduce", np.array_equal(r, np.arange(4.0) + p - 1))
+    # Not collectives: MPI's own, not counted.
+    expect("Get_name", comm.Get_name() == world.Get_name())
+    expect("Is_intra", comm.Is_intra() is True)
+    try:
+        comm.No_such_method  # noqa: B018
+        expect("unknown attribute raises", False)
+    except AttributeError:
+        pass
+    # The shmcoll collectives are unaffected by the MPI traffic in between.
+    s = np.full(2, me, np.int32)
+    t = np.empty(2, np.int32)
+    comm.Allreduce(s, t)
+    expect("Allreduce after", bool((t == sum(range(p))).all()))
+warned = sum("run on MPI" in str(w.message) for w in caught)
+counted = sorted(k.split(" ")[0] for k in fallback_calls)
+counts = [fallback_calls.get(f"{n} (mpi4py's)") for n in ("bcast", "allreduce", "Get_name")]
+expect("counts", counts == [2, 2, None])
+comm.free()
+expect("free", comm.freed)
+print(f"rank {me} passthrough failures={failures} counted={','.join(counted)} warned={warned}", flush=True)
