@@ -78,6 +78,10 @@ def test_a_table_file_changes_what_serves_a_collective(tmp_path: Path) -> None:
             ],
             "overlap",
         ),
+        (
+            [{"bytes": [0, "inf"], "choices": [{"algorithm": "staging", "chunk_bytes": 4096}]}],
+            "names only an algorithm",
+        ),
     ],
 )
 def test_bad_collective_rows_are_rejected_naming_the_entry(tmp_path: Path, sizes: Any, message: str) -> None:

@@ -1,7 +1,8 @@
 """Vector collectives with mpi4py's specifications (counts as lists or NumPy arrays,
-predefined mpi4py or NumPy datatypes) run natively: Alltoallv, Allgatherv, Gatherv and
-Scatterv never reach their Python implementations (`_py_<Name>`), whose calls this script
-counts, and give MPI's results. Prints one line: ``routes python=<calls> failures=<n>``."""
+predefined mpi4py or NumPy datatypes; the other side a buffer or a specification) run
+natively: Alltoallv, Allgatherv, Gatherv and Scatterv never reach their Python
+implementations (`_py_<Name>`), whose calls this script counts, and give MPI's results.
+Prints one line: ``routes python=<calls> failures=<n>``."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ for root in range(p):
     comm.Allgatherv(mine, [got, (counts, displs), MPI.DOUBLE])
     world.Allgatherv(mine, [want, (counts, displs), MPI.DOUBLE])
     same("Allgatherv", got, want)
+    # The plain side as a specification: [buf, datatype], [buf, count, datatype].
+    got[:] = 0
+    comm.Allgatherv([mine, MPI.DOUBLE], [got, (counts, displs), MPI.DOUBLE])
+    same("Allgatherv [buf, dt]", got, want)
     # Gatherv, both the (counts, displs) and the counts-only forms
     got, want = np.zeros(total), np.zeros(total)
     comm.Gatherv(mine, [got, counts, displs, MPI.DOUBLE] if me == root else None, root=root)
@@ -48,6 +53,10 @@ for root in range(p):
     comm.Scatterv([src, (counts, displs), MPI.DOUBLE] if me == root else None, got, root=root)
     world.Scatterv([src, (counts, displs), MPI.DOUBLE] if me == root else None, want, root=root)
     same(f"Scatterv root={root}", got, want)
+    wide = np.full(counts[me] + 2, -1.0)
+    spec = [src, (counts, displs), MPI.DOUBLE] if me == root else None
+    comm.Scatterv(spec, [wide, counts[me], MPI.DOUBLE], root=root)
+    same(f"Scatterv [buf, count, dt] root={root}", wide, np.concatenate([want, [-1.0, -1.0]]))
 # Alltoallv: rank i sends i + j + 1 elements to rank j.
 sc = [me + j + 1 for j in range(p)]
 rc = [j + me + 1 for j in range(p)]

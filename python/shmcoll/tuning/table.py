@@ -133,6 +133,14 @@ def validate(doc: Any, origin: str) -> None:
                         "uncompressed candidate after it (for calls that carry no codec)"
                     )
                 for c, choice in enumerate(size["choices"]):
+                    # The collectives' algorithms take no parameters: a key there would be
+                    # ignored, so it is refused.
+                    extra = sorted(set(choice) - {"algorithm"}) if op in COLL_OPERATIONS else []
+                    if extra:
+                        raise TuningTableError(
+                            f"{origin}: entry {where}/sizes/{k}/choices/{c}/{extra[0]}: a choice "
+                            f"of {op} names only an algorithm"
+                        )
                     for key, known in names.items():
                         if key in choice and choice[key] not in known:
                             raise TuningTableError(

@@ -222,6 +222,21 @@ impl TableFile {
                 .iter()
                 .filter(|c| c.algorithm != COMPRESSED)
                 .map(|c| {
+                    // The collectives' algorithms take no parameters: refuse what would
+                    // be ignored.
+                    if c.order.is_some()
+                        || c.store.is_some()
+                        || c.nt_threshold.is_some()
+                        || c.chunk_bytes.is_some()
+                    {
+                        return Err(bad(
+                            &self.path,
+                            format!(
+                                "{op}: a choice names only an algorithm ({:?} has parameters)",
+                                c.algorithm
+                            ),
+                        ));
+                    }
                     CollAlgo::parse(&c.algorithm).ok_or_else(|| {
                         bad(
                             &self.path,
@@ -309,6 +324,12 @@ mod tests {
                 r#"{"format": "shmcoll-tuning", "operations": {"bcast": [{"nprocs": [1, "inf"],
                     "sizes": [{"bytes": [0, "inf"], "choices": [{"algorithm": "warp"}]}]}]}}"#,
                 "unknown algorithm \"warp\"",
+            ),
+            (
+                "params",
+                r#"{"format": "shmcoll-tuning", "operations": {"bcast": [{"nprocs": [1, "inf"],
+                    "sizes": [{"bytes": [0, "inf"], "choices": [{"algorithm": "staging", "chunk_bytes": 4096}]}]}]}}"#,
+                "names only an algorithm",
             ),
             (
                 "overlap",

@@ -238,7 +238,10 @@ impl<'py> Arg<'_, 'py> {
 /// A buffer or a specification (`Some(Some(..))`), IN_PLACE (`Some(None)`), or None when
 /// only the Python implementation can read the argument. A count in the specification
 /// is per block when `blocks` > 1.
-fn arg<'a, 'py>(obj: &'a Bound<'py, PyAny>, blocks: usize) -> Option<Option<Arg<'a, 'py>>> {
+pub(crate) fn arg<'a, 'py>(
+    obj: &'a Bound<'py, PyAny>,
+    blocks: usize,
+) -> Option<Option<Arg<'a, 'py>>> {
     if is_in_place(obj) {
         Some(None)
     } else if is_buffer(obj) {

@@ -89,8 +89,8 @@ fn is_seq(obj: &Bound<'_, PyAny>) -> bool {
 
 /// Allgatherv, Gatherv or Scatterv natively when the vector side (the receive buffer,
 /// or Scatterv's send buffer, at the root for the rooted ones) resolves here and the
-/// other side is a plain buffer or IN_PLACE; None sends the call to the Python
-/// implementation.
+/// other side is a plain buffer, a single-buffer specification or IN_PLACE; None sends the
+/// call to the Python implementation.
 pub fn vector_collective<'py>(
     py: Python<'py>,
     comm: &mut shmcoll_coll::Comm,
@@ -101,25 +101,29 @@ pub fn vector_collective<'py>(
     algorithm: Option<&str>,
 ) -> Option<PyResult<()>> {
     use crate::collectives::{run, CollArgs};
-    use crate::fastpath::buffer_or_in_place;
     use shmcoll_coll::CollOp;
     let p = comm.size();
-    let plain = |o: &Bound<'py, PyAny>| buffer_or_in_place(o).map(|b| b.cloned());
+    // The other side: a buffer, a specification such as [buf, MPI.DOUBLE] (the run of
+    // bytes it names) or IN_PLACE (Some(None)).
+    type Side<'py> = Option<(Bound<'py, PyAny>, Option<(usize, usize)>)>;
+    let plain = |o: &Bound<'py, PyAny>| -> Option<Side<'py>> {
+        crate::fastpath::arg(o, 1).map(|a| a.map(|a| (a.obj().clone(), a.window())))
+    };
     // The side whose counts only the root has (Gatherv's receive, Scatterv's send).
     let at_root = comm.rank() == root;
     let (send, recv, counts, displs) = match op {
         CollOp::Allgatherv => {
             let (r, c, d) = vector_spec(recvbuf, p)?;
-            (plain(sendbuf)?, Some(r), Some(c), Some(d))
+            (plain(sendbuf)?, Some((r, None)), Some(c), Some(d))
         }
         CollOp::Gatherv if at_root => {
             let (r, c, d) = vector_spec(recvbuf, p)?;
-            (plain(sendbuf)?, Some(r), Some(c), Some(d))
+            (plain(sendbuf)?, Some((r, None)), Some(c), Some(d))
         }
         CollOp::Gatherv => (plain(sendbuf)?, None, None, None),
         CollOp::Scatterv if at_root => {
             let (s, c, d) = vector_spec(sendbuf, p)?;
-            (Some(s), plain(recvbuf)?, Some(c), Some(d))
+            (Some((s, None)), plain(recvbuf)?, Some(c), Some(d))
         }
         CollOp::Scatterv => (None, plain(recvbuf)?, None, None),
         _ => return None,
@@ -129,10 +133,10 @@ pub fn vector_collective<'py>(
         comm,
         CollArgs {
             op,
-            sendbuf: send.as_ref(),
-            recvbuf: recv.as_ref(),
-            send_window: None,
-            recv_window: None,
+            sendbuf: send.as_ref().map(|(b, _)| b),
+            recvbuf: recv.as_ref().map(|(b, _)| b),
+            send_window: send.as_ref().and_then(|(_, w)| *w),
+            recv_window: recv.as_ref().and_then(|(_, w)| *w),
             root,
             block: None,
             counts,
