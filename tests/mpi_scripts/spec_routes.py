@@ -1,10 +1,10 @@
 """mpi4py's single-buffer specifications (``[buf, MPI.DOUBLE]``, ``[buf, count, dt]``,
 ``[buf, (count, displ), dt]``, NumPy dtypes and type codes) run natively for every
-collective with one buffer per side: the Python implementations (``_py_<Name>``, and
-Alltoall's ``shmcoll.buffers.resolve_alltoall``), whose calls this script counts, are never
-reached, and every result (the whole receive buffer, so the bytes a count leaves out
-too) equals MPI's for the same specifications. Prints one line:
-``rank R routes python=<calls> failures=<n>``."""
+collective with one buffer per side, and for Reduce_scatter with recvcounts: the Python
+implementations (``_py_<Name>``, and Alltoall's ``shmcoll.buffers.resolve_alltoall``),
+whose calls this script counts, are never reached, and every result (the whole receive
+buffer, so the bytes a count leaves out too) equals MPI's for the same specifications.
+Prints one line: ``rank R routes python=<calls> failures=<n>``."""
 
 from __future__ import annotations
 
@@ -81,6 +81,8 @@ check("Allreduce in place", lambda c, s, r: c.Allreduce(MPI.IN_PLACE, [s, 5, D],
 check("Allgather [b,D]", lambda c, s, r: c.Allgather([s, D], [r, D]), n, n * p)
 check("Allgather [b,3,D]", lambda c, s, r: c.Allgather([s, 3, D], [r, 3, D]), n, 3 * p + 2)
 check("Reduce_scatter_block", lambda c, s, r: c.Reduce_scatter_block([s, 2, D], [r, 2, D]), 2 * p, 3)
+rs = lambda c, s, r: c.Reduce_scatter([s, D], [r, 2, D], [2] * p, op=MPI.SUM)  # noqa: E731
+check("Reduce_scatter", rs, 2 * p, 3)
 check("Alltoall [b,D]", lambda c, s, r: c.Alltoall([s, D], [r, D]), 2 * p, 2 * p)
 check("Alltoall [b,1,D]", lambda c, s, r: c.Alltoall([s, 1, D], [r, 1, D]), 2 * p, 2 * p)
 check("Alltoall in place", lambda c, s, r: c.Alltoall(MPI.IN_PLACE, [s, D]), 2 * p, 1)

@@ -59,21 +59,6 @@ pub fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
         || in_place(py).is_some_and(|ip| ip.is(obj))
 }
 
-/// A buffer argument that may be IN_PLACE: `Some(None)` for IN_PLACE (checked first:
-/// mpi4py's exports an empty buffer), `Some(Some(obj))` for a buffer, None for anything
-/// else (a specification for the Python implementation).
-pub(crate) fn buffer_or_in_place<'a, 'py>(
-    obj: &'a Bound<'py, PyAny>,
-) -> Option<Option<&'a Bound<'py, PyAny>>> {
-    if is_in_place(obj) {
-        Some(None)
-    } else if is_buffer(obj) {
-        Some(Some(obj))
-    } else {
-        None
-    }
-}
-
 pub(crate) fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
     // SAFETY: `obj` is a live object; the call only inspects its type.
     unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 }
@@ -152,9 +137,10 @@ fn nbytes(obj: &Bound<'_, PyAny>) -> Option<usize> {
         .ok()
 }
 
-/// Reduce_scatter with plain arrays, a predefined operator and `recvcounts` given as a
-/// list or tuple of ints or a NumPy integer array (without them, the counts must first be gathered: the Python
-/// implementation does that); None sends the call there.
+/// Reduce_scatter with plain arrays or specifications, a predefined operator and
+/// `recvcounts` given as a list or tuple of ints or a NumPy integer array (without them,
+/// the counts must first be gathered: the Python implementation does that); None sends
+/// the call there.
 pub fn try_reduce_scatter(
     py: Python<'_>,
     comm: &mut Comm,
@@ -166,11 +152,10 @@ pub fn try_reduce_scatter(
 ) -> Option<PyResult<()>> {
     let p = comm.size();
     let counts = ints(recvcounts?, p)?;
-    if !is_buffer(recvbuf) {
-        return None;
-    }
-    let send = buffer_or_in_place(sendbuf)?;
-    let d = dtype(recvbuf)?;
+    let recv = arg(recvbuf, 1)??;
+    let send = arg(sendbuf, 1)?;
+    // The receive buffer's element type first, as the Python implementation reads it.
+    let d = recv.elem().or_else(|| send.as_ref().and_then(Arg::elem))?;
     let o = operator(py, red)?;
     if !o.supports(d) {
         return None;
@@ -182,10 +167,10 @@ pub fn try_reduce_scatter(
         comm,
         CollArgs {
             op: CollOp::ReduceScatter,
-            sendbuf: send,
-            recvbuf: Some(recvbuf),
-            send_window: None,
-            recv_window: None,
+            sendbuf: send.as_ref().map(Arg::obj),
+            recvbuf: Some(recv.obj()),
+            send_window: send.as_ref().and_then(Arg::window),
+            recv_window: recv.window(),
             root: 0,
             block: None,
             counts: Some(bytes),
@@ -235,9 +220,9 @@ impl<'py> Arg<'_, 'py> {
     }
 }
 
-/// A buffer or a specification (`Some(Some(..))`), IN_PLACE (`Some(None)`), or None when
-/// only the Python implementation can read the argument. A count in the specification
-/// is per block when `blocks` > 1.
+/// A buffer or a specification (`Some(Some(..))`), IN_PLACE (`Some(None)`; checked first,
+/// as mpi4py's exports an empty buffer), or None when only the Python implementation can
+/// read the argument. A count in the specification is per block when `blocks` > 1.
 pub(crate) fn arg<'a, 'py>(
     obj: &'a Bound<'py, PyAny>,
     blocks: usize,
