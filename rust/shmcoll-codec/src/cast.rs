@@ -86,7 +86,8 @@ fn narrow32<const M: u32, const B: u32>(x: u32) -> u16 {
         let odd = (a >> (S - M)) & 1;
         ((a - ((127 - B) << S) + (1 << (S - M - 1)) - 1 + odd) >> (S - M)) as u16
     } else {
-        let magic = (128 - B - M + S) << S;
+        // Added before subtracting: with bf16 (B = 127, M = 7) 128 - B - M underflows.
+        let magic = (128 + S - B - M) << S;
         (f32::from_bits(a) + f32::from_bits(magic))
             .to_bits()
             .wrapping_sub(magic) as u16
