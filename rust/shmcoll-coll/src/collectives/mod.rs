@@ -254,7 +254,8 @@ pub(crate) struct Call<'a> {
     pub in_place: bool,
     pub blocks: Option<Blocks<'a>>,
     pub reduce: Option<(Dtype, Op)>,
-    /// Every rank's full descriptor (index = rank).
+    /// Every rank's descriptor (index = rank): the full one for direct and cma, else what
+    /// its arrive line carries (sizes, flags, extras; no buffer addresses).
     pub peers: Vec<DescCore>,
 }
 
@@ -383,14 +384,7 @@ impl Comm {
         let mut cores = std::mem::take(&mut self.scratch);
         let checked = self
             .read_descs(seq, op.code(), &mut cores)
-            .and_then(|_| {
-                // Algorithms read buffer offsets: the full descriptors replace the heads
-                // (every rank wrote its slot, F_FULL), in the same reused vector.
-                for (j, c) in cores.iter_mut().enumerate() {
-                    *c = Desc::slot(&self.seg, j, parity).core();
-                }
-                self.coll_facts(seq, op, &core, &cores)
-            })
+            .and_then(|_| self.coll_facts(seq, op, &core, &cores))
             .and_then(|facts| self.select_coll(op, &facts, call.forced));
         let algo = match checked {
             Ok(a) => a,
@@ -399,6 +393,15 @@ impl Comm {
                 return Err(e);
             }
         };
+        // The heads carry what the checks, inline and staging need; direct and cma read
+        // peers' buffer addresses, so for them the full descriptors replace the heads
+        // (every rank wrote its slot, F_FULL). Small calls skip the extra cache line per
+        // peer, which with more ranks than cores is a miss after every switch.
+        if matches!(algo, CollAlgo::Direct | CollAlgo::Cma) {
+            for (j, c) in cores.iter_mut().enumerate() {
+                *c = Desc::slot(&self.seg, j, parity).core();
+            }
+        }
         let (root, dt, rop) = unpack_extra(core.extra);
         let in_place = core.flags & F_IN_PLACE != 0;
         let x = Call {
