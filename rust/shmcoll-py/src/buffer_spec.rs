@@ -9,7 +9,7 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyList, PyTuple};
+use pyo3::types::{PyBool, PyInt};
 use pyo3::PyTypeInfo;
 
 use shmcoll_kernels::Dtype;
@@ -31,6 +31,7 @@ fn int(obj: &Bound<'_, PyAny>) -> bool {
     PyInt::is_type_of(obj) && !PyBool::is_type_of(obj)
 }
 
+/// The items of a list or tuple specification (None for anything else).
 fn items<'py>(spec: &Bound<'py, PyAny>) -> Option<Items<'py>> {
     let items = list_items(spec)?;
     let (buf, rest) = items.split_first()?;
@@ -91,9 +92,6 @@ pub(crate) struct Whole<'py> {
 /// `parse_whole(spec, blocks)` for a list or tuple specification: a count is per block
 /// (`blocks` > 1 for Gather's and Scatter's root buffers, as mpi4py reads them).
 pub(crate) fn whole<'py>(spec: &Bound<'py, PyAny>, blocks: usize) -> Option<Whole<'py>> {
-    if !(PyList::is_type_of(spec) || PyTuple::is_type_of(spec)) {
-        return None;
-    }
     let it = items(spec)?;
     let total = nbytes(&it.buf)?;
     let offset = it.displ.checked_mul(it.size)?;
@@ -132,9 +130,6 @@ pub(crate) fn per_rank<'py>(
     spec: &Bound<'py, PyAny>,
     ranks: usize,
 ) -> Option<(Bound<'py, PyAny>, usize)> {
-    if !(PyList::is_type_of(spec) || PyTuple::is_type_of(spec)) {
-        return None;
-    }
     let it = items(spec)?;
     if it.displ != 0 || it.size == 0 || ranks == 0 {
         return None;

@@ -1,7 +1,7 @@
 //! mpi4py's vector buffer specifications (`[buf, (counts, displs), datatype]`,
 //! `[buf, counts, displs, datatype]`, `[buf, counts, datatype]`, and the same without a
 //! datatype or with None for it) resolved natively for the common cases: counts as lists
-//! or tuples of non-negative ints or as 1-D NumPy integer arrays, and a datatype that is a
+//! or tuples of non-negative ints or as NumPy integer arrays, and a datatype that is a
 //! predefined mpi4py datatype, a NumPy dtype, a NumPy scalar type or a type code ("d"),
 //! or, without one, the item size of a NumPy array or memoryview. On this path a call pays
 //! well under a microsecond for its specification where the Python parser
@@ -15,8 +15,8 @@ use pyo3::{intern, PyTypeInfo};
 
 use crate::datatypes::{datatype_size, is_ndarray};
 
-/// `size` non-negative ints from a list, a tuple or a NumPy array (of integers: the
-/// Python ints of other arrays' `tolist()`, floats or nested lists, do not convert).
+/// `size` non-negative ints from a list, a tuple or a NumPy array of integers (other
+/// arrays' `tolist()` gives floats or nested lists, which do not convert: None).
 pub(crate) fn ints(obj: &Bound<'_, PyAny>, size: usize) -> Option<Vec<usize>> {
     if !is_seq(obj) || obj.len().ok()? != size {
         return None;
