@@ -162,6 +162,23 @@ class _Prepared(NamedTuple):
     mpi: Any
 
 
+def owning(comm: Any) -> Any:
+    """`comm` (a Comm or HierComm just made over an MPI communicator of its own) made the
+    owner of that MPI communicator, which its Free then frees."""
+    comm._owned_mpi = comm.mpi_comm
+    return comm
+
+
+def free_owned(comm: Any) -> None:
+    """Free the MPI communicator `comm` owns, once, unless MPI is finalized already."""
+    owned, comm._owned_mpi = comm._owned_mpi, None
+    if owned is not None:
+        from mpi4py import MPI
+
+        if not MPI.Is_finalized():
+            owned.Free()
+
+
 class Comm(Collectives, Persistent, _core.CommBase):
     """A communicator over the processes of one node.
 
@@ -195,6 +212,7 @@ class Comm(Collectives, Persistent, _core.CommBase):
 
     def __init__(self, comm: Any = None) -> None:
         self._mpi = None
+        self._owned_mpi: Any = None  # an MPI communicator this one made (Dup, Split)
         self._join_for(comm)
         mpi_ops_by_id()  # lets the native fast path recognise mpi4py's operators
         from .tuning import bind
@@ -248,8 +266,16 @@ class Comm(Collectives, Persistent, _core.CommBase):
         return f"<shmcoll.Comm {state}>"
 
     def Dup(self) -> Comm:
-        """A new communicator over the same ranks, with its own segment (collective)."""
-        return Comm(self)
+        """A new communicator over the same ranks, with its own segment and, when this one
+        wraps MPI, its own MPI communicator (MPI_Comm_dup, so that point-to-point traffic
+        on the two never matches), which Free frees (collective)."""
+        if self._mpi is None:
+            return Comm(self)
+        return owning(Comm(self._mpi.Dup()))
+
+    def Clone(self) -> Comm:
+        """As Dup (mpi4py's Clone keeps the communicator's type: so does this one)."""
+        return self.Dup()
 
     def Split(self, color: int = 0, key: int = 0) -> Comm | None:
         """Communicators of the ranks with the same `color`, ranked by (`key`, rank), as
@@ -258,7 +284,7 @@ class Comm(Collectives, Persistent, _core.CommBase):
             from mpi4py import MPI
 
             sub = self._mpi.Split(MPI.UNDEFINED if color < 0 else color, key)
-            return None if sub == MPI.COMM_NULL else Comm(sub)
+            return None if sub == MPI.COMM_NULL else owning(Comm(sub))
         seg, rank, _ = _split_segment(self, int(color), int(key))
         if color < 0:
             seg.unlink()
@@ -360,6 +386,13 @@ class Comm(Collectives, Persistent, _core.CommBase):
         return lookup("shmcoll.Comm", self._mpi, name)
 
     # -- lifetime ---------------------------------------------------------------------
+    def Free(self) -> None:
+        """Leave the communicator (the segment goes once nobody maps it; heap arrays stay
+        valid while referenced). An MPI communicator that Dup or Split made for this one
+        is freed too, which MPI makes collective."""
+        super().Free()
+        free_owned(self)
+
     def free(self) -> None:
         """Alias of Free (mpi4py 4's lowercase name; the wrapped MPI communicator is the
         caller's to free)."""

@@ -122,6 +122,7 @@ class HierComm:
         )
         self.fallbacks: dict[str, int] = {}
         self._warned: set[str] = set()
+        self._owned_mpi: Any = None  # an MPI communicator Dup made for this one
 
     # -- identity ---------------------------------------------------------------------
     def Get_rank(self) -> int:
@@ -134,9 +135,23 @@ class HierComm:
         return f"<shmcoll.HierComm rank {self.rank} of {self.size}: {self.nnodes} nodes x {self.local_size}>"
 
     def Free(self) -> None:
+        from .comm import free_owned
+
         self.local.Free()
         self.cross.Free()
         self._node_mpi.Free()
+        free_owned(self)
+
+    def Dup(self) -> HierComm:
+        """A new communicator over the same ranks, on its own MPI communicator
+        (MPI_Comm_dup), which Free frees (collective)."""
+        from .comm import owning
+
+        dup: HierComm = owning(HierComm(self.mpi_comm.Dup()))
+        return dup
+
+    def Clone(self) -> HierComm:
+        return self.Dup()
 
     def free(self) -> None:
         """Alias of Free (mpi4py 4's lowercase name; the whole MPI communicator is the

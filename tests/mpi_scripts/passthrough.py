@@ -61,6 +61,20 @@ with warnings.catch_warnings(record=True) as caught:
     # Not collectives: MPI's own, not counted.
     expect("Get_name", comm.Get_name() == world.Get_name())
     expect("Is_intra", comm.Is_intra() is True)
+    clone = comm.Clone()  # a shmcoll communicator again, not the MPI one
+    expect("Clone", isinstance(clone, type(comm)) and clone.size == p)
+    clone.Free()
+    # A Dup has its own MPI communicator: point-to-point traffic on the two never matches,
+    # and Free frees it.
+    d = comm.Dup()
+    got_d, got_c = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    reqs = [d.Irecv(got_d, source=left, tag=9), comm.Irecv(got_c, source=left, tag=9)]
+    comm.Send(np.ones(1, np.int64), dest=right, tag=9)
+    d.Send(np.full(1, 2, np.int64), dest=right, tag=9)
+    MPI.Request.Waitall(reqs)
+    expect("Dup isolates point-to-point", (got_d[0], got_c[0]) == (2, 1))
+    d.Free()
+    expect("Dup's MPI communicator freed", d.mpi_comm == MPI.COMM_NULL)
     try:
         comm.No_such_method  # noqa: B018
         expect("unknown attribute raises", False)
