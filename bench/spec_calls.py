@@ -12,19 +12,16 @@ the median over iterations of the slowest rank's time; ratio = MPI / shmcoll.
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 from mpi4py import MPI
 
-import shmcoll
-from shmcoll.bench.sizes import parse_range
+from shmcoll.bench.calls import Cases, compare_calls
 
 OPS = ("Bcast", "Allreduce", "Reduce", "Allgather", "Gather", "Scatter", "Reduce_scatter_block", "Alltoall")
 
 
-def cases(c, p: int, elems: int, count: bool) -> dict[str, tuple[Callable[[], None], np.ndarray]]:  # type: ignore[no-untyped-def]
+def cases(c, p: int, elems: int, count: bool) -> Cases:  # type: ignore[no-untyped-def]
     """name -> (call on communicator `c`, its send buffer). `elems` is the vector (Bcast,
     Allreduce, Reduce) or a rank's block (the others)."""
     d = MPI.DOUBLE
@@ -55,31 +52,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--count", action="store_true", help="[buf, count, datatype] instead of [buf, datatype]")
     args = ap.parse_args()
-    world = MPI.COMM_WORLD
-    comm = shmcoll.Comm(world)
-    p, me = comm.size, comm.rank
-    if me == 0:
-        print(f"{'op':21s} {'bytes':>7s} {'MPI us':>9s} {'shmcoll us':>11s} {'ratio':>7s}")
-    for n in parse_range(args.sizes):
-        elems = max(1, n // 8)
-        per = {}
-        for label, c in (("mpi", world), ("shmcoll", comm)):
-            for name, (call, send) in cases(c, p, elems, args.count).items():
-                ts = []
-                for k in range(args.iters + args.iters // 10):
-                    send[:] = k
-                    comm.Barrier()
-                    t0 = time.perf_counter()
-                    call()
-                    ts.append(time.perf_counter() - t0)
-                ts = ts[args.iters // 10 :]
-                slowest = np.max(np.array(world.allgather(ts)), axis=0)
-                per[(name, label)] = float(np.median(slowest)) * 1e6
-        if me == 0:
-            for name in OPS:
-                m, s = per[(name, "mpi")], per[(name, "shmcoll")]
-                print(f"{name:21s} {elems * 8:7d} {m:9.2f} {s:11.2f} {m / s:6.2f}x", flush=True)
-    comm.Free()
+    compare_calls(lambda c, elems: cases(c, c.size, elems, args.count), OPS, args.sizes, args.iters)
 
 
 if __name__ == "__main__":

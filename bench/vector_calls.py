@@ -12,17 +12,16 @@ the median over iterations of the slowest rank's time; ratio = MPI / shmcoll.
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 from mpi4py import MPI
 
-import shmcoll
-from shmcoll.bench.sizes import parse_range
+from shmcoll.bench.calls import Cases, compare_calls
+
+OPS = ("Alltoallv", "Allgatherv", "Gatherv", "Scatterv", "Reduce_scatter")
 
 
-def cases(c, p: int, me: int, elems: int, arrays: bool) -> dict[str, tuple[Callable[[], None], np.ndarray]]:  # type: ignore[no-untyped-def]
+def cases(c, p: int, me: int, elems: int, arrays: bool) -> Cases:  # type: ignore[no-untyped-def]
     """name -> (call on communicator `c`, its send buffer); `arrays`: counts and
     displacements as NumPy arrays instead of lists."""
     as_counts = np.array if arrays else list
@@ -57,31 +56,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--counts", choices=("list", "numpy"), default="list", help="how counts are given")
     args = ap.parse_args()
-    world = MPI.COMM_WORLD
-    comm = shmcoll.Comm(world)
-    p, me = comm.size, comm.rank
-    if me == 0:
-        print(f"{'op':15s} {'bytes':>7s} {'MPI us':>9s} {'shmcoll us':>11s} {'ratio':>7s}")
-    for n in parse_range(args.sizes):
-        elems = max(1, n // 8)
-        per = {}
-        for label, c in (("mpi", world), ("shmcoll", comm)):
-            for name, (call, send) in cases(c, p, me, elems, args.counts == "numpy").items():
-                ts = []
-                for k in range(args.iters + args.iters // 10):
-                    send[:] = k
-                    comm.Barrier()
-                    t0 = time.perf_counter()
-                    call()
-                    ts.append(time.perf_counter() - t0)
-                ts = ts[args.iters // 10 :]
-                slowest = np.max(np.array(world.allgather(ts)), axis=0)
-                per[(name, label)] = float(np.median(slowest)) * 1e6
-        if me == 0:
-            for name in ("Alltoallv", "Allgatherv", "Gatherv", "Scatterv", "Reduce_scatter"):
-                m, s = per[(name, "mpi")], per[(name, "shmcoll")]
-                print(f"{name:15s} {elems * 8:7d} {m:9.2f} {s:11.2f} {m / s:6.2f}x", flush=True)
-    comm.Free()
+    arrays = args.counts == "numpy"
+    compare_calls(lambda c, elems: cases(c, c.size, c.rank, elems, arrays), OPS, args.sizes, args.iters)
 
 
 if __name__ == "__main__":

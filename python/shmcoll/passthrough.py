@@ -13,11 +13,10 @@ mpi4py communicator, so that ``comm`` -> ``shmcoll.Comm(comm)`` stays the whole 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from .buffers import IN_PLACE
+from .collectives import _mpi_spec
 from .ops import note_fallback
 
 _UPPER = (
@@ -33,10 +32,6 @@ _OBJECTS = (
 COLLECTIVES = frozenset(
     [*_UPPER, *(f"I{n.lower()}" for n in _UPPER), *(f"{n}_init" for n in _UPPER), *_OBJECTS]
 )
-
-
-def _mpi_arg(a: Any) -> Any:
-    return sys.modules["mpi4py.MPI"].IN_PLACE if a is IN_PLACE else a
 
 
 def lookup(owner: str, mpi_comm: Any, name: str) -> Any:
@@ -58,7 +53,7 @@ def lookup(owner: str, mpi_comm: Any, name: str) -> Any:
 def _on_mpi(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kw: Any) -> Any:
         note_fallback(f"{name} (mpi4py's)")
-        return method(*[_mpi_arg(a) for a in args], **{k: _mpi_arg(v) for k, v in kw.items()})
+        return method(*[_mpi_spec(a) for a in args], **{k: _mpi_spec(v) for k, v in kw.items()})
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"mpi4py's {name}, run on the wrapped MPI communicator (a counted fallback)."

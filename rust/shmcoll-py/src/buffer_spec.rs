@@ -15,7 +15,7 @@ use pyo3::PyTypeInfo;
 use shmcoll_kernels::Dtype;
 
 use crate::datatypes::datatype_info;
-use crate::fastpath::{dtype, is_buffer};
+use crate::fastpath::{dtype, is_buffer, nbytes};
 use crate::vector_spec::{is_list_or_tuple, item_size, list_items};
 
 /// A specification's items, read as `shmcoll.buffers._items` reads them.
@@ -69,13 +69,6 @@ fn items<'py>(spec: &Bound<'py, PyAny>) -> Option<Items<'py>> {
         size,
         elem,
     })
-}
-
-fn nbytes(buf: &Bound<'_, PyAny>) -> Option<usize> {
-    buf.getattr(intern!(buf.py(), "nbytes"))
-        .ok()?
-        .extract()
-        .ok()
 }
 
 /// A specification resolved to a run of bytes of its buffer.

@@ -15,7 +15,7 @@ use shmcoll_shm::Segment;
 
 use crate::buffer::{hold, BorrowError, Borrowed};
 use crate::errors::{to_py, IntoPyResult};
-use crate::fastpath::{is_in_place, try_fast, try_reduce_scatter};
+use crate::fastpath::{is_buffer, is_in_place, try_fast, try_reduce_scatter};
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 use crate::heap::{HeapBuffer, PeerView};
 use crate::persistent::Prequest;
@@ -87,12 +87,6 @@ fn resolver(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
             )
         })
         .map(|f| f.bind(py))
-}
-
-/// Whether `obj` exports a buffer (then it is a plain buffer, not a specification).
-fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
-    // SAFETY: `obj` is a live object; the call only inspects its type.
-    unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 }
 }
 
 fn forced(
@@ -985,7 +979,7 @@ impl CommBase {
         let p = self.comm(py)?.size();
         // Specifications such as `[buf, MPI.DOUBLE]` natively; the rest in Python.
         if let Some((recv, rbpp)) = crate::buffer_spec::per_rank(recvbuf, p) {
-            let send = if crate::fastpath::is_in_place(sendbuf) {
+            let send = if is_in_place(sendbuf) {
                 Some(None)
             } else if is_buffer(sendbuf) {
                 Some(Some((sendbuf.clone(), None)))

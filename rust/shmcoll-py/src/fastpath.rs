@@ -59,6 +59,7 @@ pub fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
         || in_place(py).is_some_and(|ip| ip.is(obj))
 }
 
+/// Whether `obj` exports a buffer (then it is a plain buffer, not a specification).
 pub(crate) fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
     // SAFETY: `obj` is a live object; the call only inspects its type.
     unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 }
@@ -130,7 +131,7 @@ pub(crate) fn dtype_from_str(dt: &Bound<'_, PyAny>) -> Option<Dtype> {
 }
 
 /// Bytes of a buffer's export (None if it does not export one).
-fn nbytes(obj: &Bound<'_, PyAny>) -> Option<usize> {
+pub(crate) fn nbytes(obj: &Bound<'_, PyAny>) -> Option<usize> {
     obj.getattr(intern!(obj.py(), "nbytes"))
         .ok()?
         .extract()
@@ -258,7 +259,6 @@ pub fn try_fast(
     } else {
         sendbuf
     };
-    let in_place = sendbuf.is_some_and(is_in_place);
     // As mpi4py reads them, a count is per block in Gather's and Allgather's receive
     // specification, Scatter's send one, and Reduce_scatter_block's send one (its receive
     // one in place).
@@ -266,6 +266,11 @@ pub fn try_fast(
         CollOp::Scatter | CollOp::ReduceScatterBlock => p,
         _ => 1,
     };
+    let send = match sendbuf {
+        None => None,
+        Some(s) => arg(s, send_blocks)?,
+    };
+    let in_place = sendbuf.is_some() && send.is_none();
     let recv_blocks = match op {
         CollOp::Allgather | CollOp::Gather => p,
         CollOp::ReduceScatterBlock if in_place => p,
@@ -276,10 +281,6 @@ pub fn try_fast(
         Some(arg(recvbuf, recv_blocks)??)
     } else {
         None
-    };
-    let send = match sendbuf {
-        None => None,
-        Some(s) => arg(s, send_blocks)?,
     };
     let (mut block, mut dt, mut rop) = (None, None, None);
     if op.reduces() {
