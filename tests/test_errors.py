@@ -510,3 +510,28 @@ def test_mpi4py_methods_without_an_mpi_communicator_raise_attribute_error() -> N
         with pytest.raises(AttributeError):
             comm._no_such_private  # noqa: B018
         assert not hasattr(comm, "Scan")
+
+
+def test_forwarded_mpi4py_names_are_class_descriptors_not_getattr() -> None:
+    """mpi4py's other methods are descriptors installed on the class: a class with
+    ``__getattr__`` loses CPython's specialised method lookup, which cost every
+    shmcoll call (Barrier, Allreduce, ...) more than a Barrier's own work. Names a
+    wrapped communicator's class adds (another mpi4py version) are installed once."""
+    from shmcoll.hierarchy import HierComm
+    from shmcoll.passthrough import MPI4PY_NAMES, forward_type
+
+    for cls in (shmcoll.Comm, HierComm):
+        assert "__getattr__" not in vars(cls)
+        assert all(hasattr(cls, n) for n in MPI4PY_NAMES)
+    assert shmcoll.Comm.Allreduce is not None and "Shift" in MPI4PY_NAMES
+
+    class Base:
+        def _passthrough(self, name: str) -> str:
+            return f"forwarded {name}"
+
+    class Newer:  # an mpi4py communicator class with a method the list lacks
+        def Brand_new(self) -> None: ...
+
+    forward_type(Base, Newer)
+    assert Base().Brand_new == "forwarded Brand_new"
+    assert not hasattr(Base, "_private")

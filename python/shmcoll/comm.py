@@ -15,7 +15,7 @@ import contextlib
 import os
 import threading
 import weakref
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from .buffers import is_in_place, parse_vector
 from .collectives import Collectives
 from .errors import ArgumentError, ShmcollError, UnsupportedError
 from .ops import mpi_ops_by_id
-from .passthrough import lookup
+from .passthrough import MPI4PY_NAMES, forward_missing, forward_type, lookup
 from .persistent import Persistent
 from .tuning.lookup import INTERNAL
 
@@ -228,6 +228,8 @@ class Comm(Collectives, Persistent, _core.CommBase):
         if isinstance(comm, _Prepared):
             self._join(comm.segment, comm.rank)
             self._mpi = comm.mpi
+            if comm.mpi is not None:
+                forward_type(type(self), type(comm.mpi))
             return
         if comm is None:
             if ENV_SEGMENT in os.environ:
@@ -251,6 +253,7 @@ class Comm(Collectives, Persistent, _core.CommBase):
             self._mpi = comm._mpi
         elif hasattr(comm, "Split_type") and hasattr(comm, "Get_rank"):
             self._mpi = comm
+            forward_type(type(self), type(comm))
             self._join(_mpi_segment(comm), comm.Get_rank())
         else:
             raise ArgumentError(f"expected an mpi4py communicator or None, got {type(comm).__name__}")
@@ -377,12 +380,14 @@ class Comm(Collectives, Persistent, _core.CommBase):
         source, rows = self._table()
         return str(source), list(rows)
 
-    def __getattr__(self, name: str) -> Any:
+    if TYPE_CHECKING:  # mpi4py's other methods (forwarded by descriptors, see passthrough)
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    def _passthrough(self, name: str) -> Any:
         """mpi4py's methods that shmcoll does not implement, from the wrapped MPI
         communicator: collectives run on MPI (announced once, counted), the rest is MPI's
         own (see shmcoll.passthrough)."""
-        if name.startswith("_"):
-            raise AttributeError(name)
         return lookup("shmcoll.Comm", self._mpi, name)
 
     # -- lifetime ---------------------------------------------------------------------
@@ -403,3 +408,6 @@ class Comm(Collectives, Persistent, _core.CommBase):
 
     def __exit__(self, *exc: object) -> None:
         self.Free()
+
+
+forward_missing(Comm, MPI4PY_NAMES)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from .buffers import is_in_place, parse_simple, parse_whole
 from .compress import compressible
 from .errors import ArgumentError
 from .ops import SUM, Op
-from .passthrough import COLLECTIVES, lookup
+from .passthrough import COLLECTIVES, MPI4PY_NAMES, forward_missing, forward_type, lookup
 
 ENV_NODE_SPLIT = "SHMCOLL_NODE_SPLIT"
 
@@ -104,6 +104,7 @@ class HierComm:
         from .comm import Comm
 
         self.mpi_comm = mpi_comm
+        forward_type(type(self), type(mpi_comm))
         self.rank = int(mpi_comm.Get_rank())
         self.size = int(mpi_comm.Get_size())
         color = node_color(mpi_comm)
@@ -344,12 +345,14 @@ class HierComm:
         self.local.Scatter(node_part, r, root=root_local)
         return None
 
-    def __getattr__(self, name: str) -> Any:
+    if TYPE_CHECKING:  # mpi4py's other methods (forwarded by descriptors, see passthrough)
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    def _passthrough(self, name: str) -> Any:
         """Other mpi4py collectives run on MPI (announced once, counted here); the rest of
         mpi4py's methods (point-to-point, lowercase object collectives, ...) come from the
         whole communicator as for shmcoll.Comm (see shmcoll.passthrough)."""
-        if name.startswith("_"):
-            raise AttributeError(name)
         if name[:1].isupper() and name in COLLECTIVES and hasattr(self.mpi_comm, name):
             return lambda *a, **k: self._fallback(name, *a, **k)
         return lookup("shmcoll.HierComm", self.mpi_comm, name)
@@ -378,3 +381,6 @@ def _byte() -> Any:
     from mpi4py import MPI
 
     return MPI.BYTE
+
+
+forward_missing(HierComm, MPI4PY_NAMES)

@@ -80,6 +80,14 @@ with warnings.catch_warnings(record=True) as caught:
         expect("unknown attribute raises", False)
     except AttributeError:
         pass
+    # A Cartesian communicator's own methods (as FFT codes carve them) come from it too.
+    cart = world.Create_cart([p], periods=[True])
+    cc = shmcoll.Comm(cart)
+    expect("Cartcomm Get_coords", cc.Get_coords(cc.rank) == cart.Get_coords(cart.Get_rank()))
+    expect("Cartcomm Shift", cc.Shift(0, 1) == cart.Shift(0, 1))
+    expect("Cartcomm dims", cc.dims == cart.dims)
+    cc.Free()
+    cart.Free()
     # The shmcoll collectives are unaffected by the MPI traffic in between.
     s = np.full(2, me, np.int32)
     t = np.empty(2, np.int32)
