@@ -623,3 +623,76 @@ def test_model_serves_private_buffers_inline_and_heap_buffers_directly() -> None
     assert run_ranks(2, auto_choice, mid, False) == ["inline"] * 2
     assert run_ranks(2, auto_choice, mid, True) == ["direct"] * 2
     assert run_ranks(2, auto_choice, 64 << 10, False) == ["cma"] * 2
+
+
+class _Sub(np.ndarray):
+    """An ndarray subclass: served through the buffer protocol, not read directly."""
+
+
+def exporters_agree() -> list[str]:
+    """Exact ndarrays are read from the array itself (no buffer request); subclasses,
+    memoryviews and bytearrays through the buffer protocol. Every form gives the same
+    bytes, item size (Alltoall's default split) and refusals: read-only receive buffers,
+    non-contiguous arrays, Fortran order and 0-d arrays as NumPy exports them."""
+    comm = shmcoll.Comm()
+    p, me = comm.size, comm.rank
+    fails: list[str] = []
+    x = np.arange(6, dtype=np.float64) + 10 * me
+    want = sum(np.arange(6, dtype=np.float64) + 10 * j for j in range(p))
+    forms: dict[str, Callable[[np.ndarray], Any]] = {
+        "ndarray": lambda a: a,
+        "subclass": lambda a: a.view(_Sub),
+        "memoryview": memoryview,
+    }
+    for name, wrap in forms.items():
+        out = np.zeros(6)
+        comm.Allreduce(wrap(x), wrap(out))
+        if not np.array_equal(out, want):
+            fails.append(f"Allreduce {name}: {out}")
+        got = np.zeros(6 * p)
+        comm.Allgather(wrap(x), wrap(got))
+        if not np.array_equal(got, np.concatenate([np.arange(6.0) + 10 * j for j in range(p)])):
+            fails.append(f"Allgather {name}: {got}")
+    raw = bytearray(8 * p)
+    comm.Allgather(np.full(8, me, np.uint8), raw)
+    if bytes(raw) != bytes(np.repeat(np.arange(p, dtype=np.uint8), 8)):
+        fails.append(f"Allgather into a bytearray: {bytes(raw)!r}")
+    # Fortran order is contiguous; a 0-d array is one element.
+    f = np.asfortranarray(np.arange(6.0).reshape(2, 3) + me)
+    fo = np.zeros((2, 3), order="F")
+    comm.Allreduce(f, fo)
+    if not np.array_equal(fo, sum(np.arange(6.0).reshape(2, 3) + j for j in range(p))):
+        fails.append(f"Fortran order: {fo}")
+    z = np.zeros(())
+    comm.Allreduce(np.array(float(me)), z)
+    if float(z) != sum(range(p)):
+        fails.append(f"0-d: {z}")
+    # Alltoall splits a buffer into whole elements: 3 float64 per rank, whatever the form.
+    s = np.arange(3 * p, dtype=np.float64) + 100 * me
+    for name, wrap in forms.items():
+        r = np.zeros(3 * p)
+        comm.Alltoall(wrap(s), wrap(r))
+        exp = np.concatenate([np.arange(3 * me, 3 * me + 3, dtype=np.float64) + 100 * j for j in range(p)])
+        if not np.array_equal(r, exp):
+            fails.append(f"Alltoall {name}: {r}")
+    # Refusals, on every rank alike (the engine announces a rank's rejection to the others).
+    ro = np.zeros(6)
+    ro.flags.writeable = False
+    strided = np.zeros(12)[::2]
+    for label, bad in (("read-only", ro), ("non-contiguous", strided)):
+        for name, wrap in (("ndarray", lambda a: a), ("subclass", lambda a: a.view(_Sub))):
+            try:
+                comm.Allreduce(x, wrap(bad))
+                fails.append(f"{label} {name}: accepted")
+            except shmcoll.BadBufferError as e:
+                if label.split("-")[-1] not in str(e):
+                    fails.append(f"{label} {name}: {e}")
+            if bad.any():
+                fails.append(f"{label} {name}: written")
+    comm.Free()
+    return fails
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_ndarrays_read_directly_agree_with_the_buffer_protocol(nranks: int) -> None:
+    check_all(run_ranks(nranks, exporters_agree))

@@ -4,13 +4,22 @@
 //! Only strides are requested, not the format: computing a format string is most of what
 //! an exporter like NumPy spends on a buffer request, and shmcoll moves bytes.
 //!
-//! The view is held until the `Borrowed` is dropped, which keeps the exporter alive and
-//! prevents it from resizing (NumPy refuses to resize an array with exports), so the
-//! address stays valid while the GIL is released.
+//! The view is held until the `Borrowed` is dropped, which keeps the exporter alive (and
+//! bytearray and memoryview from resizing), so the address stays valid while the GIL is
+//! released.
+//!
+//! One call's buffers (`hold_for_call`) read an exact NumPy ndarray from the array itself
+//! instead: NumPy's getbuffer builds and compares a buffer-info record on every request,
+//! and with the view's allocation and release that was a quarter of a small collective's
+//! binding cost. The caller's arguments keep such an array alive for the call; NumPy
+//! resizes an array with exports as readily as one without (`resize(refcheck=False)`),
+//! so an export protected nothing more.
 
 use std::ffi::c_char;
 use std::mem::MaybeUninit;
 
+use numpy::npyffi::{self, NPY_ARRAY_WRITEABLE};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
@@ -43,14 +52,10 @@ impl Borrowed {
         let b = Borrowed { view };
         // SAFETY: the view is initialised and owned by `b`.
         if unsafe { ffi::PyBuffer_IsContiguous(&*b.view, b'A' as c_char) } == 0 {
-            return Err(BorrowError::Shm(Error::Buffer(format!(
-                "the {what} is not contiguous; pass a contiguous array (numpy.ascontiguousarray)"
-            ))));
+            return Err(BorrowError::Shm(not_contiguous(what)));
         }
         if writable && b.view.readonly != 0 {
-            return Err(BorrowError::Shm(Error::Buffer(format!(
-                "the {what} is read-only"
-            ))));
+            return Err(BorrowError::Shm(read_only(what)));
         }
         Ok(b)
     }
@@ -76,6 +81,82 @@ impl Drop for Borrowed {
             unsafe { ffi::PyBuffer_Release(&mut *self.view) }
         });
     }
+}
+
+fn not_contiguous(what: &str) -> Error {
+    Error::Buffer(format!(
+        "the {what} is not contiguous; pass a contiguous array (numpy.ascontiguousarray)"
+    ))
+}
+
+fn read_only(what: &str) -> Error {
+    Error::Buffer(format!("the {what} is read-only"))
+}
+
+/// `obj` as an ndarray if it is exactly one (not a subclass, which may export its memory
+/// differently), so that its fields can be read directly.
+pub(crate) fn exact_ndarray<'a, 'py>(
+    obj: &'a Bound<'py, PyAny>,
+) -> Option<&'a Bound<'py, PyUntypedArray>> {
+    // SAFETY: `obj` is a live object; the check compares its type with NumPy's.
+    let exact = unsafe { npyffi::PyArray_CheckExact(obj.py(), obj.as_ptr()) } != 0;
+    // SAFETY: the check above found an ndarray.
+    exact.then(|| unsafe { obj.cast_unchecked::<PyUntypedArray>() })
+}
+
+/// A buffer of one call: its memory and its item size (as the exporter reports it).
+#[derive(Clone, Copy, Debug)]
+pub struct CallBuf {
+    pub raw: RawBuf,
+    pub itemsize: usize,
+}
+
+/// An exact NumPy ndarray's memory as its buffer export would give it. None for any
+/// other object.
+pub fn ndarray(
+    obj: &Bound<'_, PyAny>,
+    writable: bool,
+    what: &str,
+) -> Option<Result<CallBuf, Error>> {
+    let arr = exact_ndarray(obj)?;
+    if !arr.is_contiguous() {
+        return Some(Err(not_contiguous(what)));
+    }
+    // SAFETY: `arr` is a live ndarray and we hold the GIL, so its fields (reached through
+    // NumPy's accessor) are valid to read.
+    let (data, flags) = unsafe {
+        let f = npyffi::_PyArray_GET_ITEM_DATA(arr.as_array_ptr());
+        ((*f).data, (*f).flags)
+    };
+    if writable && flags & NPY_ARRAY_WRITEABLE == 0 {
+        return Some(Err(read_only(what)));
+    }
+    let itemsize = arr.dtype().itemsize();
+    Some(Ok(CallBuf {
+        raw: RawBuf {
+            addr: data as usize,
+            len: arr.len() * itemsize,
+        },
+        itemsize,
+    }))
+}
+
+/// Borrow `obj`'s buffer for one call: an exact ndarray directly (`ndarray`), anything
+/// else through the buffer protocol (kept in `held`). The caller's arguments must keep
+/// `obj` alive until the call returns.
+pub fn hold_for_call(
+    held: &mut Vec<Borrowed>,
+    pyerr: &mut Option<PyErr>,
+    obj: &Bound<'_, PyAny>,
+    writable: bool,
+    what: &str,
+) -> Result<CallBuf, Error> {
+    if let Some(r) = ndarray(obj, writable, what) {
+        return r;
+    }
+    let raw = hold(held, pyerr, obj, writable, what)?;
+    let itemsize = held.last().map_or(1, Borrowed::itemsize);
+    Ok(CallBuf { raw, itemsize })
 }
 
 /// Why a buffer could not be borrowed: the exporter raised, or it is unusable.

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use shmcoll_coll::{Blocks, CollAlgo, CollCall, CollOp, Comm, Error, RawBuf};
 use shmcoll_kernels::{Dtype, Op};
 
-use crate::buffer::{hold, Borrowed};
+use crate::buffer::{hold_for_call, Borrowed};
 use crate::errors::to_py;
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 
@@ -75,7 +75,7 @@ fn borrow(
     what: &str,
 ) -> Result<Option<RawBuf>, Error> {
     let Some(o) = obj else { return Ok(None) };
-    let raw = hold(held, pyerr, o, writable, what)?;
+    let raw = hold_for_call(held, pyerr, o, writable, what)?.raw;
     match window {
         None => Ok(Some(raw)),
         Some((off, len)) if off.checked_add(len).is_some_and(|end| end <= raw.len) => {
@@ -95,7 +95,8 @@ fn borrow(
 /// (the peers then raise too).
 pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()> {
     let op = a.op;
-    let mut held = Vec::with_capacity(2);
+    // Empty until a buffer needs the buffer protocol (NumPy arrays do not).
+    let mut held = Vec::new();
     let mut pyerr = None;
     let root_reads_only = comm.rank() == a.root && op == CollOp::Bcast;
     let call = (|| {

@@ -10,10 +10,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyModule};
 
-use shmcoll_coll::{AlltoallCall, Blocks, CollOp, Comm, Config, Error, Forced, RawBuf};
+use shmcoll_coll::{AlltoallCall, Blocks, CollOp, Comm, Config, Error, Forced};
 use shmcoll_shm::Segment;
 
-use crate::buffer::{hold, BorrowError, Borrowed};
+use crate::buffer::{hold_for_call, BorrowError, Borrowed, CallBuf};
 use crate::errors::{to_py, IntoPyResult};
 use crate::fastpath::{is_buffer, is_in_place, try_fast, try_reduce_scatter};
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
@@ -127,8 +127,8 @@ struct Args {
 
 /// The raw buffers and forced choices of one call, once every argument was accepted.
 struct CallBufs {
-    send: Option<RawBuf>,
-    recv: RawBuf,
+    send: Option<CallBuf>,
+    recv: CallBuf,
     forced: Forced,
 }
 
@@ -141,13 +141,20 @@ impl Args {
         order: Option<&str>,
         store: Option<&str>,
     ) -> Args {
-        let mut held = Vec::with_capacity(2);
+        // Empty until a buffer needs the buffer protocol (NumPy arrays do not).
+        let mut held = Vec::new();
         let mut pyerr = None;
         let bufs = (|| {
             let forced = forced(py, algorithm, order, store).map_err(|e| stash(&mut pyerr, e))?;
-            let recv = hold(&mut held, &mut pyerr, recvbuf, true, "receive buffer")?;
+            let recv = hold_for_call(&mut held, &mut pyerr, recvbuf, true, "receive buffer")?;
             let send = match sendbuf {
-                Some(s) => Some(hold(&mut held, &mut pyerr, s, false, "send buffer")?),
+                Some(s) => Some(hold_for_call(
+                    &mut held,
+                    &mut pyerr,
+                    s,
+                    false,
+                    "send buffer",
+                )?),
                 None => None,
             };
             Ok(CallBufs { send, recv, forced })
@@ -180,9 +187,9 @@ impl Args {
 
 /// Bytes per rank of a uniform block: given, or (as mpi4py) the buffer's whole elements
 /// divided evenly among the ranks.
-fn uniform_bpp(buf: &Borrowed, p: usize, given: Option<usize>, what: &str) -> Result<usize, Error> {
-    let len = buf.raw().len;
-    let item = buf.itemsize().max(1);
+fn uniform_bpp(buf: &CallBuf, p: usize, given: Option<usize>, what: &str) -> Result<usize, Error> {
+    let len = buf.raw.len;
+    let item = buf.itemsize.max(1);
     match given {
         Some(b) => Ok(b),
         None if len.is_multiple_of(item) && (len / item).is_multiple_of(p) => Ok(len / p),
@@ -611,14 +618,14 @@ impl CommBase {
             .take()
             .unwrap_or_else(|| Err(Error::InvalidArgument(String::new())));
         let call = call.and_then(|CallBufs { send, recv, forced }| {
-            let rb = uniform_bpp(&a.held[0], p, recv_bpp, "receive")?;
-            let sb = match send {
-                Some(_) => uniform_bpp(&a.held[1], p, send_bpp, "send")?,
+            let rb = uniform_bpp(&recv, p, recv_bpp, "receive")?;
+            let sb = match &send {
+                Some(s) => uniform_bpp(s, p, send_bpp, "send")?,
                 None => rb,
             };
             Ok(AlltoallCall {
-                send,
-                recv,
+                send: send.map(|s| s.raw),
+                recv: recv.raw,
                 send_blocks: Blocks::Uniform(sb),
                 recv_blocks: Blocks::Uniform(rb),
                 forced,
@@ -696,8 +703,8 @@ impl CommBase {
             .take()
             .unwrap_or_else(|| Err(Error::InvalidArgument(String::new())));
         let call = call.map(|CallBufs { send, recv, forced }| AlltoallCall {
-            send,
-            recv,
+            send: send.map(|s| s.raw),
+            recv: recv.raw,
             send_blocks: Blocks::Vector {
                 counts: &sendcounts,
                 displs: &sdispls,

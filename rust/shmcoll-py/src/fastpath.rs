@@ -4,6 +4,7 @@
 //! other form (mpi4py buffer specifications, datatypes, user operators) returns `None`
 //! here and the caller hands it to the Python implementation (`Comm._py_<Name>`).
 
+use numpy::{PyArrayDescrMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyModule, PyString};
@@ -12,6 +13,7 @@ use pyo3::{intern, PyTypeInfo};
 use shmcoll_coll::{CollOp, Comm};
 use shmcoll_kernels::{Dtype, Op};
 
+use crate::buffer::exact_ndarray;
 use crate::buffer_spec::{whole, Whole};
 use crate::collectives::{run, CollArgs, Named};
 use crate::vector_spec::{in_bytes, ints, prefix_sums};
@@ -90,7 +92,10 @@ const DTYPES_CAP: usize = 32;
 /// more than the rest of an 8-byte Allreduce's overhead together.
 pub(crate) fn dtype(arr: &Bound<'_, PyAny>) -> Option<Dtype> {
     let py = arr.py();
-    let dt = arr.getattr(intern!(py, "dtype")).ok()?;
+    let dt = match exact_ndarray(arr) {
+        Some(a) => a.dtype().into_any(),
+        None => arr.getattr(intern!(py, "dtype")).ok()?,
+    };
     let mut known = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, d)) = known.iter().find(|(o, _)| o.as_ptr() == dt.as_ptr()) {
         return Some(*d);
@@ -132,6 +137,9 @@ pub(crate) fn dtype_from_str(dt: &Bound<'_, PyAny>) -> Option<Dtype> {
 
 /// Bytes of a buffer's export (None if it does not export one).
 pub(crate) fn nbytes(obj: &Bound<'_, PyAny>) -> Option<usize> {
+    if let Some(a) = exact_ndarray(obj) {
+        return Some(a.len() * a.dtype().itemsize());
+    }
     obj.getattr(intern!(obj.py(), "nbytes"))
         .ok()?
         .extract()

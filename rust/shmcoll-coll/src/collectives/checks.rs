@@ -317,13 +317,14 @@ impl Comm {
                 Op::from_code(unpack_extra(mine.extra).2).map_or("-", |o| o.name()),
             )));
         }
-        let counts_of = |j: usize| -> Vec<usize> {
+        // Rank j's count for block k, read in place: these checks run on every call, and
+        // a vector per rank was most of a small call's allocations.
+        let count = |j: usize, k: usize| -> usize {
             let c = &peers[j];
             if c.flags & F_VECTOR != 0 {
-                let d = Desc::slot(&self.seg, j, parity);
-                (0..p).map(|k| d.get(Arr::RecvCounts, k)).collect()
+                Desc::slot(&self.seg, j, parity).get(Arr::RecvCounts, k)
             } else {
-                vec![c.recv_bpp as usize; p]
+                c.recv_bpp as usize
             }
         };
         let len = |j: usize| peers[j].send_bpp as usize;
@@ -352,9 +353,14 @@ impl Comm {
             | CollOp::Allgatherv
             | CollOp::ReduceScatterBlock
             | CollOp::ReduceScatter => {
-                let c0 = counts_of(0);
-                for j in 0..p {
-                    if counts_of(j) != c0 {
+                let uniform = |j: usize| peers[j].flags & F_VECTOR == 0;
+                for j in 1..p {
+                    let same = if uniform(0) && uniform(j) {
+                        peers[j].recv_bpp == peers[0].recv_bpp
+                    } else {
+                        (0..p).all(|k| count(j, k) == count(0, k))
+                    };
+                    if !same {
                         return mismatch(format!(
                             "{} counts disagree between ranks 0 and {j}",
                             op.name()
@@ -362,9 +368,13 @@ impl Comm {
                     }
                 }
                 let reduce = matches!(op, CollOp::ReduceScatterBlock | CollOp::ReduceScatter);
-                let total: usize = c0.iter().sum();
-                for (j, &cj) in c0.iter().enumerate() {
-                    let want = if reduce { total } else { cj };
+                let total: usize = if reduce {
+                    (0..p).map(|k| count(0, k)).sum()
+                } else {
+                    0
+                };
+                for j in 0..p {
+                    let want = if reduce { total } else { count(0, j) };
                     if len(j) != want {
                         return mismatch(format!(
                             "{}: rank {j} contributes {} bytes but the counts say {want}",
@@ -375,9 +385,9 @@ impl Comm {
                 }
             }
             CollOp::Gather | CollOp::Gatherv | CollOp::Scatter | CollOp::Scatterv => {
-                let rc = counts_of(root);
                 // The root's own block was checked locally (prepare).
-                for (j, &cj) in rc.iter().enumerate().filter(|(j, _)| *j != root) {
+                for j in (0..p).filter(|&j| j != root) {
+                    let cj = count(root, j);
                     if len(j) != cj {
                         let (what, verb) = if matches!(op, CollOp::Gather | CollOp::Gatherv) {
                             ("sends", "expects")
