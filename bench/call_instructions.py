@@ -3,11 +3,14 @@ waiting, no copying to speak of): the binding's and the engine's own work, which
 shared machine cannot time to better than tens of percent but callgrind counts exactly.
 
     bench/call_instructions.sh [op ...]     # ops: barrier bcast allgather allreduce
-                                            #      reduce_scatter alltoall (default: all)
+                                            #      reduce_scatter alltoall, and the
+                                            #      persistent alltoall_init allreduce_init
+                                            #      (default: all)
 
 The script runs this file twice per op under ``valgrind --tool=callgrind``, with N calls
 and with none, and prints (difference) / N. The loop and the lambda around each call are
-included (the ``noop`` row is their cost alone).
+included (the ``noop`` row is their cost alone); a persistent request's ``Start`` is called
+as a bound method, without the lambda.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ def main() -> None:
         "reduce_scatter": lambda: comm.Reduce_scatter_block(a, b),
         "alltoall": lambda: comm.Alltoall(a, b),
     }
+    if op.endswith("_init"):  # a persistent request: Start per call
+        if op == "alltoall_init":
+            req = comm.Alltoall_init(a, b)
+        else:
+            req = comm.Allreduce_init(a, b)
+        calls[op] = req.Start
     call = calls[op]
     for _ in range(n):
         call()

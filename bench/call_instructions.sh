@@ -6,7 +6,7 @@ here="$(dirname "$0")"
 N="${N:-20000}"
 PY="${PYTHON:-python}"  # another build to compare: PYTHON=/path/to/venv/bin/python
 ops=("$@")
-[ ${#ops[@]} -gt 0 ] || ops=(noop barrier bcast allgather allreduce reduce_scatter alltoall)
+[ ${#ops[@]} -gt 0 ] || ops=(noop barrier bcast allgather allreduce reduce_scatter alltoall alltoall_init allreduce_init)
 count() {
     OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
         "$PY" "$here/call_instructions.py" "$1" "$2" 2>&1 | awk '/Collected/ {gsub(",", "", $4); print $4}'

@@ -104,3 +104,101 @@ def bad_init() -> str:
 def test_rejected_arguments_at_creation_raise_on_every_rank() -> None:
     got = run_ranks(2, bad_init)
     assert got[1] == "ArgumentError" and got[0] == "ShmcollError", got
+
+
+def settled_alltoall(algorithm: str | None, heap: bool, nbytes: int) -> list[str]:
+    """Persistent Alltoall(v) Starts after the first skip the checks and the selection
+    (their heads are compared with the first Start's): many Starts with the buffers
+    rewritten each time, interleaved with plain calls on the same buffers, another request
+    and other collectives, give the closed-form result every time."""
+    comm = shmcoll.Comm()
+    p, me = comm.size, comm.rank
+    fails: list[str] = []
+    n = max(1, nbytes // 8)
+    kw = {"algorithm": algorithm} if algorithm else {}
+
+    def buf(k: int) -> np.ndarray:
+        return comm.empty(k) if heap else np.empty(k)
+
+    s, r = buf(n * p), buf(n * p)
+    req = comm.Alltoall_init(s, r, **kw)
+    sc = [(me + j) % 3 + n for j in range(p)]
+    rc = [(j + me) % 3 + n for j in range(p)]
+    vs, vr = buf(sum(sc)), buf(sum(rc))
+    req_v = comm.Alltoallv_init([vs, sc], [vr, rc], **kw)
+    for rnd in range(6):
+        for j in range(p):
+            s[j * n : (j + 1) * n] = np.arange(n) + 1000 * me + 100 * j + rnd
+        vs[:] = np.arange(vs.size) + 10_000 * me + rnd
+        r[:] = -1
+        vr[:] = -1
+        if rnd % 3 == 2:
+            comm.Alltoall(s, r, **kw)  # a plain call on the same buffers in between
+        else:
+            req.Start()
+            req.Wait()
+        req_v.Start()
+        want = np.concatenate([np.arange(n) + 1000 * j + 100 * me + rnd for j in range(p)])
+        if not np.array_equal(r, want):
+            fails.append(f"Alltoall round {rnd}: {r[:8]}")
+        parts = []
+        for j in range(p):
+            off = sum((j + k) % 3 + n for k in range(me))
+            parts.append(np.arange(off, off + rc[j]) + 10_000 * j + rnd)
+        if not np.array_equal(vr, np.concatenate(parts)):
+            fails.append(f"Alltoallv round {rnd}")
+        x = np.full(2, float(me))
+        comm.Allreduce(shmcoll.IN_PLACE, x)
+        if x[0] != sum(range(p)):
+            fails.append(f"Allreduce in between, round {rnd}: {x}")
+    req.Free()
+    req_v.Free()
+    comm.Free()
+    return fails
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("nbytes", [8, 2048, 300_000])
+def test_settled_starts_run_the_first_starts_choice(nranks: int, nbytes: int) -> None:
+    check_all(run_ranks(nranks, settled_alltoall, None, nbytes >= 2048, nbytes))
+
+
+@pytest.mark.parametrize("algorithm", ["inline", "staging", "pull", "push", "cma"])
+def test_settled_starts_with_forced_algorithms(algorithm: str) -> None:
+    heap = algorithm in ("pull", "push")
+    check_all(run_ranks(3, settled_alltoall, algorithm, heap, 2048 if algorithm == "inline" else 40_000))
+
+
+def mismatched_starts(case: str) -> str:
+    """Ranks that do not start the same persistent request (or one starts it and another
+    calls the plain Alltoall) all raise, and the communicator stays usable."""
+    comm = shmcoll.Comm()
+    me = comm.rank
+    s, r = np.ones(4 * comm.size), np.zeros(4 * comm.size)
+    a = comm.Alltoall_init(s, r)
+    b = comm.Alltoall_init(s, r)
+    a.Start()  # the first Starts, in the same order everywhere: ids 1 and 2
+    b.Start()
+    try:
+        if case == "other-request":
+            (a if me == 0 else b).Start()
+        elif case == "plain-call":
+            if me == 0:
+                a.Start()
+            else:
+                comm.Alltoall(s, r)
+        else:
+            raise AssertionError(case)
+    except shmcoll.ShmcollError as e:
+        comm.Barrier()  # still usable after a rejected call
+        a.Start()  # and the requests too
+        comm.Free()
+        return type(e).__name__
+    comm.Free()
+    return "no error"
+
+
+@pytest.mark.parametrize("case", ["other-request", "plain-call"])
+def test_mismatched_starts_raise_on_every_rank(case: str) -> None:
+    got = run_ranks(3, mismatched_starts, case)
+    assert got == ["MismatchError"] * 3, got

@@ -59,6 +59,9 @@ pub struct Comm {
     pub(crate) unwaited: Option<crate::one_sided::Unwaited>,
     /// Bytes of streamed payloads published (mirrors this rank's Progress line).
     pub(crate) streamed: u64,
+    /// Persistent Alltoall(v) requests settled so far (each one's id, see
+    /// alltoall/settled.rs).
+    pub(crate) requests: u32,
 }
 
 /// A block of this rank's shared heap; freed when dropped.
@@ -152,6 +155,7 @@ impl Comm {
             steps: 0,
             unwaited: None,
             streamed: 0,
+            requests: 0,
         })
     }
 

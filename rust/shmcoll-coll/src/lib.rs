@@ -17,7 +17,7 @@ pub mod select;
 mod transfer;
 pub mod tuning_file;
 
-pub use alltoall::{AlltoallCall, Blocks, RawBuf};
+pub use alltoall::{AlltoallCall, Blocks, RawBuf, Settled};
 pub use collectives::model_coll_table;
 pub use collectives::select::CollRow;
 pub use collectives::{CollAlgo, CollCall, CollChoice, CollOp, CollTable, CollTables};

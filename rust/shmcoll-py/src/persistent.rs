@@ -10,7 +10,9 @@
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use shmcoll_coll::{AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Error, Forced, RawBuf};
+use shmcoll_coll::{
+    AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Error, Forced, RawBuf, Settled,
+};
 use shmcoll_kernels::{Dtype, Op};
 
 use crate::buffer::{hold, Borrowed};
@@ -26,6 +28,9 @@ enum Plan {
         send_bpp: usize,
         recv_bpp: usize,
         forced: Forced,
+        /// What the first Start established (None before it): later Starts skip the
+        /// checks and the selection (shmcoll_coll's alltoall/settled.rs).
+        settled: Option<Settled>,
     },
     Alltoallv {
         send: Option<RawBuf>,
@@ -33,6 +38,7 @@ enum Plan {
         /// send counts, send displacements, receive counts, receive displacements (bytes)
         arrays: [Vec<usize>; 4],
         forced: Forced,
+        settled: Option<Settled>,
     },
     Coll {
         op: CollOp,
@@ -115,12 +121,14 @@ impl Prequest {
                 send_bpp,
                 recv_bpp,
                 forced,
+                settled: None,
             },
             (None, Some(arrays)) => Plan::Alltoallv {
                 send,
                 recv,
                 arrays,
                 forced,
+                settled: None,
             },
             _ => {
                 return Err(to_py(
@@ -177,14 +185,15 @@ impl Prequest {
         })
     }
 
-    fn run(&self, py: Python<'_>, comm: &mut Comm) -> Result<(), Error> {
-        match &self.plan {
+    fn run(&mut self, py: Python<'_>, comm: &mut Comm) -> Result<(), Error> {
+        match &mut self.plan {
             Plan::Alltoall {
                 send,
                 recv,
                 send_bpp,
                 recv_bpp,
                 forced,
+                settled,
             } => {
                 let call = AlltoallCall {
                     send: *send,
@@ -194,9 +203,9 @@ impl Prequest {
                     forced: *forced,
                 };
                 if recv.len >= DETACH_BYTES {
-                    py.detach(|| comm.alltoall(Ok(call))).map(|_| ())
+                    py.detach(|| start_alltoall(comm, call, settled))
                 } else {
-                    run_releasing_on_block(py, || comm.alltoall(Ok(call))).map(|_| ())
+                    run_releasing_on_block(py, || start_alltoall(comm, call, settled))
                 }
             }
             Plan::Alltoallv {
@@ -204,6 +213,7 @@ impl Prequest {
                 recv,
                 arrays: [sc, sd, rc, rd],
                 forced,
+                settled,
             } => {
                 let call = AlltoallCall {
                     send: *send,
@@ -218,7 +228,7 @@ impl Prequest {
                     },
                     forced: *forced,
                 };
-                py.detach(|| comm.alltoall(Ok(call))).map(|_| ())
+                py.detach(|| start_alltoall(comm, call, settled))
             }
             Plan::Coll {
                 op,
@@ -258,11 +268,27 @@ impl Prequest {
     }
 }
 
+/// Start a persistent Alltoall(v): the whole call the first time, keeping what it
+/// established, the settled Start afterwards.
+fn start_alltoall(
+    comm: &mut Comm,
+    call: AlltoallCall<'_>,
+    settled: &mut Option<Settled>,
+) -> Result<(), Error> {
+    match settled {
+        Some(s) => comm.alltoall_settled(&call, s).map(|_| ()),
+        None => {
+            *settled = Some(comm.alltoall_settle(Ok(call))?.1);
+            Ok(())
+        }
+    }
+}
+
 #[pymethods]
 impl Prequest {
     /// Run the collective (every rank of the communicator starts its request).
     #[pyo3(name = "Start")]
-    fn start(&self, py: Python<'_>) -> PyResult<()> {
+    fn start(&mut self, py: Python<'_>) -> PyResult<()> {
         if self.freed {
             return Err(to_py(
                 py,
@@ -300,7 +326,7 @@ impl Prequest {
     #[pyo3(name = "Startall")]
     fn startall(py: Python<'_>, requests: &Bound<'_, PyList>) -> PyResult<()> {
         for r in requests.iter() {
-            r.cast::<Prequest>()?.borrow().start(py)?;
+            r.cast::<Prequest>()?.borrow_mut().start(py)?;
         }
         Ok(())
     }

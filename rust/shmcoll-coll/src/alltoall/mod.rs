@@ -8,7 +8,10 @@ mod cma;
 mod inline;
 mod pull;
 mod push;
+mod settled;
 mod staging;
+
+pub use settled::Settled;
 
 use crate::comm::Comm;
 use crate::desc::{
@@ -334,22 +337,16 @@ impl Comm {
             cores,
             recv_total: (0..p).map(|j| recv_blocks.block(j).1).sum(),
         };
-        let r = match choice.algo {
-            Algo::Inline => inline::run(self, &x),
-            Algo::Staging => staging::run(self, &x),
-            Algo::Pull => pull::run(self, &x),
-            Algo::Push => push::run(self, &x),
-            Algo::Cma => cma::run(self, &x),
-            Algo::CmaPush => cma::run_push(self, &x),
-        };
+        let r = run_choice(self, &x);
         self.scratch = x.cores;
         r?;
         self.record(choice);
         Ok(choice)
     }
 
-    /// Check that every pair of ranks agrees on block sizes and that forced choices match;
-    /// gather what selection needs.
+    /// Check that every pair of ranks agrees on block sizes and that forced choices match,
+    /// and that none started a persistent request instead (settled.rs: `extra` is its id,
+    /// 0 in a plain call); gather what selection needs.
     fn global_facts(
         &self,
         seq: u64,
@@ -360,6 +357,19 @@ impl Comm {
         let p = self.size;
         let parity = (seq & 1) as usize;
         let enc = forced.encode();
+        let mine = cores[self.rank].extra;
+        if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.extra != mine) {
+            return Err(Error::Mismatch(format!(
+                "rank {j} started persistent request {} where rank {} called {}",
+                c.extra,
+                self.rank,
+                if mine == 0 {
+                    "Alltoall(v)".to_string()
+                } else {
+                    format!("request {mine}")
+                }
+            )));
+        }
         if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.forced != enc) {
             return Err(Error::Mismatch(format!(
                 "ranks force different choices: rank {} has {}, rank {j} has {}",
@@ -409,5 +419,17 @@ impl Comm {
             in_place: cores.iter().any(|c| c.flags & F_IN_PLACE != 0),
             cma_ok: self.cma_ok,
         })
+    }
+}
+
+/// Run the chosen algorithm on a prepared exchange.
+fn run_choice(c: &mut Comm, x: &Exchange) -> Result<()> {
+    match x.choice.algo {
+        Algo::Inline => inline::run(c, x),
+        Algo::Staging => staging::run(c, x),
+        Algo::Pull => pull::run(c, x),
+        Algo::Push => push::run(c, x),
+        Algo::Cma => cma::run(c, x),
+        Algo::CmaPush => cma::run_push(c, x),
     }
 }
