@@ -202,3 +202,78 @@ def mismatched_starts(case: str) -> str:
 def test_mismatched_starts_raise_on_every_rank(case: str) -> None:
     got = run_ranks(3, mismatched_starts, case)
     assert got == ["MismatchError"] * 3, got
+
+
+def settled_collectives(algorithm: str | None, nbytes: int) -> list[str]:
+    """Persistent Allreduce and Allgather Starts after the first run the first Start's
+    choice on its kept descriptors: many Starts with rewritten buffers, plain calls on
+    the same buffers and a Bcast request in between, against closed-form values."""
+    comm = shmcoll.Comm()
+    p, me = comm.size, comm.rank
+    fails: list[str] = []
+    n = max(1, nbytes // 8)
+    kw = {"algorithm": algorithm} if algorithm else {}
+    heap = algorithm in ("direct", None)
+    buf = comm.empty if heap else np.empty
+    s, r = buf(n), buf(n)
+    ag_s, ag_r = buf(n), buf(n * p)
+    ar = comm.Allreduce_init(s, r, shmcoll.SUM, **kw)
+    ag = comm.Allgather_init(ag_s, ag_r, **kw)
+    bc_buf = buf(n)
+    bc = comm.Bcast_init(bc_buf, root=0)
+    for rnd in range(6):
+        s[:] = np.arange(n) + me + rnd
+        ag_s[:] = 10 * me + rnd
+        bc_buf[:] = rnd if me == 0 else -1
+        if rnd % 3 == 2:
+            comm.Allreduce(s, r, **kw)
+        else:
+            ar.Start()
+        ag.Start()
+        bc.Start()
+        want = sum(np.arange(n) + j + rnd for j in range(p))
+        if not np.array_equal(r, want):
+            fails.append(f"Allreduce round {rnd}: {r[:4]}")
+        if not np.array_equal(ag_r, np.repeat(10.0 * np.arange(p) + rnd, n)):
+            fails.append(f"Allgather round {rnd}: {ag_r[:4]}")
+        if not (bc_buf == rnd).all():
+            fails.append(f"Bcast round {rnd}: {bc_buf[:4]}")
+    for req in (ar, ag, bc):
+        req.Free()
+    comm.Free()
+    return fails
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("algorithm", [None, "inline", "direct", "cma", "staging"])
+def test_settled_collective_starts(nranks: int, algorithm: str | None) -> None:
+    nbytes = 512 if algorithm == "inline" else 96_000
+    check_all(run_ranks(nranks, settled_collectives, algorithm, nbytes))
+
+
+def mismatched_collective_starts() -> str:
+    comm = shmcoll.Comm()
+    x, y = np.ones(4), np.zeros(4)
+    a = comm.Allreduce_init(x, y, shmcoll.SUM)
+    b = comm.Allreduce_init(x, y, shmcoll.SUM)  # the same call: only the ids differ
+    a.Start()
+    b.Start()
+    try:
+        if comm.rank == 0:
+            a.Start()
+        elif comm.rank == 1:
+            b.Start()
+        else:
+            comm.Allreduce(x, y, shmcoll.SUM)
+    except shmcoll.ShmcollError as e:
+        comm.Barrier()
+        a.Start()
+        comm.Free()
+        return type(e).__name__
+    comm.Free()
+    return "no error"
+
+
+def test_mismatched_collective_starts_raise_on_every_rank() -> None:
+    got = run_ranks(3, mismatched_collective_starts)
+    assert got == ["MismatchError"] * 3, got

@@ -11,7 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use shmcoll_coll::{
-    AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Error, Forced, RawBuf, Settled,
+    AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, CollSettled, Comm, Error, Forced, RawBuf,
+    Settled,
 };
 use shmcoll_kernels::{Dtype, Op};
 
@@ -49,6 +50,7 @@ enum Plan {
         vector: Option<(Vec<usize>, Vec<usize>)>,
         reduce: Option<(Dtype, Op)>,
         forced: Option<CollAlgo>,
+        settled: Option<CollSettled>,
     },
 }
 
@@ -179,6 +181,7 @@ impl Prequest {
                 vector,
                 reduce: dt.zip(rop),
                 forced,
+                settled: None,
             },
             held,
             freed: false,
@@ -239,6 +242,7 @@ impl Prequest {
                 vector,
                 reduce,
                 forced,
+                settled,
             } => {
                 let blocks = match (vector, block) {
                     (Some((c, d)), _) => Some(Blocks::Vector {
@@ -259,9 +263,9 @@ impl Prequest {
                 };
                 let big = send.map_or(0, |b| b.len).max(recv.map_or(0, |b| b.len)) >= DETACH_BYTES;
                 if big {
-                    py.detach(|| comm.collective(*op, Ok(call))).map(|_| ())
+                    py.detach(|| start_coll(comm, call, settled))
                 } else {
-                    run_releasing_on_block(py, || comm.collective(*op, Ok(call))).map(|_| ())
+                    run_releasing_on_block(py, || start_coll(comm, call, settled))
                 }
             }
         }
@@ -279,6 +283,22 @@ fn start_alltoall(
         Some(s) => comm.alltoall_settled(&call, s).map(|_| ()),
         None => {
             *settled = Some(comm.alltoall_settle(Ok(call))?.1);
+            Ok(())
+        }
+    }
+}
+
+/// Start a persistent collective: the whole call the first time, keeping what it
+/// established (not for Bcast), the settled Start afterwards.
+fn start_coll(
+    comm: &mut Comm,
+    call: CollCall<'_>,
+    settled: &mut Option<CollSettled>,
+) -> Result<(), Error> {
+    match settled {
+        Some(s) => comm.collective_settled(&call, s).map(|_| ()),
+        None => {
+            *settled = comm.collective_settle(call.op, Ok(call))?.1;
             Ok(())
         }
     }

@@ -293,6 +293,17 @@ impl Comm {
     ) -> Result<CollFacts> {
         let p = self.size;
         let parity = (seq & 1) as usize;
+        let request = |c: &DescCore| c.forced >> super::settled::ID_SHIFT;
+        if let Some(j) = peers.iter().position(|c| request(c) != request(mine)) {
+            // A settled persistent request carries its id there (settled.rs).
+            return Err(Error::Mismatch(format!(
+                "rank {j} started persistent request {} where rank {} called {} (request {})",
+                request(&peers[j]),
+                self.rank,
+                op.name(),
+                request(mine)
+            )));
+        }
         if let Some(j) = peers.iter().position(|c| c.forced != mine.forced) {
             return Err(Error::Mismatch(format!(
                 "ranks force different algorithms for {}: rank {j} differs from rank {}",

@@ -20,9 +20,11 @@ mod direct;
 mod inline;
 mod reach;
 pub mod select;
+mod settled;
 mod staging;
 
 pub use select::{model_coll_table, CollTable};
+pub use settled::CollSettled;
 
 use shmcoll_kernels::reduce::{Dtype, Op};
 
