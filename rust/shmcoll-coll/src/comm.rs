@@ -276,6 +276,51 @@ impl Comm {
         Ok(seq)
     }
 
+    /// Run one call: `begin`, then `f` with its sequence number; a rejection is counted,
+    /// and a fatal error breaks the communicator (`poison`).
+    pub(crate) fn run_call<T>(&mut self, f: impl FnOnce(&mut Comm, u64) -> Result<T>) -> Result<T> {
+        let seq = self.begin()?;
+        let r = f(self, seq);
+        if r.is_err() {
+            self.stats.rejected += 1;
+        }
+        self.poison(r)
+    }
+
+    /// Every rank's arrive head of call `seq` (just completed, so its lines are intact: a
+    /// peer can be at `seq + 1` at most, the other parity), each passed through `tag`:
+    /// what a settled Start must find (alltoall/settled.rs).
+    pub(crate) fn kept_heads(&self, seq: u64, tag: impl Fn(LineHead) -> LineHead) -> Vec<LineHead> {
+        (0..self.size)
+            .map(|j| tag(ArriveLine::of(&self.seg, j, seq).head()))
+            .collect()
+    }
+
+    /// The first rank whose arrival at `seq` is not the kept head (or not at `seq`).
+    pub(crate) fn first_unlike(&self, seq: u64, heads: &[LineHead]) -> Option<usize> {
+        (0..self.size).find(|&j| {
+            self.seg.arrive_seq(j, seq).load(Ordering::Acquire) != seq
+                || ArriveLine::of(&self.seg, j, seq).head() != heads[j]
+        })
+    }
+
+    /// The error of a settled Start whose rank `j` published another head than the kept
+    /// one: its own rejection or another call if the descriptors say so, else another
+    /// request (`request` names this rank's).
+    pub(crate) fn unsettled(&mut self, seq: u64, op: u32, j: usize, request: &str) -> Error {
+        let mut cores = std::mem::take(&mut self.scratch);
+        let r = self.read_descs(seq, op, &mut cores);
+        self.scratch = cores;
+        match r {
+            Err(e) => e,
+            Ok(()) => Error::Mismatch(format!(
+                "rank {j} did not start persistent request {request} with this rank ({}): \
+                 ranks must start persistent collectives in the same order",
+                self.rank
+            )),
+        }
+    }
+
     /// Mark the communicator unusable after a fatal error and tell the peers, so that they
     /// fail fast instead of waiting for their own deadline.
     pub(crate) fn poison<T>(&mut self, r: Result<T>) -> Result<T> {

@@ -209,12 +209,22 @@ impl Comm {
     /// Alltoall or Alltoallv. `call` is `Err` when the bindings already rejected the
     /// arguments: the error is then announced to the peers (which raise too) and returned.
     pub fn alltoall(&mut self, call: Result<AlltoallCall>) -> Result<Choice> {
-        let seq = self.begin()?;
-        let r = self.alltoall_inner(seq, call);
-        if r.is_err() {
-            self.stats.rejected += 1;
+        self.run_call(|c, seq| c.alltoall_inner(seq, call))
+    }
+
+    /// Write this rank's counts and displacements into its slot for call parity `parity`
+    /// (peers read them there), entry by entry, straight from the blocks: no temporary
+    /// vectors on this path.
+    fn write_vector_arrays(&self, parity: usize, send: &Blocks, recv: &Blocks) {
+        let d = Desc::slot(&self.seg, self.rank, parity);
+        for j in 0..self.size {
+            let (so, sl) = send.block(j);
+            let (ro, rl) = recv.block(j);
+            d.set(Arr::SendCounts, j, sl);
+            d.set(Arr::SendDispls, j, so);
+            d.set(Arr::RecvCounts, j, rl);
+            d.set(Arr::RecvDispls, j, ro);
         }
-        self.poison(r)
     }
 
     fn alltoall_inner(&mut self, seq: u64, call: Result<AlltoallCall>) -> Result<Choice> {
@@ -290,17 +300,8 @@ impl Comm {
         // whatever the payload path, selection may still pick an algorithm that reads
         // buffer offsets from it. Peers only fetch it when they need it.
         core.flags |= F_FULL;
-        let d = Desc::slot(&self.seg, self.rank, parity);
         if vector {
-            // Entry by entry, straight from the blocks: no temporary vectors on this path.
-            for j in 0..p {
-                let (so, sl) = send_blocks.block(j);
-                let (ro, rl) = recv_blocks.block(j);
-                d.set(Arr::SendCounts, j, sl);
-                d.set(Arr::SendDispls, j, so);
-                d.set(Arr::RecvCounts, j, rl);
-                d.set(Arr::RecvDispls, j, ro);
-            }
+            self.write_vector_arrays(parity, &send_blocks, &recv_blocks);
         }
         self.publish_arrive(seq, &core, None);
         self.wait_arrivals(seq)?;

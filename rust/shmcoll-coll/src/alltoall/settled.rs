@@ -16,10 +16,9 @@
 use super::{inline, AlltoallCall, Exchange};
 use crate::comm::Comm;
 use crate::desc::{
-    Arr, ArriveLine, Desc, DescCore, LineHead, F_INLINE, F_TINY, F_VECTOR, OP_ALLTOALL,
-    OP_ALLTOALLV,
+    Desc, DescCore, LineHead, F_INLINE, F_TINY, F_VECTOR, OP_ALLTOALL, OP_ALLTOALLV,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::registry::Choice;
 
 /// What a persistent request's first Start established (see the module comment).
@@ -46,29 +45,19 @@ impl Comm {
     /// The first Start of a persistent Alltoall(v): the whole call, and what later Starts
     /// reuse (`alltoall_settled`).
     pub fn alltoall_settle(&mut self, call: Result<AlltoallCall>) -> Result<(Choice, Settled)> {
-        let seq = self.begin()?;
-        let r = self
-            .alltoall_inner(seq, call)
-            .map(|choice| (choice, self.settled_after(seq, choice)));
-        if r.is_err() {
-            self.stats.rejected += 1;
-        }
-        self.poison(r)
+        self.run_call(|c, seq| {
+            c.alltoall_inner(seq, call)
+                .map(|choice| (choice, c.settled_after(seq, choice)))
+        })
     }
 
-    /// Read back what call `seq` (just completed) established. Its lines are still intact:
-    /// a peer can be at `seq + 1` at most, the other parity.
+    /// Read back what call `seq` (just completed) established (`Comm::kept_heads`).
     fn settled_after(&mut self, seq: u64, choice: Choice) -> Settled {
         self.requests += 1;
         let id = self.requests;
         let mut core = Desc::slot(&self.seg, self.rank, (seq & 1) as usize).core();
         core.extra = id;
-        let heads = (0..self.size)
-            .map(|j| LineHead {
-                extra: id,
-                ..ArriveLine::of(&self.seg, j, seq).head()
-            })
-            .collect();
+        let heads = self.kept_heads(seq, |h| LineHead { extra: id, ..h });
         Settled {
             id,
             core,
@@ -81,12 +70,7 @@ impl Comm {
     /// A later Start of a persistent Alltoall(v): `call` must be the request's own (the
     /// bindings keep it with `s`).
     pub fn alltoall_settled(&mut self, call: &AlltoallCall, s: &Settled) -> Result<Choice> {
-        let seq = self.begin()?;
-        let r = self.settled_inner(seq, call, s);
-        if r.is_err() {
-            self.stats.rejected += 1;
-        }
-        self.poison(r)
+        self.run_call(|c, seq| c.settled_inner(seq, call, s))
     }
 
     fn settled_inner(&mut self, seq: u64, call: &AlltoallCall, s: &Settled) -> Result<Choice> {
@@ -100,27 +84,17 @@ impl Comm {
             inline::write_payload(self, parity, send, &send_blocks);
         }
         if s.core.flags & F_VECTOR != 0 {
-            // Peers read the counts and displacements from this call's slot.
-            let d = Desc::slot(&self.seg, self.rank, parity);
-            for j in 0..self.size {
-                let (so, sl) = send_blocks.block(j);
-                let (ro, rl) = recv_blocks.block(j);
-                d.set(Arr::SendCounts, j, sl);
-                d.set(Arr::SendDispls, j, so);
-                d.set(Arr::RecvCounts, j, rl);
-                d.set(Arr::RecvDispls, j, ro);
-            }
+            self.write_vector_arrays(parity, &send_blocks, &recv_blocks);
         }
         self.publish_arrive(seq, &s.core, None);
         self.wait_arrivals(seq)?;
-        if let Some(j) = (0..self.size).find(|&j| {
-            self.seg
-                .arrive_seq(j, seq)
-                .load(std::sync::atomic::Ordering::Acquire)
-                != seq
-                || ArriveLine::of(&self.seg, j, seq).head() != s.heads[j]
-        }) {
-            return Err(self.why_unsettled(seq, j, s));
+        if let Some(j) = self.first_unlike(seq, &s.heads) {
+            let op = if s.core.flags & F_VECTOR != 0 {
+                OP_ALLTOALLV
+            } else {
+                OP_ALLTOALL
+            };
+            return Err(self.unsettled(seq, op, j, &s.id.to_string()));
         }
         let mut cores = std::mem::take(&mut self.scratch);
         cores.clone_from(&s.cores);
@@ -140,26 +114,5 @@ impl Comm {
         r?;
         self.record(s.choice);
         Ok(s.choice)
-    }
-
-    /// The error of a Start whose rank `j` published another head than the kept one: its
-    /// own rejection or another call if the descriptors say so, else another request.
-    fn why_unsettled(&mut self, seq: u64, j: usize, s: &Settled) -> Error {
-        let mut cores = std::mem::take(&mut self.scratch);
-        let op = if s.core.flags & F_VECTOR != 0 {
-            OP_ALLTOALLV
-        } else {
-            OP_ALLTOALL
-        };
-        let r = self.read_descs(seq, op, &mut cores);
-        self.scratch = cores;
-        match r {
-            Err(e) => e,
-            Ok(()) => Error::Mismatch(format!(
-                "rank {j} did not start persistent request {} with this rank ({}): ranks \
-                 must start persistent collectives in the same order",
-                s.id, self.rank
-            )),
-        }
     }
 }

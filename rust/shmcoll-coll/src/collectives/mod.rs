@@ -291,12 +291,7 @@ impl Comm {
     /// Run one collective of this module. `call` is `Err` when the bindings already
     /// rejected the arguments: the error is then announced to the peers (which raise too).
     pub fn collective(&mut self, op: CollOp, call: Result<CollCall>) -> Result<CollChoice> {
-        let seq = self.begin()?;
-        let r = self.collective_inner(seq, op, call);
-        if r.is_err() {
-            self.stats.rejected += 1;
-        }
-        self.poison(r)
+        self.run_call(|c, seq| c.collective_inner(seq, op, call))
     }
 
     fn collective_inner(

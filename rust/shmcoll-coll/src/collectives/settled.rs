@@ -10,10 +10,8 @@
 use super::{inline, Call, CollAlgo, CollCall, CollChoice, CollOp};
 use crate::alltoall::Blocks;
 use crate::comm::Comm;
-use crate::desc::{
-    unpack_extra, Arr, ArriveLine, Desc, DescCore, LineHead, F_INLINE, F_IN_PLACE, F_TINY,
-};
-use crate::error::{Error, Result};
+use crate::desc::{unpack_extra, Arr, Desc, DescCore, LineHead, F_INLINE, F_IN_PLACE, F_TINY};
+use crate::error::Result;
 use shmcoll_kernels::reduce::{Dtype, Op};
 
 /// The bits of `forced` that carry a settled request's id.
@@ -41,34 +39,25 @@ impl Comm {
         op: CollOp,
         call: Result<CollCall>,
     ) -> Result<(CollChoice, Option<CollSettled>)> {
-        let seq = self.begin()?;
-        let r = self.collective_inner(seq, op, call).map(|choice| {
-            let s = (op != CollOp::Bcast).then(|| self.coll_settled_after(seq, op, choice));
-            (choice, s)
-        });
-        if r.is_err() {
-            self.stats.rejected += 1;
-        }
-        self.poison(r)
+        self.run_call(|c, seq| {
+            c.collective_inner(seq, op, call).map(|choice| {
+                let s = (op != CollOp::Bcast).then(|| c.coll_settled_after(seq, op, choice));
+                (choice, s)
+            })
+        })
     }
 
-    /// Read back what call `seq` (just completed) established (its lines are intact: a
-    /// peer can be at `seq + 1` at most).
+    /// Read back what call `seq` (just completed) established (`Comm::kept_heads`).
     fn coll_settled_after(&mut self, seq: u64, op: CollOp, choice: CollChoice) -> CollSettled {
         self.requests += 1;
         let id = self.requests;
         let tag = u64::from(id) << ID_SHIFT;
         let mut core = Desc::slot(&self.seg, self.rank, (seq & 1) as usize).core();
         core.forced |= tag;
-        let heads = (0..self.size)
-            .map(|j| {
-                let h = ArriveLine::of(&self.seg, j, seq).head();
-                LineHead {
-                    forced: h.forced | tag,
-                    ..h
-                }
-            })
-            .collect();
+        let heads = self.kept_heads(seq, |h| LineHead {
+            forced: h.forced | tag,
+            ..h
+        });
         CollSettled {
             id,
             op,
@@ -81,12 +70,7 @@ impl Comm {
 
     /// A later Start of a persistent collective: `call` must be the request's own.
     pub fn collective_settled(&mut self, call: &CollCall, s: &CollSettled) -> Result<CollChoice> {
-        let seq = self.begin()?;
-        let r = self.coll_settled_inner(seq, call, s);
-        if r.is_err() {
-            self.stats.rejected += 1;
-        }
-        self.poison(r)
+        self.run_call(|c, seq| c.coll_settled_inner(seq, call, s))
     }
 
     fn coll_settled_inner(
@@ -106,14 +90,9 @@ impl Comm {
         }
         self.publish_arrive(seq, &core, None);
         self.wait_arrivals(seq)?;
-        if let Some(j) = (0..self.size).find(|&j| {
-            self.seg
-                .arrive_seq(j, seq)
-                .load(std::sync::atomic::Ordering::Acquire)
-                != seq
-                || ArriveLine::of(&self.seg, j, seq).head() != s.heads[j]
-        }) {
-            return Err(self.why_coll_unsettled(seq, j, s));
+        if let Some(j) = self.first_unlike(seq, &s.heads) {
+            let request = format!("{} ({})", s.id, s.op.name());
+            return Err(self.unsettled(seq, s.op.code(), j, &request));
         }
         let mut cores = std::mem::take(&mut self.scratch);
         cores.clone_from(&s.cores);
@@ -142,22 +121,5 @@ impl Comm {
         r?;
         self.record_coll(s.choice);
         Ok(s.choice)
-    }
-
-    /// The error of a Start whose rank `j` published another head than the kept one.
-    fn why_coll_unsettled(&mut self, seq: u64, j: usize, s: &CollSettled) -> Error {
-        let mut cores = std::mem::take(&mut self.scratch);
-        let r = self.read_descs(seq, s.op.code(), &mut cores);
-        self.scratch = cores;
-        match r {
-            Err(e) => e,
-            Ok(()) => Error::Mismatch(format!(
-                "rank {j} did not start persistent request {} ({}) with this rank ({}): ranks \
-                 must start persistent collectives in the same order",
-                s.id,
-                s.op.name(),
-                self.rank
-            )),
-        }
     }
 }
