@@ -9,6 +9,7 @@ from numpy.typing import NDArray
 from typing_extensions import Buffer, disjoint_base
 
 __all__ = [
+    "OBJECT_ROOM",
     "SEGMENT_PREFIX",
     "SOURCE_DIR",
     "CommBase",
@@ -48,6 +49,8 @@ __all__ = [
 __version__: Final[str]
 #: Prefix of segment names in /dev/shm ("shmcoll-").
 SEGMENT_PREFIX: Final[str]
+#: Bytes of pickle that travel in the first exchange of an object collective (objects.rs).
+OBJECT_ROOM: Final[int]
 #: The source tree the module was built from (where the PMPI library is built from).
 SOURCE_DIR: Final[str]
 
@@ -295,6 +298,23 @@ class CommBase:
     def _peer_view(self, offset: int, nbytes: int) -> PeerView:
         """A read-only view of the shared heap at a segment offset (any rank's part)."""
     def _barrier(self) -> None: ...
+    def _objects_gather(
+        self,
+        data: bytes,
+        aux: int,
+        root: int | None = None,
+        long_root: int | None = None,
+        keep_own: bool = False,
+    ) -> tuple[list[bytes | memoryview | None], bool]:
+        """The exchange under allgather (root None) and gather of objects: every rank's
+        pickle (at the root for gather), and whether some pickle was long (then only
+        `long_root` gets them, if given, and with `keep_own` not its own: None)."""
+    def _objects_bcast(self, data: bytes | None, root: int) -> bytes | None:
+        """The exchange under bcast of an object: the root's pickle (None on the root)."""
+    def _objects_scatter(self, items: list[bytes] | None, root: int) -> bytes:
+        """The exchange under scatter of objects: this rank's pickle of the root's items."""
+    def _objects_alltoall(self, items: list[bytes]) -> list[bytes | memoryview]:
+        """The exchange under alltoall of objects: this rank's pickles from every rank."""
     def _heap_alloc(self, nbytes: int) -> HeapBuffer: ...
     def _heap_usage(self) -> tuple[int, int]: ...
     def _in_heap(self, buf: Any) -> bool: ...

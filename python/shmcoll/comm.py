@@ -23,6 +23,7 @@ from . import _core
 from .buffers import is_in_place, parse_vector
 from .collectives import Collectives
 from .errors import ArgumentError, ShmcollError, UnsupportedError
+from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
 from .passthrough import MPI4PY_NAMES, forward_missing, forward_type, lookup
 from .persistent import Persistent
@@ -179,7 +180,7 @@ def free_owned(comm: Any) -> None:
             owned.Free()
 
 
-class Comm(Collectives, Persistent, _core.CommBase):
+class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
     """A communicator over the processes of one node.
 
     ``Comm(mpi_comm)`` wraps an mpi4py intra-communicator whose ranks share a node (rank

@@ -2,9 +2,9 @@
 mpi4py communicator, so that ``comm`` -> ``shmcoll.Comm(comm)`` stays the whole migration.
 
 * Collectives (``Scan``, ``Exscan``, ``Alltoallw``, the nonblocking ``I...`` forms, the
-  other persistent ``..._init`` forms, and the lowercase ones that move Python objects:
-  ``bcast``, ``allreduce``, ``gather``, ...) run on MPI. That is a fallback, so it is
-  announced once per method (a RuntimeWarning) and counted in
+  other persistent ``..._init`` forms, and on a HierComm the lowercase ones that move
+  Python objects, which shmcoll.Comm has of its own: objects.py) run on MPI. That is a
+  fallback, so it is announced once per method (a RuntimeWarning) and counted in
   ``shmcoll.ops.fallback_calls``; ``shmcoll.IN_PLACE`` becomes ``MPI.IN_PLACE``.
 * Everything else (point-to-point, attributes, names, groups, topology queries, new MPI
   communicators) is the MPI communicator's own method, returned as it is: shmcoll does

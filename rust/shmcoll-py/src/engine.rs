@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyModule};
+use pyo3::types::{PyBytes, PyDict, PyModule};
 
 use shmcoll_coll::{AlltoallCall, Blocks, CollOp, Comm, Config, Error, Forced};
 use shmcoll_shm::Segment;
@@ -780,6 +780,60 @@ impl CommBase {
                 algorithm,
             },
         )
+    }
+
+    /// The exchange under allgather (root None) and gather of objects: every rank's
+    /// pickle, at the root for gather (an empty list elsewhere), and whether some pickle
+    /// was long (then only `long_root` gets them, if given, and with `keep_own` not its
+    /// own: None in its place); see objects.rs.
+    #[pyo3(name = "_objects_gather", signature = (data, aux, root=None, long_root=None, keep_own=false))]
+    fn objects_gather<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        aux: u64,
+        root: Option<usize>,
+        long_root: Option<usize>,
+        keep_own: bool,
+    ) -> PyResult<(Vec<Option<Bound<'py, PyAny>>>, bool)> {
+        crate::objects::gather(py, self.comm(py)?, data, aux, root, long_root, keep_own)
+    }
+
+    /// The exchange under bcast of an object: the root's pickle (None on the root).
+    #[pyo3(name = "_objects_bcast")]
+    fn objects_bcast<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: Option<&[u8]>,
+        root: usize,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        crate::objects::bcast(py, self.comm(py)?, data, root)
+    }
+
+    /// The exchange under scatter of objects: this rank's pickle of the root's `items`.
+    #[pyo3(name = "_objects_scatter")]
+    fn objects_scatter<'py>(
+        &mut self,
+        py: Python<'py>,
+        items: Option<Vec<Bound<'py, PyBytes>>>,
+        root: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let views: Option<Vec<&[u8]>> = items
+            .as_ref()
+            .map(|v| v.iter().map(|b| b.as_bytes()).collect());
+        crate::objects::scatter(py, self.comm(py)?, views, root)
+    }
+
+    /// The exchange under alltoall of objects: item j of `items` to rank j, this rank's
+    /// pickles from every rank.
+    #[pyo3(name = "_objects_alltoall")]
+    fn objects_alltoall<'py>(
+        &mut self,
+        py: Python<'py>,
+        items: Vec<Bound<'py, PyBytes>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let views: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
+        crate::objects::alltoall(py, self.comm(py)?, views)
     }
 
     #[pyo3(name = "_barrier")]

@@ -14,6 +14,7 @@ mod fastpath;
 mod gil;
 mod heap;
 mod machine;
+mod objects;
 mod persistent;
 mod table;
 mod vector_spec;
@@ -124,5 +125,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     codec_zfp::register(m)?;
     codec_misc::register(m)?;
     m.add("SEGMENT_PREFIX", shmcoll_shm::NAME_PREFIX)?;
+    // The pickle bytes that travel in the first exchange of an object collective.
+    m.add("OBJECT_ROOM", objects::ROOM)?;
     Ok(())
 }
