@@ -203,13 +203,9 @@ pub fn gather<'py>(
     let mut counts: Vec<usize> = heads.iter().map(|h| long(h.0)).collect();
     let any_long = counts.iter().any(|&c| c > 0);
     let root = if any_long { root.or(long_root) } else { root };
-    let own = match root {
-        Some(r) if any_long && keep_own => {
-            counts[r] = 0; // the same on every rank, as the engine checks
-            Some(r)
-        }
-        _ => None,
-    };
+    if let (true, true, Some(r)) = (any_long, keep_own, root) {
+        counts[r] = 0; // the same on every rank, as the engine checks
+    }
     let displs = prefix(&counts);
     let mut big = None;
     if any_long {
@@ -243,9 +239,10 @@ pub fn gather<'py>(
     if root.is_some_and(|r| r != me) {
         return Ok((Vec::new(), any_long));
     }
-    let out = results(py, &slots, &heads, &counts, &displs, big.as_ref())?;
-    debug_assert!(own.is_none_or(|r| out[r].is_none()));
-    Ok((out, any_long))
+    Ok((
+        results(py, &slots, &heads, &counts, &displs, big.as_ref())?,
+        any_long,
+    ))
 }
 
 /// The root's pickle on every rank (None on the root, which has it).
