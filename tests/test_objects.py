@@ -117,8 +117,25 @@ def large_arrays(n: int) -> list[str]:
     if (me == p - 1) != (r is not None) or (r is not None and not np.array_equal(r, arr(p - 1))):
         fails.append("reduce of large arrays with a callable")
     b = comm.bcast(a if me == 0 else None, root=0)
-    if not np.array_equal(b, arr(0)) or (me == 0 and b is a):
+    if not np.array_equal(b, arr(0)) or (me == 0 and np.shares_memory(b, a)):
         fails.append("bcast of a large array (a copy on the root too)")
+    # Buffers out of band and in band in one object: large C and Fortran arrays, a small
+    # one, a non-contiguous view, a bytearray.
+    mixed = {
+        "c": arr(p),
+        "f": np.asfortranarray(arr(1).reshape(250, -1)),
+        "small": arr(2)[:10],
+        "strided": arr(3)[::3],
+        "raw": bytearray(b"q" * 70_000),
+    }
+    got = comm.bcast(mixed if me == p - 1 else None, root=p - 1)
+    ok = got.keys() == mixed.keys() and all(
+        np.array_equal(got[k], mixed[k]) for k in ("c", "f", "small", "strided")
+    )
+    if not ok or got["raw"] != mixed["raw"] or not got["f"].flags.f_contiguous:
+        fails.append("bcast of a dict of arrays in and out of band")
+    if me == p - 1 and any(np.shares_memory(got[k], mixed[k]) for k in ("c", "f", "small", "strided")):
+        fails.append("the root's copy shares memory with its object")
     g = comm.allgather(a)
     if not all(np.array_equal(g[j], arr(j)) for j in range(p)):
         fails.append("allgather of large arrays")

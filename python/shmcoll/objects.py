@@ -7,7 +7,8 @@ settings apply), else with :mod:`pickle` at the highest protocol. The exchange i
 (rust/shmcoll-py/src/objects.rs): each rank's pickle travels in a fixed slot of 256 bytes
 behind a header, so an object whose pickle fits (a number, a short list or dict) costs one
 collective where mpi4py makes two (the counts, then the bytes); longer pickles follow in a
-vector collective.
+vector collective. ``bcast`` sends the large buffers inside the object (NumPy arrays,
+bytearrays) out of band, with pickle protocol 5.
 
 The reductions (``reduce``, ``allreduce``, ``scan``, ``exscan``) gather the objects and combine
 them in rank order, left to right (``op(op(x0, x1), x2)``...), on every rank alike, so every
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import operator
 import pickle
+import struct
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -87,6 +89,50 @@ def _pickler() -> tuple[Callable[[Any], bytes], Callable[[Any], Any], Any]:
     return _pickle_pair
 
 
+#: A buffer inside a broadcast object travels out of band from this size on (below it,
+#: one more collective costs more than copying the bytes through the pickle).
+OOB_MIN = 64 << 10
+_SIZES = struct.Struct("<q")
+
+
+def _large(x: Any) -> bool:
+    return (
+        isinstance(x, (np.ndarray, bytearray))
+        and (x.nbytes if isinstance(x, np.ndarray) else len(x)) >= OOB_MIN
+    )
+
+
+def _dumps_oob(obj: Any, bufs: list[memoryview]) -> bytes | None:
+    """`obj` pickled (protocol 5) with its buffers of OOB_MIN bytes or more appended to
+    `bufs` instead; None when it has none, or cannot be pickled so (then the configured
+    pickler, mpi4py's settings included, serves it in band). Only an array or bytearray
+    that large, or a dict, list or tuple holding one, is tried: pickling anything else
+    twice would cost more than it saves."""
+    if not (
+        _large(obj)
+        or (isinstance(obj, dict) and any(_large(v) for v in obj.values()))
+        or (isinstance(obj, (list, tuple)) and any(_large(v) for v in obj))
+    ):
+        return None
+
+    def out_of_band(pb: pickle.PickleBuffer) -> bool:
+        try:
+            raw = pb.raw()
+        except BufferError:  # not contiguous: in band
+            return True
+        if raw.nbytes < OOB_MIN:
+            return True
+        bufs.append(raw)
+        return False
+
+    try:
+        data = pickle.dumps(obj, 5, buffer_callback=out_of_band)
+    except Exception:
+        bufs.clear()
+        return None
+    return data if bufs else None
+
+
 def _loaded(got: list[Any], loads: Callable[[Any], Any], own: Any) -> list[Any]:
     """The unpickled objects, with this rank's own object where the exchange left None
     (the reductions combine the root's own object as it is, as mpi4py's do)."""
@@ -128,7 +174,8 @@ class ObjectCollectives:
 
         # The native exchanges (CommBase, rust/shmcoll-py/src/objects.rs).
         _objects_gather: Callable[..., tuple[list[Any], bool]]
-        _objects_bcast: Callable[[bytes | None, int], bytes | None]
+        _objects_bcast: Callable[..., tuple[bytes | None, int]]
+        Bcast: Callable[..., None]
         _objects_scatter: Callable[[list[bytes] | None, int], bytes]
         _objects_alltoall: Callable[[list[bytes]], list[Any]]
 
@@ -177,16 +224,46 @@ class ObjectCollectives:
         return [loads(b) for b in self._objects_gather(data, _aux(kind, root or 0), root)[0]]
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
-        """The root's `obj` on every rank (a copy on the root too, as in mpi4py)."""
+        """The root's `obj` on every rank (a copy on the root too, as in mpi4py).
+
+        Buffers of at least OOB_MIN bytes inside the object (NumPy arrays, bytearrays)
+        travel out of band (pickle protocol 5 of the standard library, whatever pickler
+        MPI.pickle is set to): straight from the root's memory into bytearrays that the
+        receivers' arrays then use, instead of being copied into the pickle and out of it
+        again. The root's copy is a copy of those buffers."""
         root = self._root(root, "Bcast")
-        dumps, loads, _ = _pickler()
         if self.rank == root:
+            return self._bcast_send(obj, root, copy=True)
+        return self._bcast_recv(root)
+
+    def _bcast_send(self, obj: Any, root: int, copy: bool) -> Any:
+        """The root's half of bcast; returns a copy of `obj` if `copy`."""
+        dumps, loads, _ = _pickler()
+        bufs: list[memoryview] = []
+        data = _dumps_oob(obj, bufs)
+        if data is None:  # no large buffer (or not picklable so): the configured pickler
             data = self._dumps(dumps, obj, "Bcast")
             self._objects_bcast(data, root)
-            return loads(data)
-        got = self._objects_bcast(None, root)
+            return loads(data) if copy else obj
+        sizes = [b.nbytes for b in bufs]
+        meta = _SIZES.pack(len(sizes)) + struct.pack(f"<{len(sizes)}q", *sizes)
+        self._objects_bcast(meta + data, root, 1)
+        for b in bufs:
+            self.Bcast(np.frombuffer(b, np.uint8), root)
+        return pickle.loads(data, buffers=[bytearray(b) for b in bufs]) if copy else obj
+
+    def _bcast_recv(self, root: int) -> Any:
+        """The other ranks' half of bcast."""
+        got, oob = self._objects_bcast(None, root)
         assert got is not None
-        return loads(got)
+        if not oob:
+            return _pickler()[1](got)
+        view = memoryview(got)
+        (n,) = _SIZES.unpack_from(view)
+        into = [bytearray(k) for k in struct.unpack_from(f"<{n}q", view, _SIZES.size)]
+        for dest in into:
+            self.Bcast(np.frombuffer(dest, np.uint8), root)
+        return pickle.loads(view[_SIZES.size + 8 * n :], buffers=into)
 
     def allgather(self, sendobj: Any) -> list[Any]:
         """Every rank's `sendobj`, in rank order."""
@@ -242,11 +319,8 @@ class ObjectCollectives:
             except Exception as e:  # the others are waiting for the result
                 self._reject_with("Bcast", e)
                 raise
-            self._objects_bcast(self._dumps(dumps, res, "Bcast"), 0)
-            return res
-        out = self._objects_bcast(None, 0)
-        assert out is not None
-        return loads(out)
+            return self._bcast_send(res, 0, copy=False)  # res is rank 0's own
+        return self._bcast_recv(0)
 
     def scan(self, sendobj: Any, op: Any = SUM) -> Any:
         """The objects of ranks 0..rank combined in rank order."""

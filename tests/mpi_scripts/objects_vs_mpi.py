@@ -24,6 +24,8 @@ compared = failures = 0
 def same(a: object, b: object) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)
@@ -52,6 +54,8 @@ with warnings.catch_warnings(record=True) as caught:
             items = [value(j, n + j) for j in range(p)] if me == root else None
             both(f"scatter n={n} root={root}", "scatter", items, root=root)
             both(f"reduce n={n} root={root}", "reduce", [me] * (n + me), op=MPI.SUM, root=root)
+            arrays = {"big": np.arange(n * 20.0), "small": np.arange(n % 7)} if me == root else None
+            both(f"bcast arrays n={n} root={root}", "bcast", arrays, root=root)
         both(f"allgather n={n}", "allgather", value(me, n * (me + 1)))
         both(f"alltoall n={n}", "alltoall", [value(me * 10 + j, n + j) for j in range(p)])
         both(f"allreduce list n={n}", "allreduce", [me] * (n + me))

@@ -799,15 +799,17 @@ impl CommBase {
         crate::objects::gather(py, self.comm(py)?, data, aux, root, long_root, keep_own)
     }
 
-    /// The exchange under bcast of an object: the root's pickle (None on the root).
-    #[pyo3(name = "_objects_bcast")]
+    /// The exchange under bcast of an object: the root's pickle (None on the root) and
+    /// the root's `aux` (the count of out-of-band buffers that follow).
+    #[pyo3(name = "_objects_bcast", signature = (data, root, aux=0))]
     fn objects_bcast<'py>(
         &mut self,
         py: Python<'py>,
         data: Option<&[u8]>,
         root: usize,
-    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        crate::objects::bcast(py, self.comm(py)?, data, root)
+        aux: u64,
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, u64)> {
+        crate::objects::bcast(py, self.comm(py)?, data, root, aux)
     }
 
     /// The exchange under scatter of objects: this rank's pickle of the root's `items`.

@@ -245,32 +245,34 @@ pub fn gather<'py>(
     ))
 }
 
-/// The root's pickle on every rank (None on the root, which has it).
+/// The root's pickle on every rank (None on the root, which has it), with the root's
+/// `aux` (bcast's count of out-of-band buffers, which follow).
 pub fn bcast<'py>(
     py: Python<'py>,
     comm: &mut Comm,
     data: Option<&[u8]>,
     root: usize,
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    aux: u64,
+) -> PyResult<(Option<Bound<'py, PyBytes>>, u64)> {
     let mut slot = [0u8; SLOT];
     if let Some(d) = data {
-        put(&mut slot, d, 0);
+        put(&mut slot, d, aux);
     }
     coll(py, comm, CollOp::Bcast, None, Some(&mut slot), root, None)?;
     if let Some(d) = data {
         if d.len() > ROOM {
             coll_raw(py, comm, CollOp::Bcast, None, Some(raw(d)), root, None)?;
         }
-        return Ok(None);
+        return Ok((None, aux));
     }
-    let (len, _) = head(&slot);
+    let (len, aux) = head(&slot);
     if len <= ROOM {
-        return Ok(Some(bytes_of(py, &slot, 0, len)));
+        return Ok((Some(bytes_of(py, &slot, 0, len)), aux));
     }
     let big = PyBytes::new_with(py, len, |buf| {
         coll(py, comm, CollOp::Bcast, None, Some(buf), root, None)
     })?;
-    Ok(Some(big))
+    Ok((Some(big), aux))
 }
 
 /// This rank's item of the root's `items` (one pickle per rank).
