@@ -204,16 +204,14 @@ class ObjectCollectives:
         p = self.size
         try:
             items = list(seq)
-            if len(items) != p:
-                raise ArgumentError(f"{what}: expected {p} items, got {len(items)}")
-            return [dumps(x) for x in items]
-        except TypeError as e:
-            if "object is not iterable" not in str(e):
-                self._reject_with(op, e)
-                raise
+        except TypeError:
             err = ArgumentError(f"{what}: expected a sequence of {p} objects, not {type(seq).__name__}")
             self._reject_with(op, err)
             raise err from None
+        try:
+            if len(items) != p:
+                raise ArgumentError(f"{what}: expected {p} items, got {len(items)}")
+            return [dumps(x) for x in items]
         except Exception as e:
             self._reject_with(op, e)
             raise
