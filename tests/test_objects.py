@@ -276,3 +276,33 @@ def test_pickles_on_both_sides_of_the_slot_room() -> None:
             assert comm.allgather(o) == [o] and comm.bcast(o) == o and comm.alltoall([o]) == [o]
     assert len(pickle.dumps(b"z" * (ROOM - 30), pickle.HIGHEST_PROTOCOL)) <= ROOM
     assert len(pickle.dumps(b"z" * (ROOM + 30), pickle.HIGHEST_PROTOCOL)) > ROOM
+
+
+def on_split_halves(_: int) -> list[str]:
+    """Even and odd halves, each ranked in reverse (key = -rank): the object collectives
+    follow the sub-communicator's ranks."""
+    comm = shmcoll.Comm()
+    me = comm.rank
+    sub = comm.Split(color=me % 2, key=-me)
+    assert sub is not None
+    world = sorted((r for r in range(comm.size) if r % 2 == me % 2), reverse=True)
+    fails = []
+    if sub.allgather(me) != world:
+        fails.append(f"allgather {sub.allgather(me)} != {world}")
+    if sub.bcast(me, root=0) != world[0]:
+        fails.append("bcast from sub-rank 0")
+    if sub.alltoall([(me, j) for j in range(sub.size)]) != [(w, sub.rank) for w in world]:
+        fails.append("alltoall")
+    big = np.full(20_000, float(me))
+    got = sub.gather(big, root=sub.size - 1)
+    want = [np.full(20_000, float(w)) for w in world]
+    if sub.rank == sub.size - 1 and not all(map(np.array_equal, got, want)):
+        fails.append("gather of large arrays")
+    if sub.allreduce([me]) != world:
+        fails.append("allreduce order")
+    sub.Free()
+    return fails
+
+
+def test_object_collectives_follow_a_split_communicators_ranks() -> None:
+    check_all(run_ranks(4, on_split_halves, 0))
