@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import shmcoll
 from conftest import check_all, run_ranks
+from mpi_scripts.object_equality import same
 from shmcoll.errors import PeerRejectedError
 from shmcoll.objects import ROOM
 
@@ -37,16 +38,6 @@ def obj(rank: int, rnd: int, to: int = 0) -> object:
     if kind == 2:
         return np.arange(40 + 10 * rank + rnd, dtype=np.float64) * (to + 1)
     return ["y" * (rank * 150 + rnd), None, 1.5]
-
-
-def same(a: object, b: object) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
 
 
 def every_call(rounds: int) -> list[str]:

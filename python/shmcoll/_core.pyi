@@ -301,13 +301,14 @@ class CommBase:
     def _objects_gather(
         self,
         data: bytes,
-        aux: int,
+        kind: str,
         root: int | None = None,
         long_root: int | None = None,
         keep_own: bool = False,
     ) -> tuple[list[bytes | memoryview | None], bool]:
-        """The exchange under allgather (root None) and gather of objects: every rank's
-        pickle (at the root for gather), and whether some pickle was long (then only
+        """The exchange under `kind` (allgather, gather, allreduce, reduce, scan or exscan,
+        which every rank must make alike, with the same root): every rank's pickle (at the
+        root for gather and reduce), and whether some pickle was long (then only
         `long_root` gets them, if given, and with `keep_own` not its own: None)."""
     def _objects_bcast(self, data: bytes | None, root: int, aux: int = 0) -> tuple[bytes | None, int]:
         """The exchange under bcast of an object: the root's pickle (None on the root) and

@@ -43,16 +43,6 @@ from .ops import BAND, BOR, BXOR, LAND, LOR, MAX, MIN, PROD, SUM, op_name
 #: rust/shmcoll-py/src/objects.rs); longer ones follow in a second.
 ROOM: int = _core.OBJECT_ROOM
 
-# The gathering calls' headers carry the call (a code, its index here) and the root, so
-# that ranks that called different ones, or named different roots, all raise instead of
-# mixing their results (objects.rs checks).
-_KINDS = ("allgather", "gather", "allreduce", "reduce", "scan", "exscan")
-
-
-def _aux(kind: str, root: int) -> int:
-    return _KINDS.index(kind) << 4 | root << 8
-
-
 # mpi4py's semantics for objects (MPI.MAX(x, y) is `y if y > x else x`, so a NaN on the
 # right is dropped, as in mpi4py; the logical operators give booleans).
 _PY_OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -219,7 +209,7 @@ class ObjectCollectives:
     def _gathered(self, sendobj: Any, kind: str, root: int | None = None) -> list[Any]:
         dumps, loads, _ = _pickler()
         data = self._dumps(dumps, sendobj, "Allgather")
-        return [loads(b) for b in self._objects_gather(data, _aux(kind, root or 0), root)[0]]
+        return [loads(b) for b in self._objects_gather(data, kind, root)[0]]
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
         """The root's `obj` on every rank (a copy on the root too, as in mpi4py).
@@ -293,7 +283,7 @@ class ObjectCollectives:
         root = self._root(root, "Allgather")
         dumps, loads, _ = _pickler()
         data = b"" if self.rank == root else self._dumps(dumps, sendobj, "Allgather")
-        got, _ = self._objects_gather(data, _aux("reduce", root), root, None, True)
+        got, _ = self._objects_gather(data, "reduce", root, None, True)
         if self.rank != root:
             return None
         got[root] = None
@@ -308,7 +298,7 @@ class ObjectCollectives:
         # the root's object as it is too); pickling it would cost as much as moving it.
         keep = self.rank == 0 and isinstance(sendobj, np.ndarray) and sendobj.nbytes > ROOM
         data = b"" if keep else self._dumps(dumps, sendobj, "Allgather")
-        got, long = self._objects_gather(data, _aux("allreduce", 0), None, 0, True)
+        got, long = self._objects_gather(data, "allreduce", None, 0, True)
         if not long:
             return _fold([loads(b) for b in got], op)
         if self.rank == 0:

@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 from mpi4py import MPI
+from object_equality import same  # this script's directory is on sys.path
 
 import shmcoll
 from shmcoll.ops import fallback_calls
@@ -19,16 +20,6 @@ world = MPI.COMM_WORLD
 comm = shmcoll.Comm(world)
 p, me = comm.size, comm.rank
 compared = failures = 0
-
-
-def same(a: object, b: object) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
 
 
 def both(label: str, call: str, *args: object, **kw: object) -> None:

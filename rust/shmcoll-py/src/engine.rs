@@ -782,21 +782,21 @@ impl CommBase {
         )
     }
 
-    /// The exchange under allgather (root None) and gather of objects: every rank's
-    /// pickle, at the root for gather (an empty list elsewhere), and whether some pickle
-    /// was long (then only `long_root` gets them, if given, and with `keep_own` not its
+    /// The exchange under the gathering object calls (`kind`: allgather, gather, ...;
+    /// `root` for gather and reduce): every rank's pickle, at the root if given (an empty
+    /// list elsewhere), and whether some pickle was long (then only `long_root` gets them, if given, and with `keep_own` not its
     /// own: None in its place); see objects.rs.
-    #[pyo3(name = "_objects_gather", signature = (data, aux, root=None, long_root=None, keep_own=false))]
+    #[pyo3(name = "_objects_gather", signature = (data, kind, root=None, long_root=None, keep_own=false))]
     fn objects_gather<'py>(
         &mut self,
         py: Python<'py>,
         data: &[u8],
-        aux: u64,
+        kind: &str,
         root: Option<usize>,
         long_root: Option<usize>,
         keep_own: bool,
     ) -> PyResult<(Vec<Option<Bound<'py, PyAny>>>, bool)> {
-        crate::objects::gather(py, self.comm(py)?, data, aux, root, long_root, keep_own)
+        crate::objects::gather(py, self.comm(py)?, data, kind, root, long_root, keep_own)
     }
 
     /// The exchange under bcast of an object: the root's pickle (None on the root) and

@@ -25,7 +25,8 @@ const HEAD: usize = 16;
 pub const ROOM: usize = SLOT - HEAD;
 /// Header flag of scatter and alltoall: some pickle of this call is longer than ROOM.
 const LONG: u64 = 1;
-/// Names of the gathering calls by code (`aux` bits 4..8), for the mismatch message.
+/// The gathering calls, by code: a header's `aux` is `code << 4 | root << 8`, so that
+/// ranks that make different ones, or name different roots, all raise MismatchError.
 const KINDS: [&str; 6] = [
     "allgather",
     "gather",
@@ -34,6 +35,11 @@ const KINDS: [&str; 6] = [
     "scan",
     "exscan",
 ];
+
+fn call_aux(kind: &str, root: usize) -> u64 {
+    let code = KINDS.iter().position(|k| *k == kind).unwrap_or(KINDS.len());
+    (code as u64) << 4 | (root as u64) << 8
+}
 
 fn put(slot: &mut [u8], data: &[u8], aux: u64) {
     slot[..8].copy_from_slice(&(data.len() as u64).to_le_bytes());
@@ -158,20 +164,20 @@ fn bytes_of<'py>(py: Python<'py>, slots: &[u8], j: usize, len: usize) -> Bound<'
 /// large object to every rank). With `keep_own`, the rank that gets the long pickles does
 /// not get its own back (its item is None: the reductions use the object itself, as
 /// mpi4py's do); that rank may then pass empty `data` for an object it knows is long and
-/// need not pickle. `aux` (the call's code and root) must be the same on every rank, which
-/// every rank checks.
+/// need not pickle. `kind` (the Python call) and `root` must be the same on every rank,
+/// which every rank checks.
 pub fn gather<'py>(
     py: Python<'py>,
     comm: &mut Comm,
     data: &[u8],
-    aux: u64,
+    kind: &str,
     root: Option<usize>,
     long_root: Option<usize>,
     keep_own: bool,
 ) -> PyResult<(Vec<Option<Bound<'py, PyAny>>>, bool)> {
     let (p, me) = (comm.size(), comm.rank());
     let mut mine = [0u8; SLOT];
-    put(&mut mine, data, aux);
+    put(&mut mine, data, call_aux(kind, root.unwrap_or(0)));
     if data.is_empty() && keep_own && long_root == Some(me) {
         // The caller kept its large object unpickled: declare it long (it stays here).
         mine[..8].copy_from_slice(&(ROOM as u64 + 1).to_le_bytes());
