@@ -14,7 +14,7 @@ use crate::registry::Forced;
 /// (name, meaning) of every environment variable the engine reads.
 pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_TIMEOUT", "seconds a rank waits for a peer before raising (default 60)"),
-    ("SHMCOLL_SPIN_US", "microseconds of busy waiting before yielding the core (default 50, 0.5 when ranks outnumber cores)"),
+    ("SHMCOLL_SPIN_US", "microseconds of busy waiting before yielding the core (default 50, 0 when ranks outnumber cores)"),
     ("SHMCOLL_YIELD_US", "microseconds of waiting (in total) before sleeping on a futex (default 5000)"),
     ("SHMCOLL_INLINE_BYTES", "bytes per rank for payloads carried inline in the segment (default 64K)"),
     ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M)"),

@@ -60,7 +60,7 @@ impl CollTable {
 /// `inline` costs two copies (into the segment, out of it) but a single synchronisation
 /// round; `direct` one copy but a done round (two for in-place Reduce_scatter). While the
 /// copies run from L1 the round dominates: inline up to a 32nd of the L1 data cache of
-/// total traffic per rank. Reductions read every rank's contribution on every rank under
+/// total traffic per rank (half of it with more ranks than CPUs). Reductions read every rank's contribution on every rank under
 /// `inline` (p times the contribution), so their limit is divided by p. Beyond: `direct`
 /// for heap buffers, `inline` for private ones while CMA's system calls cost more than
 /// the second copy, then `cma`, and `staging` where peers' buffers cannot be reached.
@@ -82,7 +82,14 @@ pub fn model_coll_table(
         _ => 1,
     };
     use CollAlgo::{Cma, Direct, Inline, Staging};
-    let limit = (l1 / 32 / reads_all).max(TINY).min(inline_bytes);
+    // With more ranks than CPUs a round is a context switch on each CPU (a few µs with
+    // the caches it leaves cold), not a cache line's trip, so inline pays for 16 times
+    // more copying: 4 ranks on 2 CPUs, heap buffers, inline against direct: Allgather
+    // 16.8-21.3 against 22.5-23.3 µs at 512 B to 4 KiB per rank, direct ahead from 8 KiB;
+    // Allreduce ahead to 4 KiB, even at 8 KiB; Reduce_scatter ahead to 8 KiB; Bcast ahead
+    // to 16 KiB (15.8-23.3 against 27.0-34.9 µs), even at 32 KiB.
+    let share = if p > m.logical_cpus.max(1) { 2 } else { 32 };
+    let limit = (l1 / share / reads_all).max(TINY).min(inline_bytes);
     // A CMA transfer costs a system call (about a microsecond) per peer and piece, so
     // private buffers stay inline for longer: up to a sixth of L1 per rank. A Bcast's
     // inline payload is one-sided and, above 8 KiB, streamed (crate::one_sided): its two
@@ -94,16 +101,17 @@ pub fn model_coll_table(
     } else {
         (l1 / 6).max(limit).min(inline_bytes)
     };
-    let mut rows = vec![
-        CollRow {
-            max_bytes: limit,
-            candidates: vec![Inline, Direct, Cma, Staging],
-        },
-        CollRow {
+    let mut rows = vec![CollRow {
+        max_bytes: limit,
+        candidates: vec![Inline, Direct, Cma, Staging],
+    }];
+    // Empty when inline already reaches CMA's start (Scatter and Bcast, oversubscribed).
+    if cma_from > limit {
+        rows.push(CollRow {
             max_bytes: cma_from,
             candidates: vec![Direct, Inline, Cma, Staging],
-        },
-    ];
+        });
+    }
     // With more ranks than CPUs, a Bcast of private buffers goes through the staging
     // pipeline (the root copies chunks into its area while the readers copy them out) up
     // to half the L2 and within the staging area (so that the root never waits for a
@@ -163,6 +171,53 @@ mod tests {
             .iter()
             .find(|a| **a != CollAlgo::Direct)
             .unwrap()
+    }
+
+    /// Whether a heap buffer of `bytes` goes inline at `p` ranks on `cpus` CPUs with a
+    /// 48 KiB L1.
+    fn heap_inline(family: CollOp, bytes: usize, p: usize, cpus: usize) -> bool {
+        let mut m = shmcoll_kernels::hw::machine().clone();
+        m.logical_cpus = cpus;
+        m.l1d_bytes = 48 << 10;
+        model_coll_table(family, &m, p, 64 << 10, 4 << 20).wants_inline(bytes, true)
+    }
+
+    #[test]
+    fn oversubscribed_ranks_stay_inline_longer() {
+        // A core each: a 32nd of L1 of traffic per rank (384 B per rank at 4 ranks).
+        assert!(heap_inline(CollOp::Allgather, 384, 4, 4));
+        assert!(!heap_inline(CollOp::Allgather, 385, 4, 4));
+        // Two ranks a core: half of L1 (6 KiB per rank at 4 ranks, 24 KiB for a Bcast).
+        for family in [
+            CollOp::Allgather,
+            CollOp::Allreduce,
+            CollOp::ReduceScatterBlock,
+        ] {
+            assert!(heap_inline(family, 6 << 10, 4, 2), "{family:?}");
+            assert!(!heap_inline(family, (6 << 10) + 1, 4, 2), "{family:?}");
+        }
+        assert!(heap_inline(CollOp::Bcast, 24 << 10, 4, 2));
+        assert!(!heap_inline(CollOp::Bcast, (24 << 10) + 1, 4, 2));
+        assert!(!heap_inline(CollOp::Bcast, (24 << 10) + 1, 4, 4));
+    }
+
+    #[test]
+    fn no_model_row_is_empty() {
+        let mut m = shmcoll_kernels::hw::machine().clone();
+        m.l1d_bytes = 48 << 10;
+        for cpus in [1, 2, 4, 64] {
+            m.logical_cpus = cpus;
+            for p in 1..=8 {
+                for family in CollOp::ALL {
+                    let t = model_coll_table(family, &m, p, 64 << 10, 4 << 20);
+                    let ends: Vec<usize> = t.rows().iter().map(|r| r.max_bytes).collect();
+                    assert!(
+                        ends.windows(2).all(|w| w[0] < w[1]),
+                        "{family:?} p={p}: {ends:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
