@@ -64,8 +64,9 @@ impl CollTable {
 /// `inline` (p times the contribution), so their limit is divided by p. Beyond: `direct`
 /// for heap buffers, `inline` for private ones while CMA's system calls cost more than
 /// the second copy, then `cma`, and `staging` where peers' buffers cannot be reached.
-/// With more ranks than CPUs, a Bcast's private buffers take the pipelined `staging`
-/// before `cma` up to half the L2 (see below).
+/// With more ranks than CPUs, private buffers of the families where every rank reads
+/// (and of Reduce) take the pipelined `staging` before `cma` up to a share of the L2
+/// (see below).
 pub fn model_coll_table(
     family: CollOp,
     m: &Machine,
@@ -112,16 +113,31 @@ pub fn model_coll_table(
             candidates: vec![Direct, Inline, Cma, Staging],
         });
     }
-    // With more ranks than CPUs, a Bcast of private buffers goes through the staging
-    // pipeline (the root copies chunks into its area while the readers copy them out) up
-    // to half the L2 and within the staging area (so that the root never waits for a
-    // slot): a root and a reader that share a core then meet each chunk in its cache, and
-    // the pipeline beats the split CMA copy (4 ranks on 2 CPUs, 64 to 512 KiB: 1.2x to
-    // 1.6x); from 1 MiB the split CMA copy wins (1.0x to 1.3x at 2 to 16 MiB). With a
-    // core each, the split CMA copy wins at every size (2 ranks, 64 KiB to 16 MiB: 1.1x to
+    // With more ranks than CPUs, private buffers go through the staging pipeline (each
+    // contributor copies chunks into its area while the readers copy them out) before
+    // CMA, up to a share of the L2 and within the staging area (so that a writer never
+    // waits for a slot): a writer and a reader that share a core then meet each chunk in
+    // its cache, where CMA pins and copies pages from a peer that may not be running.
+    // Measured at 4 ranks on 2 CPUs (2 MiB L2), staging against CMA, private buffers:
+    // - Bcast: 1.2x to 1.6x from 64 to 512 KiB; from 1 MiB the split CMA copy wins (1.0x
+    //   to 1.3x at 2 to 16 MiB);
+    // - Allgather, per rank: 1.15x to 1.33x from 16 to 512 KiB, even at 1 MiB;
+    // - Allreduce: 1.03x to 1.66x from 16 to 512 KiB, CMA 1.05x ahead at 1 MiB;
+    // - Reduce_scatter: 1.02x to 1.25x from 16 KiB to 1 MiB, even at 2 MiB;
+    // - Reduce: 1.07x to 1.51x from 16 to 256 KiB, CMA ahead from 512 KiB;
+    // - Gather (and Scatter, the same one-to-many shape): CMA 1.2x to 6x ahead, since
+    //   only the root copies.
+    // With a core each, CMA wins at every size (Bcast, 2 ranks, 64 KiB to 16 MiB: 1.1x to
     // 2.5x faster than the pipeline).
-    if family == CollOp::Bcast && p > m.logical_cpus.max(1) {
-        let to = (m.l2_bytes / 2).min(staging_bytes).max(cma_from);
+    let staging_share = match family {
+        CollOp::Bcast | CollOp::Allgather | CollOp::Allreduce | CollOp::ReduceScatterBlock => 2,
+        CollOp::Reduce => 8,
+        _ => 0,
+    };
+    if staging_share > 0 && p > m.logical_cpus.max(1) {
+        let to = (m.l2_bytes / staging_share)
+            .min(staging_bytes)
+            .max(cma_from);
         if to > cma_from {
             rows.push(CollRow {
                 max_bytes: to,
@@ -201,6 +217,49 @@ mod tests {
         assert!(!heap_inline(CollOp::Bcast, (24 << 10) + 1, 4, 4));
     }
 
+    /// The first algorithm other than `direct` for private buffers of `bytes` in `family`.
+    fn private_choice(family: CollOp, bytes: usize, p: usize, cpus: usize) -> CollAlgo {
+        let mut m = shmcoll_kernels::hw::machine().clone();
+        m.logical_cpus = cpus;
+        m.l1d_bytes = 48 << 10;
+        m.l2_bytes = 2 << 20;
+        let t = model_coll_table(family, &m, p, 64 << 10, 4 << 20);
+        *t.candidates(bytes)
+            .iter()
+            .find(|a| **a != CollAlgo::Direct)
+            .unwrap()
+    }
+
+    #[test]
+    fn oversubscribed_private_buffers_take_the_pipeline_where_every_rank_reads() {
+        use CollAlgo::{Cma, Staging};
+        for family in [
+            CollOp::Allgather,
+            CollOp::Allreduce,
+            CollOp::ReduceScatterBlock,
+        ] {
+            assert_eq!(
+                private_choice(family, 16 << 10, 4, 2),
+                Staging,
+                "{family:?}"
+            );
+            assert_eq!(private_choice(family, 1 << 20, 4, 2), Staging, "{family:?}");
+            assert_eq!(
+                private_choice(family, (1 << 20) + 1, 4, 2),
+                Cma,
+                "{family:?}"
+            );
+            // A core each: CMA.
+            assert_eq!(private_choice(family, 16 << 10, 2, 2), Cma, "{family:?}");
+        }
+        assert_eq!(private_choice(CollOp::Reduce, 256 << 10, 4, 2), Staging);
+        assert_eq!(private_choice(CollOp::Reduce, (256 << 10) + 1, 4, 2), Cma);
+        // Only the root copies in Gather and Scatter: CMA.
+        for family in [CollOp::Gather, CollOp::Scatter] {
+            assert_eq!(private_choice(family, 64 << 10, 4, 2), Cma, "{family:?}");
+        }
+    }
+
     #[test]
     fn no_model_row_is_empty() {
         let mut m = shmcoll_kernels::hw::machine().clone();
@@ -230,9 +289,10 @@ mod tests {
         assert_eq!(private_bcast((64 << 10) + 1, 4, 2), Staging);
         assert_eq!(private_bcast(1 << 20, 4, 2), Staging);
         assert_eq!(private_bcast((1 << 20) + 1, 4, 2), Cma);
-        // The other families are unchanged: CMA for large private buffers.
+        // Beyond the pipeline's share: CMA for large private buffers.
         let m = shmcoll_kernels::hw::machine();
         let t = model_coll_table(CollOp::Allgather, m, 4, 64 << 10, 4 << 20);
-        assert_eq!(t.candidates(1 << 20), &[CollAlgo::Direct, Cma, Staging]);
+        let past = (m.l2_bytes / 2).clamp(64 << 10, 4 << 20) + 1;
+        assert_eq!(t.candidates(past), &[CollAlgo::Direct, Cma, Staging]);
     }
 }
