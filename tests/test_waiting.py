@@ -1,0 +1,59 @@
+"""Waiting for a late peer: the other Python threads of a rank keep running (the wait
+releases the GIL once it outlasts a few microseconds), with a core per rank (spin, then
+yield) and with more ranks than cores (yield at once)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import shmcoll
+from conftest import run_ranks
+
+LATE_S = 0.3
+
+
+def _thread_runs_while_blocked() -> tuple[float, float] | None:
+    comm = shmcoll.Comm()
+    comm.Barrier()
+    if comm.rank == 0:
+        time.sleep(LATE_S)  # the late peer
+        comm.Barrier()
+        return None
+    count = [0]
+    stop = threading.Event()
+
+    def count_up() -> None:
+        while not stop.is_set():
+            count[0] += 1
+
+    t = threading.Thread(target=count_up)
+    t.start()
+    time.sleep(0.01)  # the thread is running
+    # Its pace while this thread sleeps (the GIL released), for reference.
+    before, t0 = count[0], time.monotonic()
+    time.sleep(0.05)
+    pace = (count[0] - before) / (time.monotonic() - t0)
+    before, t0 = count[0], time.monotonic()
+    comm.Barrier()  # waits ~LATE_S for rank 0
+    waited = time.monotonic() - t0
+    during = count[0] - before
+    stop.set()
+    t.join()
+    return waited, during / (pace * waited)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_other_threads_run_while_a_collective_waits(nranks: int) -> None:
+    for rank, res in enumerate(run_ranks(nranks, _thread_runs_while_blocked)[1:], start=1):
+        assert res is not None
+        waited, share = res
+        assert waited > LATE_S / 2, f"rank {rank} did not wait ({waited:.3f} s)"
+        # The thread's progress during the wait, as a share of its pace while this thread
+        # slept: ~0.3-1 with the GIL released (the waiting thread's yields compete for the
+        # CPU); holding the GIL through the wait leaves it one switch interval (5 ms of the
+        # ~0.25 s, ~0.02).
+        assert share > 0.1, f"rank {rank}: the thread ran at {share:.3f} of its pace"
