@@ -312,7 +312,7 @@ class CommBase:
         `long_root` gets them, if given, and with `keep_own` not its own: None)."""
     def _objects_bcast(self, data: bytes | None, root: int, aux: int = 0) -> tuple[bytes | None, int]:
         """The exchange under bcast of an object: the root's pickle (None on the root) and
-        the root's `aux` (the count of out-of-band buffers that follow)."""
+        the root's `aux` (1 when out-of-band buffers follow, their sizes leading the pickle)."""
     def _objects_scatter(self, items: list[bytes] | None, root: int) -> bytes:
         """The exchange under scatter of objects: this rank's pickle of the root's items."""
     def _objects_alltoall(self, items: list[bytes]) -> list[bytes | memoryview]:

@@ -784,8 +784,8 @@ impl CommBase {
 
     /// The exchange under the gathering object calls (`kind`: allgather, gather, ...;
     /// `root` for gather and reduce): every rank's pickle, at the root if given (an empty
-    /// list elsewhere), and whether some pickle was long (then only `long_root` gets them, if given, and with `keep_own` not its
-    /// own: None in its place); see objects.rs.
+    /// list elsewhere), and whether some pickle was long (then only `long_root` gets them,
+    /// if given, and with `keep_own` not its own: None in its place); see objects.rs.
     #[pyo3(name = "_objects_gather", signature = (data, kind, root=None, long_root=None, keep_own=false))]
     fn objects_gather<'py>(
         &mut self,
@@ -800,7 +800,7 @@ impl CommBase {
     }
 
     /// The exchange under bcast of an object: the root's pickle (None on the root) and
-    /// the root's `aux` (the count of out-of-band buffers that follow).
+    /// the root's `aux` (1 when out-of-band buffers follow, their sizes leading the pickle).
     #[pyo3(name = "_objects_bcast", signature = (data, root, aux=0))]
     fn objects_bcast<'py>(
         &mut self,

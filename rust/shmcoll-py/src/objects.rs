@@ -252,7 +252,7 @@ pub fn gather<'py>(
 }
 
 /// The root's pickle on every rank (None on the root, which has it), with the root's
-/// `aux` (bcast's count of out-of-band buffers, which follow).
+/// `aux` (bcast's flag: out-of-band buffers follow, their sizes leading the pickle).
 pub fn bcast<'py>(
     py: Python<'py>,
     comm: &mut Comm,

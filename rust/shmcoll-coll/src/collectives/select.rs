@@ -60,8 +60,9 @@ impl CollTable {
 /// `inline` costs two copies (into the segment, out of it) but a single synchronisation
 /// round; `direct` one copy but a done round (two for in-place Reduce_scatter). While the
 /// copies run from L1 the round dominates: inline up to a 32nd of the L1 data cache of
-/// total traffic per rank (half of it with more ranks than CPUs). Reductions read every rank's contribution on every rank under
-/// `inline` (p times the contribution), so their limit is divided by p. Beyond: `direct`
+/// total traffic per rank (half of it with more ranks than CPUs). Reductions read every
+/// rank's contribution on every rank under `inline` (p times the contribution), so their
+/// limit is divided by p. Beyond: `direct`
 /// for heap buffers, `inline` for private ones while CMA's system calls cost more than
 /// the second copy, then `cma`, and `staging` where peers' buffers cannot be reached.
 /// With more ranks than CPUs, private buffers of the families where every rank reads
@@ -83,13 +84,14 @@ pub fn model_coll_table(
         _ => 1,
     };
     use CollAlgo::{Cma, Direct, Inline, Staging};
+    let oversubscribed = p > m.logical_cpus.max(1);
     // With more ranks than CPUs a round is a context switch on each CPU (a few µs with
     // the caches it leaves cold), not a cache line's trip, so inline pays for 16 times
     // more copying: 4 ranks on 2 CPUs, heap buffers, inline against direct: Allgather
     // 16.8-21.3 against 22.5-23.3 µs at 512 B to 4 KiB per rank, direct ahead from 8 KiB;
     // Allreduce ahead to 4 KiB, even at 8 KiB; Reduce_scatter ahead to 8 KiB; Bcast ahead
     // to 16 KiB (15.8-23.3 against 27.0-34.9 µs), even at 32 KiB.
-    let share = if p > m.logical_cpus.max(1) { 2 } else { 32 };
+    let share = if oversubscribed { 2 } else { 32 };
     let limit = (l1 / share / reads_all).max(TINY).min(inline_bytes);
     // A CMA transfer costs a system call (about a microsecond) per peer and piece, so
     // private buffers stay inline for longer: up to a sixth of L1 per rank. A Bcast's
@@ -134,7 +136,7 @@ pub fn model_coll_table(
         CollOp::Reduce => 8,
         _ => 0,
     };
-    if staging_share > 0 && p > m.logical_cpus.max(1) {
+    if staging_share > 0 && oversubscribed {
         let to = (m.l2_bytes / staging_share)
             .min(staging_bytes)
             .max(cma_from);
@@ -176,26 +178,20 @@ mod tests {
         assert!(!inline_for(CollOp::Allreduce, 64 << 10, false));
     }
 
-    /// The first algorithm other than `direct` (which serves heap buffers only) for a
-    /// Bcast of `bytes` at `p` ranks on a machine of `cpus` CPUs.
-    fn private_bcast(bytes: usize, p: usize, cpus: usize) -> CollAlgo {
+    /// This machine with `cpus` CPUs, a 48 KiB L1 and a 2 MiB L2.
+    fn machine_with(cpus: usize) -> Machine {
         let mut m = shmcoll_kernels::hw::machine().clone();
         m.logical_cpus = cpus;
+        m.l1d_bytes = 48 << 10;
         m.l2_bytes = 2 << 20;
-        let t = model_coll_table(CollOp::Bcast, &m, p, 64 << 10, 4 << 20);
-        *t.candidates(bytes)
-            .iter()
-            .find(|a| **a != CollAlgo::Direct)
-            .unwrap()
+        m
     }
 
     /// Whether a heap buffer of `bytes` goes inline at `p` ranks on `cpus` CPUs with a
     /// 48 KiB L1.
     fn heap_inline(family: CollOp, bytes: usize, p: usize, cpus: usize) -> bool {
-        let mut m = shmcoll_kernels::hw::machine().clone();
-        m.logical_cpus = cpus;
-        m.l1d_bytes = 48 << 10;
-        model_coll_table(family, &m, p, 64 << 10, 4 << 20).wants_inline(bytes, true)
+        model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20)
+            .wants_inline(bytes, true)
     }
 
     #[test]
@@ -217,13 +213,10 @@ mod tests {
         assert!(!heap_inline(CollOp::Bcast, (24 << 10) + 1, 4, 4));
     }
 
-    /// The first algorithm other than `direct` for private buffers of `bytes` in `family`.
+    /// The first algorithm other than `direct` (which serves heap buffers only) for
+    /// private buffers of `bytes` in `family`, at `p` ranks on `cpus` CPUs.
     fn private_choice(family: CollOp, bytes: usize, p: usize, cpus: usize) -> CollAlgo {
-        let mut m = shmcoll_kernels::hw::machine().clone();
-        m.logical_cpus = cpus;
-        m.l1d_bytes = 48 << 10;
-        m.l2_bytes = 2 << 20;
-        let t = model_coll_table(family, &m, p, 64 << 10, 4 << 20);
+        let t = model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20);
         *t.candidates(bytes)
             .iter()
             .find(|a| **a != CollAlgo::Direct)
@@ -262,10 +255,8 @@ mod tests {
 
     #[test]
     fn no_model_row_is_empty() {
-        let mut m = shmcoll_kernels::hw::machine().clone();
-        m.l1d_bytes = 48 << 10;
         for cpus in [1, 2, 4, 64] {
-            m.logical_cpus = cpus;
+            let m = machine_with(cpus);
             for p in 1..=8 {
                 for family in CollOp::ALL {
                     let t = model_coll_table(family, &m, p, 64 << 10, 4 << 20);
@@ -282,13 +273,13 @@ mod tests {
     #[test]
     fn private_bcasts_take_the_pipeline_only_with_more_ranks_than_cpus() {
         use CollAlgo::{Cma, Inline, Staging};
-        assert_eq!(private_bcast(64 << 10, 2, 2), Inline);
-        assert_eq!(private_bcast((64 << 10) + 1, 2, 2), Cma);
-        assert_eq!(private_bcast(64 << 20, 2, 2), Cma);
+        assert_eq!(private_choice(CollOp::Bcast, 64 << 10, 2, 2), Inline);
+        assert_eq!(private_choice(CollOp::Bcast, (64 << 10) + 1, 2, 2), Cma);
+        assert_eq!(private_choice(CollOp::Bcast, 64 << 20, 2, 2), Cma);
         // More ranks than CPUs: the pipeline from the inline area to half the L2.
-        assert_eq!(private_bcast((64 << 10) + 1, 4, 2), Staging);
-        assert_eq!(private_bcast(1 << 20, 4, 2), Staging);
-        assert_eq!(private_bcast((1 << 20) + 1, 4, 2), Cma);
+        assert_eq!(private_choice(CollOp::Bcast, (64 << 10) + 1, 4, 2), Staging);
+        assert_eq!(private_choice(CollOp::Bcast, 1 << 20, 4, 2), Staging);
+        assert_eq!(private_choice(CollOp::Bcast, (1 << 20) + 1, 4, 2), Cma);
         // Beyond the pipeline's share: CMA for large private buffers.
         let m = shmcoll_kernels::hw::machine();
         let t = model_coll_table(CollOp::Allgather, m, 4, 64 << 10, 4 << 20);
