@@ -338,6 +338,80 @@ def test_staging_in_many_rounds(nranks: int) -> None:
     check_all(run_ranks(nranks, reductions, "staging", True, ("float64", "int16", "complex64"), env=env))
 
 
+def push_and_pull(algorithm: str | None, placement: str) -> list[str]:
+    """Scatter(v) and Allgather where the data moves by push and by pull: Scatter blocks
+    just under and over the root's push limit (a quarter of the L2), and buffers in the
+    heap, private, or mixed (the send side in the heap and the receive side private, or
+    every other rank in the heap), which decide who copies."""
+    comm = shmcoll.Comm()
+    p, me = comm.size, comm.rank
+
+    def buf(n: int, side: str, fill: Any = 0x5A) -> np.ndarray:
+        heap = {
+            "heap": True,
+            "ordinary": False,
+            "send_heap": side == "send",
+            "alternate": me % 2 == 0,
+        }[placement]
+        a = comm.empty(n, "uint8") if heap else np.empty(n, "uint8")
+        a[...] = fill
+        return a
+
+    fails: list[str] = []
+
+    def check(label: str, got: np.ndarray, want: np.ndarray) -> None:
+        if not np.array_equal(got, want):
+            first = np.flatnonzero(got != want)[:1]
+            fails.append(f"{label} alg={algorithm} {placement}: first difference at {first}")
+
+    limit = max(int(shmcoll._core.machine()["l2_bytes"]) // 4, 128 << 10)
+    for per in (limit // max(p - 1, 1) - 64, limit // max(p - 1, 1) + 4096):
+        for root in sorted({0, p - 1}):
+            for in_place in (False, True):
+                blocks = [contribution(j, per, "uint8", 5) for j in range(p)]
+                send = buf(per * p, "send", np.concatenate(blocks)) if me == root else None
+                recv: Any = buf(per, "recv")
+                if in_place and me == root:
+                    recv = shmcoll.IN_PLACE
+                comm.Scatter(send, recv, root=root, algorithm=algorithm)
+                if recv is not shmcoll.IN_PLACE:
+                    check(f"Scatter per={per} root={root} ip={in_place}", recv, blocks[me])
+        # Scatterv, ragged: rank j gets per - 100 * j bytes, in reverse order in the buffer.
+        counts = [max(per - 100 * j, 0) for j in range(p)]
+        displs = [sum(counts[j + 1 :]) for j in range(p)]
+        root = p // 2
+        parts = [contribution(j, counts[j], "uint8", 6) for j in range(p)]
+        spec: Any = None
+        if me == root:
+            src = buf(sum(counts), "send")
+            for j in range(p):
+                src[displs[j] : displs[j] + counts[j]] = parts[j]
+            spec = [src, counts, displs, None]
+        got = buf(counts[me], "recv")
+        comm.Scatterv(spec, got, root=root, algorithm=algorithm)
+        check(f"Scatterv per={per}", got, parts[me])
+    for n in (5000, 70_000):
+        for in_place in (False, True):
+            mine = contribution(me, n, "uint8", 7)
+            recv = buf(n * p, "recv")
+            send = buf(n, "send", mine)
+            if in_place:
+                recv[me * n : (me + 1) * n] = mine
+                send = shmcoll.IN_PLACE
+            comm.Allgather(send, recv, algorithm=algorithm)
+            want = np.concatenate([contribution(j, n, "uint8", 7) for j in range(p)])
+            check(f"Allgather n={n} ip={in_place}", recv, want)
+    comm.Free()
+    return fails
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+@pytest.mark.parametrize("placement", ["heap", "ordinary", "send_heap", "alternate"])
+def test_push_and_pull_paths_agree(nranks: int, placement: str) -> None:
+    for algorithm in (None, "cma") + (("direct",) if placement == "heap" else ()):
+        check_all(run_ranks(nranks, push_and_pull, algorithm, placement))
+
+
 def allreduce_digest(n: int) -> str:
     comm = shmcoll.Comm()
     rng = np.random.default_rng(comm.rank)

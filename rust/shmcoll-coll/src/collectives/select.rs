@@ -65,9 +65,8 @@ impl CollTable {
 /// limit is divided by p. Beyond: `direct`
 /// for heap buffers, `inline` for private ones while CMA's system calls cost more than
 /// the second copy, then `cma`, and `staging` where peers' buffers cannot be reached.
-/// With more ranks than CPUs, private buffers of the families where every rank reads
-/// (and of Reduce) take the pipelined `staging` before `cma` up to a share of the L2
-/// (see below).
+/// With more ranks than CPUs, private buffers of Bcast and of the reductions take the
+/// pipelined `staging` before `cma` up to a share of the L2 (see below).
 pub fn model_coll_table(
     family: CollOp,
     m: &Machine,
@@ -123,16 +122,19 @@ pub fn model_coll_table(
     // Measured at 4 ranks on 2 CPUs (2 MiB L2), staging against CMA, private buffers:
     // - Bcast: 1.2x to 1.6x from 64 to 512 KiB; from 1 MiB the split CMA copy wins (1.0x
     //   to 1.3x at 2 to 16 MiB);
-    // - Allgather, per rank: 1.15x to 1.33x from 16 to 512 KiB, even at 1 MiB;
+    // - Allgather (before it pushed through CMA; see direct::allgather), per rank: 1.15x
+    //   to 1.33x from 16 to 512 KiB; since, CMA's push is ahead from 32 KiB per rank
+    //   (1.3x to 1.5x from 32 KiB to 1 MiB, even at 16 KiB);
     // - Allreduce: 1.03x to 1.66x from 16 to 512 KiB, CMA 1.05x ahead at 1 MiB;
     // - Reduce_scatter: 1.02x to 1.25x from 16 KiB to 1 MiB, even at 2 MiB;
     // - Reduce: 1.07x to 1.51x from 16 to 256 KiB, CMA ahead from 512 KiB;
     // - Gather (and Scatter, the same one-to-many shape): CMA 1.2x to 6x ahead, since
     //   only the root copies.
+    // Allgather is left out: each rank pushes its block, hot in its cache, with CMA.
     // With a core each, CMA wins at every size (Bcast, 2 ranks, 64 KiB to 16 MiB: 1.1x to
     // 2.5x faster than the pipeline).
     let staging_share = match family {
-        CollOp::Bcast | CollOp::Allgather | CollOp::Allreduce | CollOp::ReduceScatterBlock => 2,
+        CollOp::Bcast | CollOp::Allreduce | CollOp::ReduceScatterBlock => 2,
         CollOp::Reduce => 8,
         _ => 0,
     };
@@ -226,11 +228,7 @@ mod tests {
     #[test]
     fn oversubscribed_private_buffers_take_the_pipeline_where_every_rank_reads() {
         use CollAlgo::{Cma, Staging};
-        for family in [
-            CollOp::Allgather,
-            CollOp::Allreduce,
-            CollOp::ReduceScatterBlock,
-        ] {
+        for family in [CollOp::Allreduce, CollOp::ReduceScatterBlock] {
             assert_eq!(
                 private_choice(family, 16 << 10, 4, 2),
                 Staging,
@@ -247,8 +245,8 @@ mod tests {
         }
         assert_eq!(private_choice(CollOp::Reduce, 256 << 10, 4, 2), Staging);
         assert_eq!(private_choice(CollOp::Reduce, (256 << 10) + 1, 4, 2), Cma);
-        // Only the root copies in Gather and Scatter: CMA.
-        for family in [CollOp::Gather, CollOp::Scatter] {
+        // Only the root copies in Gather and Scatter, and Allgather pushes hot blocks: CMA.
+        for family in [CollOp::Gather, CollOp::Scatter, CollOp::Allgather] {
             assert_eq!(private_choice(family, 64 << 10, 4, 2), Cma, "{family:?}");
         }
     }
