@@ -1,7 +1,9 @@
 //! `direct`: single copies between this rank's buffers and its peers' (heap or CMA).
 //!
-//! Data movement: each rank pulls what it receives (Bcast, Allgather, Scatter) or pushes
-//! what it sends (Gather), so that all ranks copy at once. Reductions: the vector is cut
+//! Data movement: a rank pushes what it sends while the data is hot in its cache and
+//! every rank still copies at once (Allgather, Gather, a small Scatter's root), and pulls
+//! what it receives where a single writer would serialise the copies (Bcast, a large
+//! Scatter). Reductions: the vector is cut
 //! into one slice per rank; rank i combines slice i of every contribution in rank order,
 //! in pieces small enough to stay in cache, and writes the result wherever it is needed
 //! (every receive buffer for Allreduce, the root's for Reduce). Only rank i touches slice
