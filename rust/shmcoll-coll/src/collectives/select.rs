@@ -95,13 +95,16 @@ pub fn model_coll_table(
     // A CMA transfer costs a system call (about a microsecond) per peer and piece, so
     // private buffers stay inline for longer: up to a sixth of L1 per rank. A Bcast's
     // inline payload is one-sided and, above 8 KiB, streamed (crate::one_sided): its two
-    // copies overlap, which matches or beats CMA up to the whole inline area (2 ranks,
-    // private buffers, 16 to 64 KiB: 5.1 to 12.2 µs against CMA's 7.3 to 18.5 in the C
-    // benchmark, within 10% of it from Python).
-    let cma_from = if family == CollOp::Bcast {
-        inline_bytes
-    } else {
-        (l1 / 6).max(limit).min(inline_bytes)
+    // copies overlap, which matches the split CMA copy (direct::bcast) up to a third of
+    // L1 (2 ranks on 2 CPUs, private buffers, 16 KiB: 6.0-8.1 µs against 6.0-8.2) and
+    // loses beyond it (32 KiB: 10.7-13.8 against 9.5-10.5; 64 KiB: 13.4-20.2 against
+    // 11.0-12.0). With more ranks than CPUs it beats both CMA and the staging pipeline
+    // up to the whole inline area (4 ranks on 2 CPUs, 32 and 64 KiB: 16.7-45.5 µs,
+    // staging 25.4-48.4, CMA 43.6-58.0).
+    let cma_from = match family {
+        CollOp::Bcast if oversubscribed => inline_bytes,
+        CollOp::Bcast => (l1 / 3).max(limit).min(inline_bytes),
+        _ => (l1 / 6).max(limit).min(inline_bytes),
     };
     let mut rows = vec![CollRow {
         max_bytes: limit,
@@ -160,21 +163,23 @@ pub fn model_coll_table(
 mod tests {
     use super::*;
 
-    /// What the model gives private (`in_heap` false) and heap buffers of `bytes`.
+    /// What the model gives private (`in_heap` false) and heap buffers of `bytes` at 2
+    /// ranks on 2 CPUs with a 48 KiB L1.
     fn inline_for(family: CollOp, bytes: usize, in_heap: bool) -> bool {
-        let t = model_coll_table(family, shmcoll_kernels::hw::machine(), 2, 64 << 10, 4 << 20);
+        let t = model_coll_table(family, &machine_with(2), 2, 64 << 10, 4 << 20);
         t.wants_inline(bytes, in_heap)
     }
 
     #[test]
-    fn bcast_keeps_private_buffers_inline_up_to_the_inline_area() {
-        // One-sided and streamed (crate::one_sided): inline up to the area, for private
+    fn bcast_keeps_private_buffers_inline_up_to_a_third_of_l1() {
+        // One-sided and streamed (crate::one_sided): inline to a third of L1, for private
         // buffers only; heap buffers go direct from the first row's end.
-        for n in [16 << 10, 64 << 10] {
+        let third = 16 << 10;
+        for n in [8 << 10, third] {
             assert!(inline_for(CollOp::Bcast, n, false), "{n}");
             assert!(!inline_for(CollOp::Bcast, n, true), "{n}");
         }
-        assert!(!inline_for(CollOp::Bcast, (64 << 10) + 1, false));
+        assert!(!inline_for(CollOp::Bcast, third + 1, false));
         // The other families still hand private buffers to CMA well before that.
         assert!(!inline_for(CollOp::Allgather, 64 << 10, false));
         assert!(!inline_for(CollOp::Allreduce, 64 << 10, false));
@@ -271,8 +276,10 @@ mod tests {
     #[test]
     fn private_bcasts_take_the_pipeline_only_with_more_ranks_than_cpus() {
         use CollAlgo::{Cma, Inline, Staging};
-        assert_eq!(private_choice(CollOp::Bcast, 64 << 10, 2, 2), Inline);
-        assert_eq!(private_choice(CollOp::Bcast, (64 << 10) + 1, 2, 2), Cma);
+        assert_eq!(private_choice(CollOp::Bcast, 16 << 10, 2, 2), Inline);
+        assert_eq!(private_choice(CollOp::Bcast, (16 << 10) + 1, 2, 2), Cma);
+        // More ranks than CPUs: inline up to the inline area.
+        assert_eq!(private_choice(CollOp::Bcast, 64 << 10, 4, 2), Inline);
         assert_eq!(private_choice(CollOp::Bcast, 64 << 20, 2, 2), Cma);
         // More ranks than CPUs: the pipeline from the inline area to half the L2.
         assert_eq!(private_choice(CollOp::Bcast, (64 << 10) + 1, 4, 2), Staging);
