@@ -76,8 +76,7 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
 fn bcast(r: &mut Reach, x: &Call) {
     let (me, p, root, n) = (r.c.rank, r.c.size, x.root, x.contrib_len);
     let root_in_heap = x.peers[root].flags & F_SEND_HEAP != 0;
-    let dests_reachable =
-        r.c.cma_ok || (0..p).all(|j| j == root || x.peers[j].flags & F_RECV_HEAP != 0);
+    let dests_reachable = r.c.cma_ok || all_in_heap(x, root, F_RECV_HEAP);
     let split = n >= SPLIT_MIN && dests_reachable && (root_in_heap || r.c.cma_ok);
     if !split {
         if me != root {
@@ -111,8 +110,8 @@ fn bcast(r: &mut Reach, x: &Call) {
 /// part on two cores). From it the split wins, since the root's own part is pushed from
 /// its cache: 2 ranks on 2 CPUs, split against one reader, heap buffers 3.4-3.7 against
 /// 4.1-4.5 µs at 8 KiB and 6.6-7.1 against 7.8-8.8 at 32 KiB; private buffers (CMA)
-/// 7.3-8.2 against 8.5-9.8 µs at 16 KiB and 9.5-10.5 against 12.6-13.3 at 32 KiB. Even
-/// at 2 and 4 KiB.
+/// 7.3-8.2 against 8.5-9.8 µs at 16 KiB and 9.5-10.5 against 12.6-13.3 at 32 KiB. At 2
+/// and 4 KiB the two were even.
 const SPLIT_MIN: usize = 8 << 10;
 
 /// Part k of `n` bytes cut into `p` cache-line aligned parts: (offset, length).
@@ -134,10 +133,11 @@ fn allgather(r: &mut Reach, x: &Call) {
     let me = r.c.rank;
     let p = r.c.size;
     let store = resolve_store(Store::Hybrid, x.recv_len, r.c.cfg.nt_threshold);
-    let in_heap = |flag: u32| (0..p).all(|j| j == me || x.peers[j].flags & flag != 0);
-    // Peers' blocks all in the heap but a receive buffer private: pulling is a memcpy,
-    // pushing a system call per peer.
-    let push = in_heap(F_RECV_HEAP) || (r.c.cma_ok && !in_heap(F_SEND_HEAP));
+    let push = pushes(
+        r,
+        all_in_heap(x, me, F_RECV_HEAP),
+        all_in_heap(x, me, F_SEND_HEAP),
+    );
     if push {
         let mut to = Vec::with_capacity(p);
         for k in 0..p {
@@ -189,9 +189,12 @@ fn scatter(r: &mut Reach, x: &Call) {
     let (me, p, root) = (r.c.rank, r.c.size, x.root);
     let blocks = x.blocks_of(r.c, root);
     let pushed: usize = (0..p).filter(|&j| j != root).map(|j| blocks[j].1).sum();
-    let recv_in_heap = (0..p).all(|j| j == root || x.peers[j].flags & F_RECV_HEAP != 0);
-    let send_in_heap = x.peers[root].flags & F_SEND_HEAP != 0;
-    let push = pushed <= scatter_push_limit() && (recv_in_heap || (r.c.cma_ok && !send_in_heap));
+    let push = pushed <= scatter_push_limit()
+        && pushes(
+            r,
+            all_in_heap(x, root, F_RECV_HEAP),
+            x.peers[root].flags & F_SEND_HEAP != 0,
+        );
     if me == root {
         if x.recv != 0 {
             let (o, l) = x.my_block(me);
@@ -211,6 +214,21 @@ fn scatter(r: &mut Reach, x: &Call) {
     let (o, l) = blocks[me];
     let store = resolve_store(Store::Hybrid, l, r.c.cfg.nt_threshold);
     r.read(x, at(root, Side::Contrib, o), x.recv, l, store);
+}
+
+/// Whether the senders can push: every destination is in the heap (a memcpy), or CMA
+/// works and some source is private. With every source in the heap but a destination
+/// private, pulling is a memcpy where pushing is a system call per peer.
+fn pushes(r: &Reach, dests_in_heap: bool, sources_in_heap: bool) -> bool {
+    dests_in_heap || (r.c.cma_ok && !sources_in_heap)
+}
+
+/// Whether every rank but `skip` has `flag` (F_SEND_HEAP, F_RECV_HEAP) set.
+fn all_in_heap(x: &Call, skip: usize, flag: u32) -> bool {
+    x.peers
+        .iter()
+        .enumerate()
+        .all(|(j, d)| j == skip || d.flags & flag != 0)
 }
 
 /// The most a root pushes in a Scatter: a quarter of the L2 (128 KiB if unknown).
