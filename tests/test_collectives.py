@@ -522,6 +522,55 @@ def test_bad_calls_raise_on_every_rank(case: str, expected: set[str]) -> None:
         assert "CallsDivergedError" in got, got
 
 
+def failed_push(op: str) -> str:
+    """Rank 1 pushes its block into rank 0's receive buffer with process_vm_writev, and the
+    kernel refuses: rank 0 made those pages read-only behind numpy's back (the buffer
+    still says writable). Rank 0 must not return success with the block missing."""
+    import ctypes
+    import mmap
+
+    comm = shmcoll.Comm()
+    me, page = comm.rank, mmap.PAGESIZE
+    n = 16 * page  # per block: small enough for a Scatter root to push
+    area = mmap.mmap(-1, 2 * n)
+    recv = np.frombuffer(area, np.uint8)
+    send = np.full(2 * n, me + 1, np.uint8)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    # The block rank 1 writes: Alltoall's and Allgather's block 1, all of a Scatter's.
+    first = 0 if op == "Scatter" else n
+    if me == 0 and libc.mprotect(recv.ctypes.data + first, 2 * n - first, mmap.PROT_READ):
+        raise OSError(ctypes.get_errno(), "mprotect")
+    try:
+        if op == "Alltoall":
+            comm.Alltoall(send, recv, algorithm="cma-push")
+        elif op == "Allgather":
+            comm.Allgather(send[:n], recv, algorithm="cma")
+        else:
+            comm.Scatter(send if me == 1 else None, recv[:n], root=1, algorithm="cma")
+        outcome = "success"
+    except shmcoll.ShmcollError as e:
+        outcome = f"{type(e).__name__} rank={getattr(e, 'rank', None)}"
+    finally:
+        if me == 0:
+            libc.mprotect(recv.ctypes.data, 2 * n, mmap.PROT_READ | mmap.PROT_WRITE)
+    try:
+        comm.Barrier()
+    except shmcoll.CommBrokenError:
+        outcome += ", then broken"
+    comm.Free()
+    del recv
+    area.close()
+    return outcome
+
+
+@pytest.mark.parametrize("op", ["Alltoall", "Allgather", "Scatter"])
+def test_a_refused_push_fails_the_receiver_too(op: str) -> None:
+    got = run_ranks(2, failed_push, op)
+    assert got[0] == "PeerFailedError rank=1, then broken", got
+    assert got[1].startswith("SegmentError") and got[1].endswith("then broken"), got
+
+
 def fallback_without_mpi() -> str:
     comm = shmcoll.Comm()
     try:

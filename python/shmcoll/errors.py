@@ -58,7 +58,14 @@ class ShmcollTimeoutError(ShmcollError, TimeoutError):
 
 
 class PeerFailedError(ShmcollError, RuntimeError):
-    """A peer process died or aborted the communicator during a call."""
+    """A peer process died, aborted the communicator, or failed while it moved the call's
+    data (a kernel copy into this rank's buffers refused): the receive buffers may be
+    incomplete, and the communicator is unusable.
+
+    ``rank`` is the failed rank where it is known, else -1.
+    """
+
+    rank: int = -1
 
 
 class HeapExhaustedError(ShmcollError, MemoryError):

@@ -11,8 +11,8 @@ use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment, FIRS
 use crate::collectives::{CollAlgo, CollChoice, CollOp, CollTable, CollTables};
 use crate::config::Config;
 use crate::desc::{
-    op_name, ArriveLine, Desc, DescCore, LineHead, F_FULL, F_ROOT_ONLY, F_VECTOR, NO_OFFSET,
-    OP_BARRIER,
+    op_name, ArriveLine, Desc, DescCore, DoneLine, LineHead, F_FULL, F_ROOT_ONLY, F_VECTOR,
+    NO_OFFSET, OP_BARRIER,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::registry::{Algo, Choice};
@@ -440,9 +440,25 @@ impl Comm {
     }
 
     /// The done round: tell peers this rank no longer touches their memory for `seq`, and
-    /// wait until they say the same (so that buffers may be reused on return).
-    pub(crate) fn done_round(&self, seq: u64) -> Result<()> {
-        self.round(Line::Done, seq, "completion")
+    /// wait until they say the same (so that buffers may be reused on return). `failure` is
+    /// what went wrong in this rank's part after the arrivals; it travels on the done line,
+    /// so that every rank of the call fails with it: a peer whose results this rank was to
+    /// write must not return success with a half-written buffer.
+    pub(crate) fn done_round(&self, seq: u64, failure: Option<Error>) -> Result<()> {
+        if let Some(e) = &failure {
+            DoneLine::of(&self.seg, self.rank).set_failed(seq, &e.to_string());
+        }
+        self.round(Line::Done, seq, "completion")?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // Lines just waited for, so in cache: the check costs nothing measurable.
+        for j in (0..self.size).filter(|&j| j != self.rank) {
+            if let Some(msg) = DoneLine::of(&self.seg, j).failed_in(seq) {
+                return Err(Error::PeerFailed { rank: j, msg });
+            }
+        }
+        Ok(())
     }
 
     /// Publish `value` on this rank's `line` and wait until every peer's reaches it.

@@ -147,6 +147,64 @@ impl ArriveLine {
     }
 }
 
+/// The done line of `rank`: its sequence number, then what a rank that failed after the
+/// arrivals (a copy the kernel refused, half of a peer's results written) tells its peers,
+/// who would otherwise return success with incomplete buffers: the call it failed in and
+/// a short message. Written by the owner before it publishes the sequence number, read by
+/// peers after they saw it; the owner cannot fail again (and rewrite them) before every
+/// peer has arrived at a later call, which they do only after reading.
+#[derive(Clone, Copy, Debug)]
+pub struct DoneLine {
+    base: *mut u8,
+}
+
+const DONE_FAILED_OFF: usize = 8;
+const DONE_MSG_OFF: usize = 16;
+const DONE_MSG_LEN: usize = shmcoll_shm::LINE - DONE_MSG_OFF;
+
+impl DoneLine {
+    pub fn of(seg: &Segment, rank: usize) -> DoneLine {
+        DoneLine {
+            base: seg.line_ptr(rank, shmcoll_shm::Line::Done),
+        }
+    }
+
+    /// Record that the owner failed in call `seq` (before it publishes its done round).
+    pub fn set_failed(&self, seq: u64, msg: &str) {
+        let bytes = msg.as_bytes();
+        let n = bytes.len().min(DONE_MSG_LEN - 1);
+        // SAFETY: the line is LINE bytes of the mapping (Segment::line_ptr checks), 128-byte
+        // aligned, so the u64 at 8 is aligned and the message ends inside it; only the owner
+        // writes its line.
+        unsafe {
+            std::ptr::write_volatile(self.base.add(DONE_FAILED_OFF) as *mut u64, seq);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(DONE_MSG_OFF), n);
+            *self.base.add(DONE_MSG_OFF + n) = 0;
+        }
+    }
+
+    /// The owner's message if it failed in call `seq` (read after its done round).
+    pub fn failed_in(&self, seq: u64) -> Option<String> {
+        // SAFETY: as in `set_failed`; read after the acquire of the line's sequence number.
+        let failed =
+            unsafe { std::ptr::read_volatile(self.base.add(DONE_FAILED_OFF) as *const u64) };
+        if failed != seq {
+            return None;
+        }
+        let mut buf = [0u8; DONE_MSG_LEN];
+        // SAFETY: as in `set_failed`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.add(DONE_MSG_OFF),
+                buf.as_mut_ptr(),
+                DONE_MSG_LEN,
+            )
+        };
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(DONE_MSG_LEN);
+        Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+    }
+}
+
 /// The four arrays of a vector call, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(usize)]

@@ -23,6 +23,12 @@ pub enum Error {
         kind: ErrorKind,
         msg: String,
     },
+    /// Another rank failed while it moved this call's data (after every rank had accepted
+    /// the call): this rank's results may be incomplete.
+    #[error(
+        "rank {rank} failed while moving this call's data, so the results may be incomplete: {msg}"
+    )]
+    PeerFailed { rank: usize, msg: String },
     /// Something shmcoll does not do (yet).
     #[error("{0}")]
     Unsupported(String),
@@ -78,7 +84,10 @@ impl Error {
 
     /// Errors after which the ranks no longer agree on the state of the segment.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, Error::Shm(_) | Error::Broken(_) | Error::Diverged(_))
+        matches!(
+            self,
+            Error::Shm(_) | Error::Broken(_) | Error::Diverged(_) | Error::PeerFailed { .. }
+        )
     }
 }
 

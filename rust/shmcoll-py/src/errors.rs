@@ -21,6 +21,7 @@ fn class_name(e: &Error) -> &'static str {
         Error::CannotServe { .. } => "AlgorithmError",
         Error::Broken(_) => "CommBrokenError",
         Error::Diverged(_) => "CallsDivergedError",
+        Error::PeerFailed { .. } => "PeerFailedError",
         Error::Shm(s) => match s {
             ShmError::Timeout { .. } => "ShmcollTimeoutError",
             ShmError::PeerDied { .. } | ShmError::PeerAborted { .. } => "PeerFailedError",
@@ -43,7 +44,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match cls {
         Some(cls) => match cls.call1((msg.clone(),)) {
             Ok(exc) => {
-                if let Error::Peer { rank, .. } = &e {
+                if let Error::Peer { rank, .. } | Error::PeerFailed { rank, .. } = &e {
                     let _ = exc.setattr("rank", *rank);
                 }
                 PyErr::from_value(exc)

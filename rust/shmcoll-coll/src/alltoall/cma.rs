@@ -79,6 +79,5 @@ fn transfer(c: &mut Comm, x: &Exchange, dir: Direction) -> Result<()> {
     }
     m.fence();
     // Always finish the round, so that peers are not left waiting for us.
-    c.done_round(x.seq)?;
-    failure.map_or(Ok(()), Err)
+    c.done_round(x.seq, failure)
 }

@@ -57,14 +57,12 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
                         )
                     };
                 }
-                c.done_round(x.seq)?;
-                return f.map_or(Ok(()), Err);
+                return c.done_round(x.seq, f);
             }
         }
         r.finish()
     };
-    c.done_round(x.seq)?;
-    failure.map_or(Ok(()), Err)
+    c.done_round(x.seq, failure)
 }
 
 /// Bcast. When every rank can read the root's buffer (it is in the heap, or CMA works)
