@@ -37,6 +37,7 @@ from .errors import (
 )
 from .launch import spawn
 from .ops import BAND, BOR, BXOR, LAND, LOR, MAX, MIN, PROD, SUM, Op
+from .shared_arrays import enable_shared_arrays, in_shared_arena, shared_arrays, shared_arrays_info
 
 __version__: str = _core.__version__
 
@@ -100,6 +101,10 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "copy",
+    "enable_shared_arrays",
+    "in_shared_arena",
     "machine",
+    "shared_arrays",
+    "shared_arrays_info",
     "spawn",
 ]

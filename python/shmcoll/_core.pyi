@@ -18,6 +18,9 @@ __all__ = [
     "Prequest",
     "SegmentHandle",
     "__version__",
+    "_in_shared_arena",
+    "_restore_handler",
+    "_set_shared_arrays",
     "algorithms",
     "bq_compressed_size",
     "bq_decode",
@@ -39,6 +42,7 @@ __all__ = [
     "register_mpi",
     "resolve",
     "settings",
+    "shared_arrays_info",
     "vector_spec",
     "whole_spec",
     "zfp_compressed_size",
@@ -384,6 +388,19 @@ def reduction_supported(op: str, dtype: str) -> bool:
 
 def register_mpi(in_place: Any, ops: list[tuple[Any, str]]) -> None:
     """Tell the native fast path mpi4py's IN_PLACE and predefined operators."""
+
+def _set_shared_arrays(min_bytes: int, arena_bytes: int | None = None) -> tuple[Any, int]:
+    """Create the shared-array arena if needed, make `min_bytes` the threshold and install
+    the NumPy allocator in the current context; returns (previous handler, threshold)."""
+
+def _restore_handler(handler: Any, min_bytes: int) -> None:
+    """Put back what `_set_shared_arrays` returned."""
+
+def _in_shared_arena(addr: int) -> bool:
+    """Whether the address lies in this process's shared-array arena."""
+
+def shared_arrays_info() -> dict[str, Any]:
+    """The shared-array arena's counters."""
 
 def copy(dst: Any, src: Any, store: str = "auto") -> None:
     """Copy `src` into `dst` (contiguous buffers of equal size) with the chosen store

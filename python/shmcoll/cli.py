@@ -273,6 +273,12 @@ def _collective_bench(op: str) -> None:
         is_flag=True,
         help="also time the persistent request (<Op>_init + Start) on heap buffers",
     )
+    @click.option(
+        "--shared-arrays",
+        "shared",
+        is_flag=True,
+        help="also time ordinary NumPy arrays allocated under shmcoll.shared_arrays()",
+    )
     def command(
         nprocs: int,
         sizes: str,
@@ -283,6 +289,7 @@ def _collective_bench(op: str) -> None:
         algorithms: str,
         compress: str | None,
         persistent: bool,
+        shared: bool,
         csv_path: str | None,
         launcher: str,
         mpiexec: str | None,
@@ -317,6 +324,7 @@ def _collective_bench(op: str) -> None:
             csv=csv_path,
             compress=_codec_json(compress),
             persistent=persistent,
+            shared=shared,
         )
         _launch_bench("shmcoll.bench.collective", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
 

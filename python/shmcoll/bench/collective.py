@@ -46,6 +46,8 @@ class Options:
     compress: str | None = None
     #: Also time the persistent request (<Op>_init once, Start per call) on heap buffers.
     persistent: bool = False
+    #: Also time ordinary arrays allocated under shmcoll.shared_arrays().
+    shared: bool = False
 
 
 #: Operations with a persistent form, and the name of their _init method.
@@ -86,6 +88,7 @@ def make_variant(
     algorithm: str | None,
     compress: Any = None,
     persistent: bool = False,
+    shared: bool = False,
 ) -> Variant:
     """A timed variant; with `compress` (a codec) shmcoll's compressed collective, whose
     validation allows the codec's error (5% of the largest value)."""
@@ -99,6 +102,9 @@ def make_variant(
     floats = compress is not None or opts.compress is not None
 
     def alloc(n: int, dt: np.dtype) -> np.ndarray:
+        if shared:
+            with shmcoll.shared_arrays():
+                return np.empty(n, dt)
         return comm.empty(n, dt) if heap else np.empty(n, dt)
 
     def setup(size: int) -> Any:
@@ -191,6 +197,10 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         peer_name = mpi_name()
     if opts.op == "barrier":  # no data: one row, and no buffer variants
         opts.sizes, opts.heap, opts.algorithms = [0], False, ()
+    if opts.shared:
+        # The arena must exist before the communicator, which maps the peers' arenas.
+        with shmcoll.shared_arrays():
+            pass
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
@@ -200,6 +210,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(make_variant(opts, "shmcoll", comm, None, False, None))
     if opts.heap:
         variants.append(make_variant(opts, "shmcoll heap", comm, None, True, None))
+    if opts.shared:
+        variants.append(make_variant(opts, "shmcoll shared", comm, None, False, None, shared=True))
     # Forced algorithms run on heap arrays, or on ordinary ones when heap buffers are
     # skipped (how private buffers compare across algorithms).
     for a in opts.algorithms:

@@ -133,7 +133,7 @@ impl Comm {
             l.sizes.inline_bytes,
             l.sizes.staging_bytes,
         );
-        Ok(Comm {
+        let mut c = Comm {
             seg,
             rank,
             size,
@@ -156,7 +156,9 @@ impl Comm {
             unwaited: None,
             streamed: 0,
             requests: 0,
-        })
+        };
+        c.attach_shared_arrays()?;
+        Ok(c)
     }
 
     pub fn rank(&self) -> usize {
@@ -261,6 +263,42 @@ impl Comm {
     /// Describe buffers in this rank's arena as reachable (every rank attached its peers').
     pub fn enable_arenas(&mut self) {
         self.arenas.enable();
+    }
+
+    /// Map the shared-array arenas (shmcoll_shm::shared_arena) that the ranks announced in
+    /// the handshake, and describe buffers in them as reachable once every rank mapped
+    /// every peer's. Every rank reads the same announcements, so either none has any and
+    /// none calls, or all take the Barrier that settles it. Returns whether arenas serve.
+    fn attach_shared_arrays(&mut self) -> Result<bool> {
+        let refs: Vec<_> = (0..self.size)
+            .map(|j| {
+                let fd = self.seg.arena_fd_of(j).load(Ordering::Relaxed);
+                (fd != 0).then(|| crate::arenas::ArenaRef {
+                    pid: self.pid_of(j),
+                    fd: (fd - 1) as i32,
+                    len: self.seg.arena_len_of(j).load(Ordering::Relaxed) as usize,
+                })
+            })
+            .collect();
+        if refs.iter().all(Option::is_none) {
+            return Ok(false);
+        }
+        // Our own entry is what the handshake announced (an arena created since then is
+        // not announced, and buffers in it stay private to this communicator).
+        let own = refs[self.rank]
+            .and(shmcoll_shm::shared_arena::get())
+            .map(|a| (a.base(), a.len()));
+        // Mapping a peer's descriptor needs the ptrace access that CMA needs.
+        let mapped = self.cma_ok && self.attach_arenas(own, &refs).is_ok();
+        self.seg
+            .arena_ok_of(self.rank)
+            .store(if mapped { 1 } else { 2 }, Ordering::Relaxed);
+        self.barrier()?;
+        let all = (0..self.size).all(|j| self.seg.arena_ok_of(j).load(Ordering::Relaxed) == 1);
+        if all {
+            self.enable_arenas();
+        }
+        Ok(all)
     }
 
     /// Start a call: refuse if the communicator is broken, pay the round a one-sided call

@@ -16,6 +16,7 @@ mod heap;
 mod machine;
 mod objects;
 mod persistent;
+mod shared_arrays;
 mod table;
 mod vector_spec;
 
@@ -109,6 +110,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<heap::PeerView>()?;
     m.add_class::<persistent::Prequest>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
+    m.add_function(wrap_pyfunction!(shared_arrays::_set_shared_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(shared_arrays::_restore_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(shared_arrays::_in_shared_arena, m)?)?;
+    m.add_function(wrap_pyfunction!(shared_arrays::shared_arrays_info, m)?)?;
     m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;
     m.add_function(wrap_pyfunction!(vector_spec::vector_spec, m)?)?;
     m.add_function(wrap_pyfunction!(buffer_spec::whole_spec, m)?)?;

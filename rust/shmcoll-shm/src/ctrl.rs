@@ -51,6 +51,9 @@ const INFO_POISON: usize = 4;
 const INFO_CMA_OK: usize = 8;
 const INFO_CPU: usize = 12;
 const INFO_PROBE_ADDR: usize = 16;
+const INFO_ARENA_FD: usize = 24;
+const INFO_ARENA_OK: usize = 28;
+const INFO_ARENA_LEN: usize = 32;
 
 impl Segment {
     /// The sequence counter at the start of `rank`'s `line`.
@@ -93,6 +96,22 @@ impl Segment {
         self.atomic_u64(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_PROBE_ADDR)
     }
 
+    /// 1 + the descriptor of `rank`'s shared-array arena (crate::shared_arena) in its
+    /// process, or 0 when it has none; written before the handshake's first round.
+    pub fn arena_fd_of(&self, rank: usize) -> &AtomicU32 {
+        self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_ARENA_FD)
+    }
+
+    /// The length of `rank`'s shared-array arena (0: none).
+    pub fn arena_len_of(&self, rank: usize) -> &AtomicU64 {
+        self.atomic_u64(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_ARENA_LEN)
+    }
+
+    /// 1 when `rank` mapped every peer's arena, 2 when it could not (0: not yet said).
+    pub fn arena_ok_of(&self, rank: usize) -> &AtomicU32 {
+        self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_ARENA_OK)
+    }
+
     /// Bytes `rank` has produced into its ring for `peer`, since the segment was created.
     pub fn produced(&self, rank: usize, peer: usize) -> &AtomicU64 {
         self.atomic_u64(self.layout().produced(rank, peer))
@@ -118,7 +137,7 @@ impl Segment {
     }
 }
 
-const _: () = assert!(LINE >= 32);
+const _: () = assert!(LINE >= INFO_ARENA_LEN + 8);
 
 /// The 32-bit word the kernel's futex compares: the low half of a u64 counter.
 pub(crate) fn futex_word(counter: &AtomicU64) -> &AtomicU32 {

@@ -33,6 +33,10 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
         .store(std::process::id(), Ordering::Relaxed);
     let probe = cma::probe_word() as *const AtomicU64 as u64;
     seg.probe_addr_of(rank).store(probe, Ordering::Relaxed);
+    // Announce this process's shared-array arena, if it has one, for peers to map.
+    let (fd, len) = crate::shared_arena::get().map_or((0, 0), |a| (a.raw_fd() as u32 + 1, a.len()));
+    seg.arena_fd_of(rank).store(fd, Ordering::Relaxed);
+    seg.arena_len_of(rank).store(len as u64, Ordering::Relaxed);
     seg.publish(seg.arrive_seq(rank, SEQ_ATTACHED), SEQ_ATTACHED);
     for r in 0..p {
         wait_counter(

@@ -11,6 +11,7 @@ pub mod heap;
 pub mod layout;
 pub mod placement;
 pub mod segment;
+pub mod shared_arena;
 pub mod wait;
 
 pub use ctrl::Line;

@@ -1,0 +1,105 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn read(addr: usize, len: usize) -> &'static [u8] {
+    // SAFETY: the tests read blocks the arena handed out, inside its mapping, which the
+    // arena (leaked below) keeps alive.
+    unsafe { std::slice::from_raw_parts(addr as *const u8, len) }
+}
+
+fn fill(addr: usize, len: usize, v: u8) {
+    // SAFETY: as in `read`; the block is the test's own.
+    unsafe { std::ptr::write_bytes(addr as *mut u8, v, len) };
+}
+
+fn arena(len: usize) -> &'static SharedArena {
+    Box::leak(Box::new(SharedArena::create(len).expect("arena")))
+}
+
+#[test]
+fn blocks_are_pages_inside_the_arena_and_reused_after_free() {
+    let a = arena(1 << 20);
+    let x = a.alloc(100, false).unwrap();
+    let y = a.alloc(5000, false).unwrap();
+    assert_eq!(x % 4096, 0);
+    assert_eq!(y, x + 4096, "first fit, whole pages");
+    assert_eq!(a.block_len(y), Some(8192));
+    assert!(a.contains(x) && a.contains(y + 8191) && !a.contains(a.base() + a.len()));
+    assert_eq!(a.stats().in_use, 3 * 4096);
+    assert!(a.free(x));
+    assert!(!a.free(x), "a second free of the same block is refused");
+    assert!(!a.free(y + 64), "not a block start");
+    assert_eq!(
+        a.alloc(4096, false),
+        Some(x),
+        "the freed page is taken first"
+    );
+}
+
+#[test]
+fn a_full_arena_refuses_and_counts() {
+    let a = arena(64 << 10);
+    assert!(a.alloc(64 << 10, false).is_some());
+    assert!(a.alloc(1, false).is_none());
+    let s = a.stats();
+    assert_eq!((s.served, s.refused, s.in_use), (1, 1, 64 << 10));
+}
+
+#[test]
+fn zeroed_blocks_read_zero_after_reuse() {
+    let a = arena(1 << 20);
+    let x = a.alloc(3 * 4096, false).unwrap();
+    fill(x, 3 * 4096, 0xAB);
+    a.free(x);
+    let z = a.alloc(5 * 4096, true).unwrap();
+    assert_eq!(z, x);
+    assert!(read(z, 5 * 4096).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn large_freed_blocks_leave_memory_and_read_zero() {
+    let a = arena(2 * RELEASE_FROM);
+    let x = a.alloc(RELEASE_FROM, false).unwrap();
+    fill(x, RELEASE_FROM, 7);
+    a.free(x);
+    let y = a.alloc(RELEASE_FROM, false).unwrap();
+    assert_eq!(y, x);
+    assert!(read(y, RELEASE_FROM).iter().step_by(4096).all(|&b| b == 0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Live blocks never overlap, stay inside the arena, keep what their owner wrote, and
+    /// zeroed ones start at zero whatever freed blocks left behind.
+    #[test]
+    fn live_blocks_are_disjoint_and_keep_their_bytes(
+        ops in prop::collection::vec((1usize..40_000, any::<bool>(), any::<bool>()), 1..60)
+    ) {
+        let a = arena(1 << 20);
+        let mut live: Vec<(usize, usize, u8)> = Vec::new();
+        for (k, &(len, zeroed, free_one)) in ops.iter().enumerate() {
+            if free_one && !live.is_empty() {
+                let (addr, _, _) = live.remove(k % live.len());
+                prop_assert!(a.free(addr));
+            }
+            if let Some(addr) = a.alloc(len, zeroed) {
+                if zeroed {
+                    prop_assert!(read(addr, len).iter().all(|&b| b == 0));
+                }
+                prop_assert!(addr >= a.base() && addr + len <= a.base() + a.len());
+                for &(b, blen, _) in &live {
+                    prop_assert!(addr + len <= b || b + blen <= addr, "overlap");
+                }
+                let tag = (k % 251) as u8 + 1;
+                fill(addr, len, tag);
+                live.push((addr, len, tag));
+            }
+            for &(b, blen, tag) in &live {
+                prop_assert!(read(b, blen).iter().all(|&v| v == tag));
+            }
+        }
+        let pages: usize = live.iter().map(|&(_, l, _)| l.div_ceil(4096) * 4096).sum();
+        prop_assert_eq!(a.stats().in_use, pages);
+    }
+}
