@@ -231,6 +231,23 @@ def test_bench_forced_variants(tmp_path: Path) -> None:
     assert all(r["valid"] is True and r["median_us"] > 0 for r in variants.values()), variants
 
 
+@pytest.mark.parametrize("op", ["alltoall", "allgather"])
+def test_bench_shared_arrays(tmp_path: Path, op: str) -> None:
+    """`--shared-arrays` adds ordinary arrays allocated under shmcoll.shared_arrays(),
+    validated like the others."""
+    csv_path = tmp_path / "shared.csv"
+    extra = ["--no-ceiling"] if op == "alltoall" else []
+    p = cli(
+        "bench", op, "-n", "2", "-m", "64K:128K", "-i", "10", "-x", "1", "-c", "--no-mpi",
+        "--launcher", "standalone", "--shared-arrays", "--csv", str(csv_path), *extra, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    with csv_path.open() as f:
+        recs = list(csv.DictReader(f))
+    assert {r["variant"] for r in recs} == {"shmcoll", "shmcoll heap", "shmcoll shared"}, recs
+    assert all(r["valid"] == "True" and float(r["median_us"]) > 0 for r in recs), recs
+
+
 # -- run ------------------------------------------------------------------------------
 RANK_SCRIPT = textwrap.dedent(
     """

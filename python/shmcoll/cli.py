@@ -139,6 +139,12 @@ def _bench_options(size_help: str) -> Any:
 @click.option("--no-ceiling", is_flag=True, help="skip measuring the NT copy ceiling")
 @click.option("--persistent", is_flag=True, help="also time a persistent request (Alltoall_init + Start)")
 @click.option(
+    "--shared-arrays",
+    "shared",
+    is_flag=True,
+    help="also time ordinary NumPy arrays allocated under shmcoll.shared_arrays()",
+)
+@click.option(
     "--plot", "plot_path", type=click.Path(dir_okay=False), help="draw latency and bandwidth as PNG"
 )
 @click.option(
@@ -162,6 +168,7 @@ def bench_alltoall(
     no_ordinary: bool,
     no_ceiling: bool,
     persistent: bool,
+    shared: bool,
     plot_path: str | None,
     profile: str | None,
 ) -> None:
@@ -197,6 +204,7 @@ def bench_alltoall(
         ordinary=not no_ordinary,
         heap=not no_heap,
         persistent=persistent,
+        shared=shared,
         variants=forced,
         percentiles=percentiles,
         csv=csv_path,

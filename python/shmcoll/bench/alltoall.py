@@ -35,6 +35,7 @@ class Options:
     ordinary: bool = True
     heap: bool = True
     persistent: bool = False  # also time Alltoall_init + Start on heap buffers
+    shared: bool = False  # also time ordinary arrays allocated under shmcoll.shared_arrays()
     variants: list[str] = field(default_factory=list)  # "algo/order/store" forced variants
     percentiles: bool = False
     csv: str | None = None
@@ -63,6 +64,7 @@ def _make_variant(
     forced: dict[str, str] | None,
     peer: bool = False,
     persistent: bool = False,
+    shared: bool = False,
 ) -> Variant:
     p, me = comm.size, comm.rank
 
@@ -74,8 +76,12 @@ def _make_variant(
 
     def setup(size: int) -> Any:
         n = size * p
-        send = comm.empty(n, np.uint8) if heap_send else np.empty(n, np.uint8)
-        recv = comm.empty(n, np.uint8) if heap_recv else np.empty(n, np.uint8)
+        if shared:
+            with shmcoll.shared_arrays():
+                send, recv = np.empty(n, np.uint8), np.empty(n, np.uint8)
+        else:
+            send = comm.empty(n, np.uint8) if heap_send else np.empty(n, np.uint8)
+            recv = comm.empty(n, np.uint8) if heap_recv else np.empty(n, np.uint8)
         send[:] = 1
         recv[:] = 0
         return send, recv, size, send.reshape(p, size), []
@@ -163,6 +169,10 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
 
         mpi_comm = MPI.COMM_WORLD
         peer_name = mpi_name()
+    if opts.shared:
+        # The arena must exist before the communicator, which maps the peers' arenas.
+        with shmcoll.shared_arrays():
+            pass
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
@@ -172,6 +182,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(_make_variant("shmcoll", comm, None, False, False, None))
     if opts.heap:
         variants.append(_make_variant("shmcoll heap", comm, None, True, True, None))
+    if opts.shared:
+        variants.append(_make_variant("shmcoll shared", comm, None, False, False, None, shared=True))
     if opts.persistent:
         variants.append(_make_variant("heap persistent", comm, None, True, True, None, persistent=True))
     for spec in opts.variants:
