@@ -22,7 +22,8 @@ Rules:
   created. Arrays in an arena a communicator does not know are served as private
   arrays, correctly but through CMA.
 - The handler applies to the current thread's context (NumPy keeps it in a
-  ``contextvars.ContextVar``), so arrays allocated by other threads are NumPy's own.
+  ``contextvars.ContextVar``), so arrays allocated by other threads are NumPy's own. The
+  threshold is process-wide: the block entered last sets it, until it ends.
 - Arrays keep working after the block ends and after the communicator is freed: the arena
   lives as long as the process. Freed blocks are reused; freed blocks of 32 MiB or more
   are given back to the kernel.
