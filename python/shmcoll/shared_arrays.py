@@ -46,7 +46,7 @@ import numpy as np
 
 from . import _core
 
-DEFAULT_MIN_BYTES = 64 << 10
+DEFAULT_MIN_BYTES = 16 << 10
 
 
 def _check_min(min_bytes: int) -> int:
@@ -81,8 +81,9 @@ def in_shared_arena(a: Any) -> bool:
 
 
 def shared_arrays_info() -> dict[str, Any]:
-    """The arena's counters: exists, capacity, in_use (bytes), served and refused
-    (allocations), min_bytes (the active threshold, None if never enabled)."""
+    """The arena's counters: exists, capacity, in_use (bytes of live arrays), cached (bytes
+    of freed blocks kept for reuse), served and refused (allocations), min_bytes (the
+    active threshold, None if never enabled)."""
     return dict(_core.shared_arrays_info())
 
 

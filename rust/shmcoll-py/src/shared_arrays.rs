@@ -235,6 +235,7 @@ pub fn shared_arrays_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("exists", shared_arena::get().is_some())?;
     d.set_item("capacity", s.capacity)?;
     d.set_item("in_use", s.in_use)?;
+    d.set_item("cached", s.cached)?;
     d.set_item("served", s.served)?;
     d.set_item("refused", s.refused)?;
     let min = MIN_BYTES.load(Ordering::Relaxed);

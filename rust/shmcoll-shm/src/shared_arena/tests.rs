@@ -48,13 +48,37 @@ fn a_full_arena_refuses_and_counts() {
 
 #[test]
 fn zeroed_blocks_read_zero_after_reuse() {
-    let a = arena(1 << 20);
+    let a = arena(16 << 20);
+    // From the cache of freed blocks (same length).
     let x = a.alloc(3 * 4096, false).unwrap();
     fill(x, 3 * 4096, 0xAB);
     a.free(x);
-    let z = a.alloc(5 * 4096, true).unwrap();
-    assert_eq!(z, x);
-    assert!(read(z, 5 * 4096).iter().all(|&b| b == 0));
+    assert_eq!(a.stats().cached, 3 * 4096);
+    let z = a.alloc(3 * 4096, true).unwrap();
+    assert_eq!(z, x, "the cached block is reused");
+    assert!(read(z, 3 * 4096).iter().all(|&b| b == 0));
+    // From the free ranges (too large for the cache), overlapping a used part and a fresh one.
+    let big = CACHE_BLOCK_MAX + 4096;
+    let y = a.alloc(big, false).unwrap();
+    fill(y, big, 0xCD);
+    a.free(y);
+    let w = a.alloc(big + 8 * 4096, true).unwrap();
+    assert_eq!(w, y, "first fit takes the freed range");
+    assert!(read(w, big + 8 * 4096).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn the_cache_of_freed_blocks_is_bounded() {
+    let a = arena(4 * CACHE_BYTES);
+    let n = CACHE_BYTES / CACHE_BLOCK_MAX + 4;
+    let blocks: Vec<usize> = (0..n)
+        .map(|_| a.alloc(CACHE_BLOCK_MAX, false).unwrap())
+        .collect();
+    for &b in &blocks {
+        a.free(b);
+    }
+    let s = a.stats();
+    assert_eq!((s.in_use, s.cached), (0, CACHE_BYTES));
 }
 
 #[test]
