@@ -121,6 +121,12 @@ def _bench_options(size_help: str) -> Any:
         click.option("--no-mpi", is_flag=True, help="do not run MPI's collective"),
         click.option("--no-heap", is_flag=True, help="skip heap buffers (--algorithms then on ordinary)"),
         click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers"),
+        click.option(
+            "--shared-arrays",
+            "shared",
+            is_flag=True,
+            help="also time ordinary NumPy arrays allocated under shmcoll.shared_arrays()",
+        ),
     ]
 
     def apply(f: Any) -> Any:
@@ -138,12 +144,6 @@ def _bench_options(size_help: str) -> Any:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the results as JSON")
 @click.option("--no-ceiling", is_flag=True, help="skip measuring the NT copy ceiling")
 @click.option("--persistent", is_flag=True, help="also time a persistent request (Alltoall_init + Start)")
-@click.option(
-    "--shared-arrays",
-    "shared",
-    is_flag=True,
-    help="also time ordinary NumPy arrays allocated under shmcoll.shared_arrays()",
-)
 @click.option(
     "--plot", "plot_path", type=click.Path(dir_okay=False), help="draw latency and bandwidth as PNG"
 )
@@ -280,12 +280,6 @@ def _collective_bench(op: str) -> None:
         "--persistent",
         is_flag=True,
         help="also time the persistent request (<Op>_init + Start) on heap buffers",
-    )
-    @click.option(
-        "--shared-arrays",
-        "shared",
-        is_flag=True,
-        help="also time ordinary NumPy arrays allocated under shmcoll.shared_arrays()",
     )
     def command(
         nprocs: int,

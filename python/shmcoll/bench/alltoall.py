@@ -20,7 +20,7 @@ import numpy as np
 import shmcoll
 from shmcoll.errors import ShmcollError
 
-from .harness import Variant, measure, summarize
+from .harness import Variant, create_shared_arena, measure, summarize
 from .sizes import fmt_size
 
 
@@ -169,10 +169,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
 
         mpi_comm = MPI.COMM_WORLD
         peer_name = mpi_name()
-    if opts.shared:
-        # The arena must exist before the communicator, which maps the peers' arenas.
-        with shmcoll.shared_arrays():
-            pass
+    create_shared_arena(opts.shared)
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []

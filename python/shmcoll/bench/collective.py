@@ -23,7 +23,7 @@ import numpy as np
 import shmcoll
 
 from .alltoall import gather_times, mpi_name, print_progress
-from .harness import Variant, measure, summarize
+from .harness import Variant, create_shared_arena, measure, summarize
 from .sizes import fmt_size
 
 OPS = ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter", "barrier")
@@ -197,10 +197,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         peer_name = mpi_name()
     if opts.op == "barrier":  # no data: one row, and no buffer variants
         opts.sizes, opts.heap, opts.algorithms = [0], False, ()
-    if opts.shared:
-        # The arena must exist before the communicator, which maps the peers' arenas.
-        with shmcoll.shared_arrays():
-            pass
+    create_shared_arena(opts.shared)
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []

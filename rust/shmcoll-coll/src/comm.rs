@@ -490,7 +490,7 @@ impl Comm {
         if let Some(e) = failure {
             return Err(e);
         }
-        // Lines just waited for, so in cache: the check costs nothing measurable.
+        // The lines the round just waited on, so in this core's cache: one load per peer.
         for j in (0..self.size).filter(|&j| j != self.rank) {
             if let Some(msg) = DoneLine::of(&self.seg, j).failed_in(seq) {
                 return Err(Error::PeerFailed { rank: j, msg });

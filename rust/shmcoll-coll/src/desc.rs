@@ -171,15 +171,12 @@ impl DoneLine {
 
     /// Record that the owner failed in call `seq` (before it publishes its done round).
     pub fn set_failed(&self, seq: u64, msg: &str) {
-        let bytes = msg.as_bytes();
-        let n = bytes.len().min(DONE_MSG_LEN - 1);
         // SAFETY: the line is LINE bytes of the mapping (Segment::line_ptr checks), 128-byte
         // aligned, so the u64 at 8 is aligned and the message ends inside it; only the owner
         // writes its line.
         unsafe {
             std::ptr::write_volatile(self.base.add(DONE_FAILED_OFF) as *mut u64, seq);
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(DONE_MSG_OFF), n);
-            *self.base.add(DONE_MSG_OFF + n) = 0;
+            write_msg(self.base.add(DONE_MSG_OFF), DONE_MSG_LEN, msg);
         }
     }
 
@@ -191,18 +188,34 @@ impl DoneLine {
         if failed != seq {
             return None;
         }
-        let mut buf = [0u8; DONE_MSG_LEN];
         // SAFETY: as in `set_failed`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.base.add(DONE_MSG_OFF),
-                buf.as_mut_ptr(),
-                DONE_MSG_LEN,
-            )
-        };
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(DONE_MSG_LEN);
-        Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+        Some(unsafe { read_msg(self.base.add(DONE_MSG_OFF), DONE_MSG_LEN) })
     }
+}
+
+/// Write `msg` at `dst` as a NUL-terminated string of at most `cap` bytes (cut to fit).
+///
+/// # Safety
+/// `dst` must be valid for writes of `cap` bytes, `cap >= 1`.
+unsafe fn write_msg(dst: *mut u8, cap: usize, msg: &str) {
+    let n = msg.len().min(cap - 1);
+    // SAFETY: n + 1 <= cap bytes at dst (caller).
+    unsafe {
+        std::ptr::copy_nonoverlapping(msg.as_ptr(), dst, n);
+        *dst.add(n) = 0;
+    }
+}
+
+/// The NUL-terminated string at `src` (at most `cap` bytes), lossily as UTF-8 (a message
+/// cut by `write_msg` may end inside a character).
+///
+/// # Safety
+/// `src` must be valid for reads of `cap` bytes.
+unsafe fn read_msg(src: *const u8, cap: usize) -> String {
+    // SAFETY: cap bytes at src (caller).
+    let bytes = unsafe { std::slice::from_raw_parts(src, cap) };
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(cap);
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 /// The four arrays of a vector call, in bytes.
@@ -244,21 +257,13 @@ impl Desc {
     }
 
     pub fn set_msg(&self, msg: &str) {
-        let bytes = msg.as_bytes();
-        let n = bytes.len().min(MSG_LEN - 1);
         // SAFETY: MSG_OFF + MSG_LEN = DESC_FIXED bytes lie inside the slot.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(MSG_OFF), n);
-            *self.base.add(MSG_OFF + n) = 0;
-        }
+        unsafe { write_msg(self.base.add(MSG_OFF), MSG_LEN, msg) }
     }
 
     pub fn msg(&self) -> String {
-        let mut buf = [0u8; MSG_LEN];
         // SAFETY: as in `set_msg`.
-        unsafe { std::ptr::copy_nonoverlapping(self.base.add(MSG_OFF), buf.as_mut_ptr(), MSG_LEN) };
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(MSG_LEN);
-        String::from_utf8_lossy(&buf[..end]).into_owned()
+        unsafe { read_msg(self.base.add(MSG_OFF), MSG_LEN) }
     }
 
     #[inline]
