@@ -545,6 +545,7 @@ def _noop() -> None:
         ("SHMCOLL_ALLTOALL_STORE", "streaming"),
         ("SHMCOLL_TIMEOUT", "-1"),
         ("SHMCOLL_HEAP_BYTES", "lots"),
+        ("SHMCOLL_LEAVE_YIELDS", "2.5"),
     ],
 )
 def test_bad_environment_is_an_argument_error(var: str, value: str) -> None:

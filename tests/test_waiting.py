@@ -4,9 +4,11 @@ yield) and with more ranks than cores (yield at once)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import shmcoll
@@ -57,3 +59,34 @@ def test_other_threads_run_while_a_collective_waits(nranks: int) -> None:
         # CPU); holding the GIL through the wait leaves it one switch interval (5 ms of the
         # ~0.25 s, ~0.02).
         assert share > 0.1, f"rank {rank}: the thread ran at {share:.3f} of its pace"
+
+
+def _leave_yields_after_allgathers(calls: int) -> tuple[int, int, bool]:
+    comm = shmcoll.Comm()
+    send = np.full(1, comm.rank, dtype=np.int64)
+    recv = np.empty(comm.size, dtype=np.int64)
+    ok = True
+    for _ in range(calls):
+        comm.Allgather(send, recv)
+        ok &= bool((recv == np.arange(comm.size)).all())
+    return comm.stats()["leave_yields"], comm.config()["leave_yields"], ok
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_ranks_sharing_a_cpu_leave_in_arrival_order(setting: str | None) -> None:
+    # Three ranks on one CPU (each is bound to the only CPU it may use): the last to arrive
+    # sees a call complete first and yields to the two that arrived before it.
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        results = run_ranks(3, _leave_yields_after_allgathers, 200, env={"SHMCOLL_LEAVE_YIELDS": setting})
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert all(ok for _, _, ok in results)
+    assert {limit for _, limit, _ in results} == {4 if setting is None else 0}
+    yields = sum(y for y, _, _ in results)
+    if setting == "0":
+        assert yields == 0
+    else:
+        assert yields > 0, "no rank let a CPU-mate that arrived first leave first"

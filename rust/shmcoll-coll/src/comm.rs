@@ -15,6 +15,7 @@ use crate::desc::{
     NO_OFFSET, OP_BARRIER,
 };
 use crate::error::{Error, ErrorKind, Result};
+use crate::leave_order::CpuMates;
 use crate::registry::{Algo, Choice};
 use crate::select::Selection;
 
@@ -26,6 +27,8 @@ pub struct Stats {
     /// Calls of the other collectives per algorithm (CollAlgo order).
     pub per_coll_algo: [u64; 4],
     pub rejected: u64,
+    /// Yields spent leaving calls after CPU-mates that arrived first (leave_order.rs).
+    pub leave_yields: u64,
 }
 
 #[derive(Debug)]
@@ -62,6 +65,8 @@ pub struct Comm {
     /// Persistent Alltoall(v) requests settled so far (each one's id, see
     /// alltoall/settled.rs).
     pub(crate) requests: u32,
+    /// Ranks bound to this rank's CPU, which leave calls in arrival order (leave_order.rs).
+    mates: CpuMates,
 }
 
 /// A block of this rank's shared heap; freed when dropped.
@@ -115,11 +120,13 @@ impl Comm {
                 "rank {rank} out of range for a segment of {size} ranks"
             )));
         }
-        let att = handshake(&seg, rank, &cfg.wait)?;
+        // Bind before the handshake: every rank's CPU is then known once it completes.
         let cpu = shmcoll_shm::placement::bind_rank(cfg.bind, rank, size)
             .or_else(shmcoll_shm::placement::only_cpu);
         seg.cpu_of(rank)
             .store(cpu.map_or(0, |c| c as u32 + 1), Ordering::Relaxed);
+        let att = handshake(&seg, rank, &cfg.wait)?;
+        let mates = CpuMates::of(&seg, rank);
         // Each rank backs the areas it writes (after binding, so that the pages are first
         // touched from the CPU the rank runs on).
         let l = *seg.layout();
@@ -156,6 +163,7 @@ impl Comm {
             unwaited: None,
             streamed: 0,
             requests: 0,
+            mates,
         };
         c.attach_shared_arrays()?;
         Ok(c)
@@ -319,10 +327,19 @@ impl Comm {
     pub(crate) fn run_call<T>(&mut self, f: impl FnOnce(&mut Comm, u64) -> Result<T>) -> Result<T> {
         let seq = self.begin()?;
         let r = f(self, seq);
+        self.leave(seq);
         if r.is_err() {
             self.stats.rejected += 1;
         }
         self.poison(r)
+    }
+
+    /// This rank is done with call `seq` (leave_order.rs).
+    fn leave(&mut self, seq: u64) {
+        let yields = self
+            .mates
+            .leave(&self.seg, self.rank, seq, self.cfg.wait.leave_yields);
+        self.stats.leave_yields += u64::from(yields);
     }
 
     /// Every rank's arrive head of call `seq` (just completed, so its lines are intact: a
@@ -390,6 +407,7 @@ impl Comm {
             d.set_core(&c);
         }
         ArriveLine::of(&self.seg, self.rank, seq).set_head(&LineHead::of(&c));
+        self.mates.arriving(&self.seg, seq);
         self.seg.publish(self.seg.arrive_seq(self.rank, seq), seq);
     }
 
@@ -563,6 +581,7 @@ impl Comm {
         };
         self.publish_arrive(seq, &core, None);
         let r = self.wait_arrivals(seq);
+        self.leave(seq);
         let r = self.poison(r);
         r?;
         let mut cores = std::mem::take(&mut self.scratch);

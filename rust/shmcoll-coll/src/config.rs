@@ -16,6 +16,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_TIMEOUT", "seconds a rank waits for a peer before raising (default 60)"),
     ("SHMCOLL_SPIN_US", "microseconds of busy waiting before yielding the core (default 50, 0 when ranks outnumber cores)"),
     ("SHMCOLL_YIELD_US", "microseconds of waiting (in total) before sleeping on a futex (default 5000)"),
+    ("SHMCOLL_LEAVE_YIELDS", "yields a rank leaving a call spends letting the ranks bound to its CPU that arrived before it leave first (default 4, 0 turns it off)"),
     ("SHMCOLL_INLINE_BYTES", "bytes per rank for payloads carried inline in the segment (default 64K)"),
     ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M)"),
     ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 4G, or less if /dev/shm is small; sparse until used)"),
@@ -56,6 +57,15 @@ fn env_bytes(name: &str) -> Result<Option<usize>> {
             Error::InvalidArgument(format!(
                 "{name}={v:?} is not a byte count (e.g. 4096, 64K, 16M)"
             ))
+        }),
+        _ => Ok(None),
+    }
+}
+
+fn env_count(name: &str) -> Result<Option<u32>> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse::<u32>().map(Some).map_err(|_| {
+            Error::InvalidArgument(format!("{name}={v:?} is not a count (0, 1, 2, ...)"))
         }),
         _ => Ok(None),
     }
@@ -111,6 +121,9 @@ impl Config {
         }
         if let Some(us) = env_f64("SHMCOLL_YIELD_US")? {
             wait.yield_until = Duration::from_secs_f64(us * 1e-6);
+        }
+        if let Some(n) = env_count("SHMCOLL_LEAVE_YIELDS")? {
+            wait.leave_yields = n;
         }
         wait.check_every = wait
             .check_every

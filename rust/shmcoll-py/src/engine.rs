@@ -922,13 +922,15 @@ impl CommBase {
         }))
     }
 
-    /// Counters: calls, calls per algorithm, rejected calls.
+    /// Counters: calls, calls per algorithm, rejected calls, yields spent leaving calls
+    /// after CPU-mates.
     #[pyo3(name = "_stats")]
     fn stats<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let comm = self.comm(py)?;
         let d = PyDict::new(py);
         d.set_item("calls", comm.stats().calls)?;
         d.set_item("rejected", comm.stats().rejected)?;
+        d.set_item("leave_yields", comm.stats().leave_yields)?;
         for a in shmcoll_coll::Algo::ALL {
             d.set_item(a.name(), comm.calls_with(a))?;
         }
@@ -995,6 +997,7 @@ impl CommBase {
         d.set_item("timeout_s", c.wait.timeout.as_secs_f64())?;
         d.set_item("spin_us", c.wait.spin.as_secs_f64() * 1e6)?;
         d.set_item("yield_us", c.wait.yield_until.as_secs_f64() * 1e6)?;
+        d.set_item("leave_yields", c.wait.leave_yields)?;
         d.set_item("forced", c.alltoall_forced.describe())?;
         d.set_item("segment_bytes", comm.segment().len())?;
         Ok(d)

@@ -32,6 +32,9 @@ pub enum Line {
     /// Bytes of streamed payloads this rank has published, over the communicator's life
     /// (a one-sided Bcast's root copies its payload in chunks after it arrived).
     Progress = 5,
+    /// Sequence number of the last call this rank has left; written only by ranks that
+    /// share their CPU with another rank (see shmcoll-coll's leave_order.rs).
+    Left = 6,
 }
 
 impl Line {

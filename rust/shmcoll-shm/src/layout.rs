@@ -20,7 +20,7 @@ pub const LINE: usize = 128;
 /// Bytes between two per-pair ring counters.
 pub const COUNTER_STRIDE: usize = 64;
 /// Control lines per rank.
-pub const LINES_PER_RANK: usize = 6;
+pub const LINES_PER_RANK: usize = 7;
 /// Fixed part of a call descriptor; the variable part holds 4 arrays of `nranks` u64.
 pub const DESC_FIXED: usize = 256;
 /// First bytes of the segment.

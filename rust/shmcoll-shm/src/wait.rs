@@ -50,6 +50,9 @@ pub struct WaitConfig {
     pub timeout: Duration,
     /// How often the slow phases check peers' health and the deadline.
     pub check_every: Duration,
+    /// Yields a rank leaving a call spends letting the ranks that share its CPU and
+    /// arrived before it leave first (0: leave at once; see shmcoll-coll's leave_order.rs).
+    pub leave_yields: u32,
 }
 
 impl WaitConfig {
@@ -68,6 +71,7 @@ impl WaitConfig {
             yield_until: Duration::from_millis(5),
             timeout: Duration::from_secs(60),
             check_every: Duration::from_millis(1),
+            leave_yields: 4,
         }
     }
 }
