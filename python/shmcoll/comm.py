@@ -367,7 +367,8 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
         return None if c is None else Choice(*c)
 
     def stats(self) -> dict[str, int]:
-        """Calls so far, per algorithm, and rejected calls."""
+        """Calls so far, per algorithm, rejected calls, and the yields spent letting
+        CPU-mates that arrived first leave a call first (``leave_yields``)."""
         return dict(self._stats())
 
     def config(self) -> dict[str, Any]:

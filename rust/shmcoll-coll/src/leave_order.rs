@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use shmcoll_shm::{Line, Segment};
+use shmcoll_shm::{shares_cpu, Line, Segment};
 
 /// The ranks bound to this rank's CPU, and which of them were ahead of it in this call.
 #[derive(Debug, Default)]
@@ -38,16 +38,10 @@ pub(crate) struct CpuMates {
 impl CpuMates {
     /// The mates of `me`; every rank's CPU must be published (it is after the handshake).
     pub(crate) fn of(seg: &Segment, me: usize) -> CpuMates {
-        let cpu = |r: usize| seg.cpu_of(r).load(Ordering::Relaxed);
-        let mine = cpu(me);
-        let mates = if mine == 0 {
-            Vec::new() // not bound to one CPU
-        } else {
-            (0..seg.layout().sizes.nranks)
-                .filter(|&r| r != me && cpu(r) == mine)
-                .take(64) // the width of `ahead`
-                .collect()
-        };
+        let mates = (0..seg.layout().sizes.nranks)
+            .filter(|&r| shares_cpu(seg, me, r))
+            .take(64) // the width of `ahead`
+            .collect();
         CpuMates {
             mates,
             ahead: AtomicU64::new(0),

@@ -253,8 +253,8 @@ fn spin_phase(start: Instant, spin: Duration, ready: &mut impl FnMut() -> bool) 
     }
 }
 
-/// Whether ranks `a` and `b` are bound to the same single CPU.
-fn shares_cpu(seg: &Segment, a: usize, b: usize) -> bool {
+/// Whether ranks `a` and `b` (distinct) are bound to the same single CPU.
+pub fn shares_cpu(seg: &Segment, a: usize, b: usize) -> bool {
     let ca = seg.cpu_of(a).load(Ordering::Relaxed);
     ca != 0 && a != b && ca == seg.cpu_of(b).load(Ordering::Relaxed)
 }
