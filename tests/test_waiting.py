@@ -90,3 +90,30 @@ def test_ranks_sharing_a_cpu_leave_in_arrival_order(setting: str | None) -> None
         assert yields == 0
     else:
         assert yields > 0, "no rank let a CPU-mate that arrived first leave first"
+
+
+def _leave_yields_over_barriers(calls: int) -> int:
+    comm = shmcoll.Comm()
+    before = comm.stats()["leave_yields"]
+    for k in range(calls):
+        if k % comm.size == comm.rank:
+            # Arrive last at every comm.size-th barrier: sleep (a busy wait would keep the
+            # others, which share this CPU, from arriving at all).
+            time.sleep(100e-6)
+        comm.Barrier()
+    return comm.stats()["leave_yields"] - before
+
+
+@pytest.mark.timeout(60)
+def test_a_barrier_releases_ranks_sharing_a_cpu_in_rank_order() -> None:
+    # Three ranks on one CPU, each arriving last at every third barrier. In arrival order
+    # rank 0 would yield to the two ahead of it there; in rank order it never waits, and
+    # the others wait for the lower ranks.
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        yields = run_ranks(3, _leave_yields_over_barriers, 200)
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert yields[0] == 0, f"rank 0 yielded {yields[0]} times leaving barriers"
+    assert yields[1] + yields[2] > 0, "no rank let a lower-ranked CPU-mate leave first"

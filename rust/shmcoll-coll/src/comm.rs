@@ -581,6 +581,7 @@ impl Comm {
         };
         self.publish_arrive(seq, &core, None);
         let r = self.wait_arrivals(seq);
+        self.mates.in_rank_order(); // a barrier's CPU-mates leave in rank order (leave_order.rs)
         self.leave(seq);
         let r = self.poison(r);
         r?;

@@ -14,8 +14,18 @@
 //! had arrived before it has not left yet. The mate was waiting, runs, sees the call
 //! complete and leaves; the later arrival follows one switch later. Measured at 4 ranks on
 //! 2 CPUs against MPICH in the same launch (`shmcoll bench <op> -n 4 -m 8:4K`, medians of
-//! four alternating launches), 8 B to 4 KiB: Bcast 1.82x-1.96x -> 2.98x-3.66x, Allgather
-//! 2.59x-3.19x -> 2.79x-3.62x, Reduce_scatter 2.88x-3.14x -> 3.05x-3.31x.
+//! six alternating launches with `SHMCOLL_LEAVE_YIELDS` 0 and 4), 8 B to 4 KiB: Allgather
+//! 2.62x-3.16x -> 2.71x-3.50x, Reduce_scatter 2.79x-3.02x -> 2.94x-3.25x.
+//!
+//! A barrier is the exception: its CPU-mates leave in rank order. Nobody times a barrier
+//! alone; what it decides is the order in which the next call starts, and arrival order
+//! made that order feed on itself. A barrier's arrival order is the previous call's leave
+//! order, so whichever mate went first kept going first for whole launches. When that was
+//! the root's mate, the 8-byte Bcast after the benchmark's barrier cost the mate two
+//! context switches inside its call (it yields to the root for the payload and gets its
+//! CPU back after the root; 2.5 µs each in this VM): a launch measured 10-12 µs where one
+//! with the root first measured 2-3 µs. Rank order is the same at every barrier, and it
+//! puts rank 0, the usual root, first on its CPU.
 //!
 //! Nothing here is needed for correctness: a rank leaves after at most
 //! `WaitConfig::leave_yields` yields (`SHMCOLL_LEAVE_YIELDS`, default 4: a mate that has
@@ -31,21 +41,37 @@ use shmcoll_shm::{shares_cpu, Line, Segment};
 pub(crate) struct CpuMates {
     /// Empty unless this rank is bound to a CPU that other ranks are bound to.
     mates: Vec<usize>,
-    /// Bit i: `mates[i]` had arrived at the current call before this rank.
+    /// Bit i: `mates[i]` has a lower rank than this one (a barrier's leave order).
+    below: u64,
+    /// Bit i: `mates[i]` is to leave the current call before this rank: it had arrived
+    /// before it (or, in a barrier, it has a lower rank).
     ahead: AtomicU64,
 }
 
 impl CpuMates {
     /// The mates of `me`; every rank's CPU must be published (it is after the handshake).
     pub(crate) fn of(seg: &Segment, me: usize) -> CpuMates {
-        let mates = (0..seg.layout().sizes.nranks)
+        let mates: Vec<usize> = (0..seg.layout().sizes.nranks)
             .filter(|&r| shares_cpu(seg, me, r))
             .take(64) // the width of `ahead`
             .collect();
+        let below = mates
+            .iter()
+            .enumerate()
+            .filter(|&(_, &j)| j < me)
+            .fold(0, |bits, (i, _)| bits | 1 << i);
         CpuMates {
             mates,
+            below,
             ahead: AtomicU64::new(0),
         }
+    }
+
+    /// In place of the arrival snapshot: leave the current call after the mates with lower
+    /// ranks (a barrier; see the module comment).
+    #[inline]
+    pub(crate) fn in_rank_order(&self) {
+        self.ahead.store(self.below, Ordering::Relaxed);
     }
 
     /// Before this rank publishes its arrival at `seq`: note the mates already there.
@@ -161,5 +187,28 @@ mod tests {
         other.arriving(&seg, 7);
         seg.seq(3, Line::Left).store(7, Ordering::Release);
         assert_eq!(other.leave(&seg, 1, 7, 4), 0);
+    }
+
+    #[test]
+    fn in_rank_order_a_rank_waits_for_lower_mates_only() {
+        let seg = segment([1, 1, 1, 2]);
+        // Rank 2 waits for its lower mates, 0 and 1, whether they arrived before it (1) or
+        // not (0); 1 has left, 0 has not.
+        seg.arrive_seq(1, 5).store(5, Ordering::Release);
+        let m2 = CpuMates::of(&seg, 2);
+        m2.arriving(&seg, 5);
+        m2.in_rank_order();
+        seg.seq(1, Line::Left).store(5, Ordering::Release);
+        assert_eq!(m2.leave(&seg, 2, 5, 3), 3); // rank 0 has not left
+        m2.in_rank_order();
+        seg.seq(0, Line::Left).store(5, Ordering::Release);
+        assert_eq!(m2.leave(&seg, 2, 5, 3), 0);
+        // Rank 0 has no lower mate: it leaves at once although ranks 1 and 2 arrived first.
+        seg.arrive_seq(2, 7).store(7, Ordering::Release);
+        seg.arrive_seq(1, 7).store(7, Ordering::Release);
+        let m0 = CpuMates::of(&seg, 0);
+        m0.arriving(&seg, 7);
+        m0.in_rank_order();
+        assert_eq!(m0.leave(&seg, 0, 7, 3), 0);
     }
 }

@@ -259,6 +259,13 @@ pub fn shares_cpu(seg: &Segment, a: usize, b: usize) -> bool {
     ca != 0 && a != b && ca == seg.cpu_of(b).load(Ordering::Relaxed)
 }
 
+/// Whether ranks `a` and `b` are each bound to a single CPU, and not to the same one.
+pub fn bound_apart(seg: &Segment, a: usize, b: usize) -> bool {
+    let ca = seg.cpu_of(a).load(Ordering::Relaxed);
+    let cb = seg.cpu_of(b).load(Ordering::Relaxed);
+    ca != 0 && cb != 0 && ca != cb
+}
+
 /// One futex sleep of at most `max`, unless `ready()` already holds.
 fn sleep_on(seg: &Segment, counter: &AtomicU64, max: Duration, ready: &mut impl FnMut() -> bool) {
     let word = futex_word(counter);
@@ -312,6 +319,23 @@ mod tests {
         });
         assert!(ready);
         assert_eq!(looks, 3);
+    }
+
+    #[test]
+    fn ranks_are_apart_only_when_both_are_bound_to_different_cpus() {
+        let seg = Segment::create(crate::Sizes {
+            nranks: 3,
+            inline_bytes: 4096,
+            staging_bytes: 3 * 4096,
+            heap_bytes: 0,
+        })
+        .unwrap();
+        for (r, cpu) in [1, 2, 0].into_iter().enumerate() {
+            seg.cpu_of(r).store(cpu, Ordering::Relaxed); // CPU + 1; 0: unbound
+        }
+        assert!(bound_apart(&seg, 0, 1));
+        assert!(!bound_apart(&seg, 0, 0));
+        assert!(!bound_apart(&seg, 0, 2) && !bound_apart(&seg, 2, 1));
     }
 
     #[test]
