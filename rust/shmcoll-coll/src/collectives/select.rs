@@ -95,7 +95,15 @@ pub fn model_coll_table(
     // Allreduce ahead to 4 KiB, even at 8 KiB; Reduce_scatter ahead to 8 KiB; Bcast ahead
     // to 16 KiB (15.8-23.3 against 27.0-34.9 µs), even at 32 KiB.
     let share = if oversubscribed { 2 } else { 32 };
-    let limit = (l1 / share / reads_all).max(TINY).min(inline_bytes);
+    let limit = match family {
+        // One-sided and streamed (crate::one_sided): the root leaves once its payload is
+        // out, where direct's round costs a context switch on each CPU, so with more
+        // ranks than CPUs heap buffers too stay inline to the whole inline area (4 ranks
+        // on 2 CPUs, heap buffers, against direct: 32 KiB 4.6 against 15.8 µs, 64 KiB
+        // 10.6 against 20.3). With a CPU each, direct's single copy wins from 16 KiB.
+        CollOp::Bcast if oversubscribed => inline_bytes,
+        _ => (l1 / share / reads_all).max(TINY).min(inline_bytes),
+    };
     // A CMA transfer costs a system call (about a microsecond) per peer and piece, so
     // private buffers stay inline for longer: up to a sixth of L1 per rank. A Bcast's
     // inline payload is one-sided and, above 8 KiB, streamed (crate::one_sided): its two
@@ -210,17 +218,23 @@ mod tests {
         // A core each: a 32nd of L1 of traffic per rank (384 B per rank at 4 ranks).
         assert!(heap_inline(CollOp::Allgather, 384, 4, 4));
         assert!(!heap_inline(CollOp::Allgather, 385, 4, 4));
-        // Two ranks a core: half of L1 (6 KiB per rank at 4 ranks; 24 KiB for a Bcast and
-        // a Reduce_scatter, whose ranks read one contribution's worth).
+        // Two ranks a core: half of L1 (6 KiB per rank at 4 ranks; 24 KiB for a
+        // Reduce_scatter, whose ranks read one contribution's worth).
         for family in [CollOp::Allgather, CollOp::Allreduce] {
             assert!(heap_inline(family, 6 << 10, 4, 2), "{family:?}");
             assert!(!heap_inline(family, (6 << 10) + 1, 4, 2), "{family:?}");
         }
-        for family in [CollOp::Bcast, CollOp::ReduceScatterBlock] {
-            assert!(heap_inline(family, 24 << 10, 4, 2), "{family:?}");
-            assert!(!heap_inline(family, (24 << 10) + 1, 4, 2), "{family:?}");
-        }
-        assert!(!heap_inline(CollOp::Bcast, (24 << 10) + 1, 4, 4));
+        assert!(heap_inline(CollOp::ReduceScatterBlock, 24 << 10, 4, 2));
+        assert!(!heap_inline(
+            CollOp::ReduceScatterBlock,
+            (24 << 10) + 1,
+            4,
+            2
+        ));
+        // A Bcast is one-sided: inline to the whole inline area (64 KiB here).
+        assert!(heap_inline(CollOp::Bcast, 64 << 10, 4, 2));
+        assert!(!heap_inline(CollOp::Bcast, (64 << 10) + 1, 4, 2));
+        assert!(!heap_inline(CollOp::Bcast, (3 << 9) + 1, 4, 4)); // a CPU each: 48 KiB / 32
     }
 
     /// The first algorithm other than `direct` (which serves heap buffers only) for
