@@ -31,10 +31,9 @@
 //! rejected its own arguments (status set) waited for everyone, raised, and is skipped.
 
 use std::sync::atomic::Ordering;
-
-use shmcoll_kernels::Store;
 use std::time::Duration;
 
+use shmcoll_kernels::Store;
 use shmcoll_shm::{bound_apart, wait_counter, Line, WaitConfig};
 
 use crate::collectives::CollOp;

@@ -63,8 +63,9 @@ impl CollTable {
 /// total traffic per rank (half of it with more ranks than CPUs). Allreduce, Reduce,
 /// Allgather and Gather read every rank's contribution on a rank under `inline` (p times
 /// the contribution), so their limit is divided by p; Reduce_scatter reads a block of
-/// each, one contribution's worth. Beyond: `direct` for heap buffers, `inline` for private ones while CMA's system calls cost more than
-/// the second copy, then `cma`, and `staging` where peers' buffers cannot be reached.
+/// each, one contribution's worth. Beyond: `direct` for heap buffers, `inline` for private
+/// ones while CMA's system calls cost more than the second copy, then `cma`, and `staging`
+/// where peers' buffers cannot be reached.
 /// With more ranks than CPUs, private buffers of Bcast and of the reductions take the
 /// pipelined `staging` before `cma` up to a share of the L2 (see below).
 pub fn model_coll_table(
@@ -100,7 +101,9 @@ pub fn model_coll_table(
         // out, where direct's round costs a context switch on each CPU, so with more
         // ranks than CPUs heap buffers too stay inline to the whole inline area (4 ranks
         // on 2 CPUs, heap buffers, against direct: 32 KiB 4.6 against 15.8 µs, 64 KiB
-        // 10.6 against 20.3). With a CPU each, direct's single copy wins from 16 KiB.
+        // 10.6 against 20.3), and private ones too, ahead of CMA and the staging pipeline
+        // (32 and 64 KiB: 16.7-45.5 µs, staging 25.4-48.4, CMA 43.6-58.0). With a CPU
+        // each, direct's single copy wins from 16 KiB.
         CollOp::Bcast if oversubscribed => inline_bytes,
         _ => (l1 / share / reads_all).max(TINY).min(inline_bytes),
     };
@@ -110,11 +113,8 @@ pub fn model_coll_table(
     // copies overlap, which matches the split CMA copy (direct::bcast) up to a third of
     // L1 (2 ranks on 2 CPUs, private buffers, 16 KiB: 6.0-8.1 µs against 6.0-8.2) and
     // loses beyond it (32 KiB: 10.7-13.8 against 9.5-10.5; 64 KiB: 13.4-20.2 against
-    // 11.0-12.0). With more ranks than CPUs it beats both CMA and the staging pipeline
-    // up to the whole inline area (4 ranks on 2 CPUs, 32 and 64 KiB: 16.7-45.5 µs,
-    // staging 25.4-48.4, CMA 43.6-58.0).
+    // 11.0-12.0). (With more ranks than CPUs, `limit` is already the whole inline area.)
     let cma_from = match family {
-        CollOp::Bcast if oversubscribed => inline_bytes,
         CollOp::Bcast => (l1 / 3).max(limit).min(inline_bytes),
         _ => (l1 / 6).max(limit).min(inline_bytes),
     };
