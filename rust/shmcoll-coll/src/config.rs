@@ -43,6 +43,8 @@ pub struct Config {
     pub staging_bytes: usize,
     pub heap_bytes: usize,
     pub chunk_bytes: usize,
+    /// Bytes a rank writes in one call from which `Store::Hybrid` streams: the CPU's cache
+    /// budget shared among the ranks that take turns on it (`hw::nt_threshold_per_rank`).
     pub nt_threshold: usize,
     pub wait: WaitConfig,
     pub alltoall_forced: Forced,
@@ -143,7 +145,7 @@ impl Config {
             chunk_bytes: env_bytes("SHMCOLL_CHUNK_BYTES")?
                 .unwrap_or(64 << 10)
                 .max(64),
-            nt_threshold: hw::nt_threshold(),
+            nt_threshold: hw::nt_threshold_per_rank(nranks),
             wait,
             alltoall_forced: Forced::from_env("SHMCOLL_ALLTOALL")?,
             coll_forced: coll_forced_from_env()?,

@@ -49,19 +49,26 @@ pub fn machine() -> &'static Machine {
     MACHINE.get_or_init(read_machine)
 }
 
-/// Byte count from which `Store::Hybrid` switches a single copy to streaming stores.
+/// Byte count from which `Store::Hybrid` switches a single copy to streaming stores, for
+/// a copy that has its CPU to itself.
 ///
 /// `SHMCOLL_NT_THRESHOLD` (bytes, with optional K/M/G suffix, see [`parse_bytes`]) overrides
 /// the default; it is read once. The default comes from the cache model, see
-/// [`default_nt_threshold`].
+/// [`default_nt_threshold`]. A communicator whose ranks share CPUs uses
+/// [`nt_threshold_per_rank`] instead.
 pub fn nt_threshold() -> usize {
     static T: OnceLock<usize> = OnceLock::new();
-    *T.get_or_init(|| {
-        nt_threshold_from(
-            machine(),
-            std::env::var("SHMCOLL_NT_THRESHOLD").ok().as_deref(),
-        )
-    })
+    *T.get_or_init(|| nt_threshold_from(machine(), nt_threshold_env().as_deref()))
+}
+
+/// The NT threshold of one of `ranks` processes that copy at once on this machine: the
+/// default shared out among the ranks of a CPU, or the override exactly as given.
+pub fn nt_threshold_per_rank(ranks: usize) -> usize {
+    nt_threshold_per_rank_from(machine(), nt_threshold_env().as_deref(), ranks)
+}
+
+fn nt_threshold_env() -> Option<String> {
+    std::env::var("SHMCOLL_NT_THRESHOLD").ok()
 }
 
 /// [`nt_threshold`] as a pure function of the machine and the override string (testable).
@@ -71,13 +78,31 @@ pub fn nt_threshold_from(m: &Machine, env: Option<&str>) -> usize {
         .unwrap_or_else(|| default_nt_threshold(m))
 }
 
-/// Default NT threshold, from a small cache model (at least 1 MiB):
+/// [`nt_threshold_per_rank`] as a pure function. The cache budget is a CPU's, so ranks that
+/// take turns on one CPU split it: at 4 ranks on the 2-CPU Zen 4 VM a rank streams from
+/// 8 MiB. Measured there (4 ranks, heap buffers, `SHMCOLL_NT_THRESHOLD` forced), a Bcast
+/// of 4 MiB, which writes 3 MiB per rank, took 383-394 µs streamed and 128 µs cached; one
+/// of 16 MiB, 12 MiB per rank, 1.1-1.5 ms streamed and 2.4-2.5 ms cached. Never below
+/// 256 KiB, where streaming stores lose everywhere.
+pub fn nt_threshold_per_rank_from(m: &Machine, env: Option<&str>, ranks: usize) -> usize {
+    if let Some(t) = env.and_then(parse_bytes) {
+        return t;
+    }
+    let per_cpu = ranks.max(1).div_ceil(m.logical_cpus.max(1));
+    (default_nt_threshold(m) / per_cpu).max(256 << 10)
+}
+
+/// Default NT threshold of a copy with a CPU to itself, from a small cache model (at least
+/// 1 MiB):
 ///
-/// * the L3 share looks real (at most 8x the L2): half of it, since the destination
-///   competes with the source and with everything else for that share (the Zen 4 VM of
-///   ../shared/BASELINES.md: 32 MiB L3 for 2 cores gives 8 MiB, where its measured
-///   crossover lies between 4 and 16 MiB);
-/// * the L3 share looks absurd (over 8x the L2): the L2. VMs report the host's whole L3
+/// * the L3 share looks real (at most 32x the L2): the share. On the 2-CPU Zen 4 VMs this
+///   project runs on (1 or 2 MiB L2, the CCD's 32 MiB L3 for 2 CPUs: 16 MiB) every core
+///   copies at once in a collective, and the cached copy wins while each writes less than
+///   its share: 2 ranks, heap buffers, an Allgather writing 8 MiB per rank took 214-413 µs
+///   cached and 433-455 streamed, one writing 16 MiB 920-1020 µs streamed and 1075-1555
+///   cached, one writing 4 MiB 70-82 µs cached and 208-223 streamed; an Alltoall writing
+///   2 MiB per rank 43-49 µs cached and 53-102 streamed;
+/// * the L3 share looks absurd (over 32x the L2): the L2. VMs report the host's whole L3
 ///   (this project's 2-vCPU Xeon VM claims 480 MiB shared by 2 CPUs) and share it with
 ///   other tenants, so only the private L2 can be relied on; measured there, streaming
 ///   already wins when a call writes 1-2 MiB per core.
@@ -94,8 +119,8 @@ pub fn default_nt_threshold(m: &Machine) -> usize {
         (0, 0) => UNKNOWN,
         (0, x) => x,
         (x, 0) => x / 2,
-        (s, l2) if s > 8 * l2 => l2,
-        (s, l2) => (s / 2).max(l2),
+        (s, l2) if s > 32 * l2 => l2,
+        (s, l2) => s.max(l2),
     };
     t.max(FLOOR)
 }
@@ -408,24 +433,26 @@ mod tests {
 
     #[test]
     fn threshold_model() {
-        // This VM: 2 MiB L2, "480 MiB" L3 shared by 2: the share is absurd -> the L2.
+        // The Xeon VM: 2 MiB L2, "480 MiB" L3 shared by 2: the share is absurd -> the L2.
         let vm = fake(2 << 20, 480 << 20, 2, 2);
         assert_eq!(vm.l3_share(), 240 << 20);
         assert_eq!(default_nt_threshold(&vm), 2 << 20);
-        // The Zen 4 VM of BASELINES.md: 2 MiB L2, 32 MiB L3 for 2 -> half the share.
+        // The Zen 4 VMs: 2 or 1 MiB L2, the CCD's 32 MiB L3 for 2 -> the 16 MiB share.
+        let zen4 = fake(1 << 20, 32 << 20, 2, 2);
+        assert_eq!(default_nt_threshold(&zen4), 16 << 20);
         assert_eq!(
             default_nt_threshold(&fake(2 << 20, 32 << 20, 2, 2)),
-            8 << 20
+            16 << 20
         );
         // A real 32-core socket: 1 MiB L2, 32 MiB L3 shared by 64 -> share 512 KiB -> L2.
         assert_eq!(
             default_nt_threshold(&fake(1 << 20, 32 << 20, 64, 64)),
             1 << 20
         );
-        // 8 cores sharing 32 MiB, 512 KiB L2 -> share 4 MiB (8x the L2) -> 2 MiB.
+        // 8 cores sharing 32 MiB, 512 KiB L2 -> the 4 MiB share (8x the L2).
         assert_eq!(
             default_nt_threshold(&fake(512 << 10, 32 << 20, 8, 8)),
-            2 << 20
+            4 << 20
         );
         // Unknown sizes.
         assert_eq!(default_nt_threshold(&fake(0, 0, 1, 4)), 8 << 20);
@@ -435,6 +462,24 @@ mod tests {
         assert_eq!(nt_threshold_from(&vm, Some("64K")), 65536);
         assert_eq!(nt_threshold_from(&vm, Some("junk")), 2 << 20);
         assert_eq!(nt_threshold_from(&vm, None), 2 << 20);
+    }
+
+    #[test]
+    fn ranks_sharing_a_cpu_share_its_cache_budget() {
+        let zen4 = fake(1 << 20, 32 << 20, 2, 2);
+        // Up to a rank per CPU each has the whole budget.
+        for ranks in [0, 1, 2] {
+            assert_eq!(nt_threshold_per_rank_from(&zen4, None, ranks), 16 << 20);
+        }
+        // 3 or 4 ranks on 2 CPUs: two take turns on a CPU.
+        assert_eq!(nt_threshold_per_rank_from(&zen4, None, 3), 8 << 20);
+        assert_eq!(nt_threshold_per_rank_from(&zen4, None, 4), 8 << 20);
+        assert_eq!(nt_threshold_per_rank_from(&zen4, None, 16), 2 << 20);
+        // Never below the floor, however many ranks.
+        assert_eq!(nt_threshold_per_rank_from(&zen4, None, 4096), 256 << 10);
+        // An override is taken exactly as given, and a bad one is ignored.
+        assert_eq!(nt_threshold_per_rank_from(&zen4, Some("3M"), 4), 3 << 20);
+        assert_eq!(nt_threshold_per_rank_from(&zen4, Some("x"), 4), 8 << 20);
     }
 
     #[test]
