@@ -61,9 +61,9 @@ impl CollTable {
 /// round; `direct` one copy but a done round (two for in-place Reduce_scatter). While the
 /// copies run from L1 the round dominates: inline up to a 32nd of the L1 data cache of
 /// total traffic per rank (half of it with more ranks than CPUs). Allreduce, Reduce,
-/// Allgather and Gather read every rank's contribution on a rank under `inline` (p times
-/// the contribution), so their limit is divided by p; Reduce_scatter reads a block of
-/// each, one contribution's worth. Beyond: `direct` for heap buffers, `inline` for private
+/// Allgather and Gather read every peer's contribution on a rank under `inline` (p - 1
+/// times the contribution), so their limit is divided by p - 1; Reduce_scatter reads a
+/// block of each, one contribution's worth. Beyond: `direct` for heap buffers, `inline` for private
 /// ones while CMA's system calls cost more than the second copy, then `cma`, and `staging`
 /// where peers' buffers cannot be reached.
 /// With more ranks than CPUs, private buffers of Bcast and of the reductions take the
@@ -77,10 +77,15 @@ pub fn model_coll_table(
 ) -> CollTable {
     let p = p.max(1);
     let l1 = m.l1d_bytes.max(16 << 10);
+    // Counted in contributions read from peers: a rank's own inline copy is still in its
+    // cache. Counting it too (p), inline ended at 6 KiB at 4 ranks on 2 CPUs, where it was
+    // ahead of direct at 8 KiB (heap buffers, three launches each, inline against direct:
+    // Allreduce 8.1-11.7 against 10.7-12.6 µs, Allgather 8.2-8.7 against 8.2-12.1), even at
+    // 16 KiB; at 2 ranks on 2 CPUs the two were even from 512 B to 2 KiB.
     let reads_all = match family {
-        CollOp::Allreduce | CollOp::Reduce => p,
+        CollOp::Allreduce | CollOp::Reduce => p - 1,
         // Every rank receives every contribution.
-        CollOp::Allgather | CollOp::Gather => p,
+        CollOp::Allgather | CollOp::Gather => p - 1,
         // A rank reads only its own block of each contribution: one contribution's worth.
         // Counted as p before, inline ended at 6 KiB at 4 ranks on 2 CPUs, where it was
         // ahead of direct to 32 KiB (heap buffers, 8 KiB: 8.9 against 12.3 µs; 16 KiB: 9.6
@@ -96,6 +101,7 @@ pub fn model_coll_table(
     // Allreduce ahead to 4 KiB, even at 8 KiB; Reduce_scatter ahead to 8 KiB; Bcast ahead
     // to 16 KiB (15.8-23.3 against 27.0-34.9 µs), even at 32 KiB.
     let share = if oversubscribed { 2 } else { 32 };
+    let reads_all = reads_all.max(1);
     let limit = match family {
         // One-sided and streamed (crate::one_sided): the root leaves once its payload is
         // out, where direct's round costs a context switch on each CPU, so with more
@@ -215,14 +221,17 @@ mod tests {
 
     #[test]
     fn oversubscribed_ranks_stay_inline_longer() {
-        // A core each: a 32nd of L1 of traffic per rank (384 B per rank at 4 ranks).
-        assert!(heap_inline(CollOp::Allgather, 384, 4, 4));
-        assert!(!heap_inline(CollOp::Allgather, 385, 4, 4));
-        // Two ranks a core: half of L1 (6 KiB per rank at 4 ranks; 24 KiB for a
-        // Reduce_scatter, whose ranks read one contribution's worth).
+        // A core each: a 32nd of L1 of traffic per rank, read from 3 peers at 4 ranks
+        // (512 B per rank), from 1 at 2 ranks (1.5 KiB).
+        assert!(heap_inline(CollOp::Allgather, 512, 4, 4));
+        assert!(!heap_inline(CollOp::Allgather, 513, 4, 4));
+        assert!(heap_inline(CollOp::Allreduce, 3 << 9, 2, 2));
+        assert!(!heap_inline(CollOp::Allreduce, (3 << 9) + 1, 2, 2));
+        // Two ranks a core: half of L1 (8 KiB per rank from 3 peers at 4 ranks; 24 KiB
+        // for a Reduce_scatter, whose ranks read one contribution's worth).
         for family in [CollOp::Allgather, CollOp::Allreduce] {
-            assert!(heap_inline(family, 6 << 10, 4, 2), "{family:?}");
-            assert!(!heap_inline(family, (6 << 10) + 1, 4, 2), "{family:?}");
+            assert!(heap_inline(family, 8 << 10, 4, 2), "{family:?}");
+            assert!(!heap_inline(family, (8 << 10) + 1, 4, 2), "{family:?}");
         }
         assert!(heap_inline(CollOp::ReduceScatterBlock, 24 << 10, 4, 2));
         assert!(!heap_inline(
