@@ -63,9 +63,9 @@ impl CollTable {
 /// total traffic per rank (half of it with more ranks than CPUs). Allreduce, Reduce,
 /// Allgather and Gather read every peer's contribution on a rank under `inline` (p - 1
 /// times the contribution), so their limit is divided by p - 1; Reduce_scatter reads a
-/// block of each, one contribution's worth. Beyond: `direct` for heap buffers, `inline` for private
-/// ones while CMA's system calls cost more than the second copy, then `cma`, and `staging`
-/// where peers' buffers cannot be reached.
+/// block of each, one contribution's worth. Beyond: `direct` for heap buffers, `inline`
+/// for private ones while CMA's system calls cost more than the second copy, then `cma`,
+/// and `staging` where peers' buffers cannot be reached.
 /// With more ranks than CPUs, private buffers of Bcast and of the reductions take the
 /// pipelined `staging` before `cma` up to a share of the L2 (see below).
 pub fn model_coll_table(
@@ -84,14 +84,15 @@ pub fn model_coll_table(
     // 16 KiB; at 2 ranks on 2 CPUs the two were even from 512 B to 2 KiB.
     let reads_all = match family {
         CollOp::Allreduce | CollOp::Reduce => p - 1,
-        // Every rank receives every contribution.
+        // Every rank receives every peer's contribution.
         CollOp::Allgather | CollOp::Gather => p - 1,
         // A rank reads only its own block of each contribution: one contribution's worth.
         // Counted as p before, inline ended at 6 KiB at 4 ranks on 2 CPUs, where it was
         // ahead of direct to 32 KiB (heap buffers, 8 KiB: 8.9 against 12.3 µs; 16 KiB: 9.6
         // against 12.6).
         _ => 1,
-    };
+    }
+    .max(1);
     use CollAlgo::{Cma, Direct, Inline, Staging};
     let oversubscribed = p > m.logical_cpus.max(1);
     // With more ranks than CPUs a round is a context switch on each CPU (a few µs with
@@ -101,7 +102,6 @@ pub fn model_coll_table(
     // Allreduce ahead to 4 KiB, even at 8 KiB; Reduce_scatter ahead to 8 KiB; Bcast ahead
     // to 16 KiB (15.8-23.3 against 27.0-34.9 µs), even at 32 KiB.
     let share = if oversubscribed { 2 } else { 32 };
-    let reads_all = reads_all.max(1);
     let limit = match family {
         // One-sided and streamed (crate::one_sided): the root leaves once its payload is
         // out, where direct's round costs a context switch on each CPU, so with more
