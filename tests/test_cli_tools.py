@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -448,6 +449,10 @@ def test_bench_copy(tmp_path: Path) -> None:
         assert method in out, method
     m = re.search(r"([\d.]+) GB/s single-core ceiling", out)
     assert m and float(m.group(1)) > 0, out
+    # the node's write ceiling: one CPU, then every usable CPU streaming at once
+    m = re.search(r"1 CPU ([\d.]+) GB/s, (\d+) CPUs at once ([\d.]+) GB/s", out)
+    assert m and float(m.group(1)) > 0 and float(m.group(3)) > 0, out
+    assert int(m.group(2)) == len(os.sched_getaffinity(0)), out
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert [r.split("│")[1].strip() for r in rows] == ["4K", "8K", "16K", "32K", "64K"], out
     for r in rows:

@@ -397,9 +397,11 @@ def info(no_probe: bool) -> None:
     "-i", "reps", type=click.IntRange(1), default=11, show_default=True, help="repetitions per size"
 )
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
-def bench_copy(sizes: str, reps: int, csv_path: str | None) -> None:
-    """Copy kernels (temporal, nt, hybrid) against numpy.copyto, as a share of the ceiling."""
-    from .bench.copy import report
+@click.option("--no-node", is_flag=True, help="skip the node's write ceiling (every CPU at once)")
+def bench_copy(sizes: str, reps: int, csv_path: str | None, no_node: bool) -> None:
+    """Copy kernels (temporal, nt, hybrid) against numpy.copyto, as a share of the ceiling,
+    and the node's write ceiling: what memory takes when every CPU streams at once."""
+    from .bench.copy import node_write_ceilings, report
     from .bench.copy import run as run_copy
 
     try:
@@ -408,6 +410,13 @@ def bench_copy(sizes: str, reps: int, csv_path: str | None) -> None:
         raise click.BadParameter(str(e), param_hint="-m") from e
     rows, ceiling = run_copy(size_list, reps)
     report(rows, ceiling, csv_path)
+    if not no_node:
+        cpus, one, every = node_write_ceilings()
+        click.echo(
+            f"write ceiling (streaming a hot source): 1 CPU {one:.1f} GB/s, "
+            f"{cpus} CPUs at once {every:.1f} GB/s; a collective writing B bytes in all "
+            f"takes at least B / {every:.1f} GB/s"
+        )
 
 
 @bench.command("codec")

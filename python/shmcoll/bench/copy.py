@@ -5,10 +5,19 @@ The ceiling is the best single-core rate of a copy far larger than the caches (6
 streaming or not, which is what memory allows one core; every method at every size is
 reported against it. The source is rewritten before each timed copy (untimed), so that
 each copy reads data just produced, as a collective does.
+
+The write ceiling is what the node's memory takes when every CPU streams at once: each
+thread copies a source hot in its cache (1 MiB) into successive slices of its own 64 MiB
+destination with streaming stores, as a Bcast or an Allgather pushes a hot chunk to
+every destination. A collective that writes B bytes in all (summed over ranks, e.g.
+p * p * block for an out-of-place Allgather) cannot take less than B / that rate: it is
+the floor the large sizes of the 4-rank tables are judged against.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
@@ -47,6 +56,48 @@ def run(sizes: list[int], reps: int = 11) -> tuple[list[dict[str, Any]], float]:
     dst = np.zeros(big, np.uint8)
     ceiling = max(big / _time(m, dst, src, 5) / 1e9 for m in ("temporal", "nt", "numpy.copyto"))
     return rows, ceiling
+
+
+def write_ceiling(threads: int, nbytes: int = 64 << 20, reps: int = 5) -> float:
+    """GB/s written by `threads` threads at once, each streaming a hot 1 MiB source into
+    successive slices of its own `nbytes` destination (see the module docstring). The
+    time is the wall time of all threads together, from one start to the last finish."""
+    piece = 1 << 20
+    nbytes = max(piece, nbytes // piece * piece)
+    # np.full, not np.zeros: the destination's pages are faulted in before the clock runs.
+    bufs = [(np.ones(piece, np.uint8), np.full(nbytes, 7, np.uint8)) for _ in range(threads)]
+    start = threading.Barrier(threads + 1)
+    done = threading.Barrier(threads + 1)
+
+    def stream(src: np.ndarray, dst: np.ndarray) -> None:
+        shmcoll.copy(dst[:piece], src, "nt")  # warm the source and the code path
+        start.wait()
+        for _ in range(reps):
+            for off in range(0, nbytes, piece):
+                shmcoll.copy(dst[off : off + piece], src, "nt")  # releases the GIL
+        done.wait()
+
+    workers = [threading.Thread(target=stream, args=b) for b in bufs]
+    for w in workers:
+        w.start()
+    start.wait()
+    t0 = time.perf_counter()
+    done.wait()
+    wall = time.perf_counter() - t0
+    for w in workers:
+        w.join()
+    for src, dst in bufs:
+        assert np.array_equal(dst[-piece:], src)
+    return threads * reps * nbytes / wall / 1e9
+
+
+def node_write_ceilings() -> tuple[int, float, float]:
+    """(usable CPUs, write ceiling of one CPU, of all of them at once), each the best of
+    three tries (a shared machine only ever slows a try down)."""
+    cpus = len(os.sched_getaffinity(0))
+    one = max(write_ceiling(1) for _ in range(3))
+    every = max(write_ceiling(cpus) for _ in range(3))
+    return cpus, one, every
 
 
 def report(rows: list[dict[str, Any]], ceiling: float, csv_path: str | None = None) -> None:
