@@ -7,9 +7,9 @@ reported against it. The source is rewritten before each timed copy (untimed), s
 each copy reads data just produced, as a collective does.
 
 The write ceiling is what the node's memory takes when every CPU streams at once: each
-thread copies a source hot in its cache (1 MiB) into successive slices of its own 64 MiB
-destination with streaming stores, as a Bcast or an Allgather pushes a hot chunk to
-every destination. A collective that writes B bytes in all (summed over ranks, e.g.
+thread copies a source hot in its cache (4 MiB, in the L3) into successive slices of its
+own 64 MiB destination with streaming stores, as a Bcast or an Allgather pushes a hot
+chunk to every destination. A collective that writes B bytes in all (summed over ranks, e.g.
 p * p * block for an out-of-place Allgather) cannot take less than B / that rate: it is
 the floor the large sizes of the 4-rank tables are judged against.
 """
@@ -59,10 +59,10 @@ def run(sizes: list[int], reps: int = 11) -> tuple[list[dict[str, Any]], float]:
 
 
 def write_ceiling(threads: int, nbytes: int = 64 << 20, reps: int = 5) -> float:
-    """GB/s written by `threads` threads at once, each streaming a hot 1 MiB source into
+    """GB/s written by `threads` threads at once, each streaming a hot 4 MiB source into
     successive slices of its own `nbytes` destination (see the module docstring). The
     time is the wall time of all threads together, from one start to the last finish."""
-    piece = 1 << 20
+    piece = 4 << 20  # few enough GIL handoffs between the copies to be noise
     nbytes = max(piece, nbytes // piece * piece)
     # np.full, not np.zeros: the destination's pages are faulted in before the clock runs.
     bufs = [(np.ones(piece, np.uint8), np.full(nbytes, 7, np.uint8)) for _ in range(threads)]

@@ -24,6 +24,15 @@ from .stats import Summary
 
 MAX_INTERLEAVED = 6
 
+# The first measurement of a process warms up this many times longer. The launch's first
+# tens of milliseconds run slower with ranks sharing CPUs (processes finishing their
+# start-up, the scheduler settling), and without it the first size carried them: at 4
+# ranks on 2 CPUs, 8-byte calls first in the launch took 5.9-8.4 µs against 4.7-5.5 from
+# the second size on, or with ten times the warm-up (`shmcoll bench allreduce -n 4 -m
+# 8:64`, several launches). MPI's calls get the same warm-up.
+LAUNCH_WARMUP_FACTOR = 10
+_launch_warmed = False
+
 
 @dataclass
 class Variant:
@@ -66,7 +75,13 @@ def measure(
 
     Up to `MAX_INTERLEAVED` variants run in interleaved rounds; beyond that (e.g. every
     forced variant) they run one after the other, so that only one holds buffers at a time.
+    The first call in a process warms up `LAUNCH_WARMUP_FACTOR` times longer. Every rank
+    makes the same calls, so every rank agrees on the count.
     """
+    global _launch_warmed
+    if not _launch_warmed:
+        _launch_warmed = True
+        warmup *= LAUNCH_WARMUP_FACTOR
     if interleave is None:
         interleave = len(variants) <= MAX_INTERLEAVED
     if not interleave and len(variants) > 1:
