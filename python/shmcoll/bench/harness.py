@@ -28,8 +28,9 @@ MAX_INTERLEAVED = 6
 # tens of milliseconds run slower with ranks sharing CPUs (processes finishing their
 # start-up, the scheduler settling), and without it the first size carried them: at 4
 # ranks on 2 CPUs, 8-byte calls first in the launch took 5.9-8.4 µs against 4.7-5.5 from
-# the second size on, or with ten times the warm-up (`shmcoll bench allreduce -n 4 -m
-# 8:64`, several launches). MPI's calls get the same warm-up.
+# the second size on (`shmcoll bench allreduce -n 4 -m 8:64`, five launches); with this,
+# 5.0-5.9 in ten launches of the four operations, one Allgather launch still at 8.4.
+# MPI's calls get the same warm-up.
 LAUNCH_WARMUP_FACTOR = 10
 _launch_warmed = False
 
