@@ -8,10 +8,11 @@ each copy reads data just produced, as a collective does.
 
 The write ceiling is what the node's memory takes when every CPU streams at once: each
 thread copies a source hot in its cache (4 MiB, in the L3) into successive slices of its
-own 64 MiB destination with streaming stores, as a Bcast or an Allgather pushes a hot
-chunk to every destination. A collective that writes B bytes in all (summed over ranks, e.g.
-p * p * block for an out-of-place Allgather) cannot take less than B / that rate: it is
-the floor the large sizes of the 4-rank tables are judged against.
+own destination (64 MiB; down to 16 MiB on a node with many CPUs) with streaming stores,
+as a Bcast or an Allgather pushes a hot chunk to every destination. A collective that
+writes B bytes in all (summed over ranks, e.g. p * p * block for an out-of-place
+Allgather) cannot take less than B / that rate: it is the floor the large sizes of the
+4-rank tables are judged against.
 """
 
 from __future__ import annotations
@@ -95,8 +96,11 @@ def node_write_ceilings() -> tuple[int, float, float]:
     """(usable CPUs, write ceiling of one CPU, of all of them at once), each the best of
     three tries (a shared machine only ever slows a try down)."""
     cpus = len(os.sched_getaffinity(0))
-    one = max(write_ceiling(1) for _ in range(3))
-    every = max(write_ceiling(cpus) for _ in range(3))
+    # 64 MiB a thread, less on a large node so that the whole stays near 2 GiB; 16 MiB
+    # still outgrows any one core's share of the last-level cache.
+    per_thread = min(64 << 20, max(16 << 20, (2 << 30) // cpus))
+    one = max(write_ceiling(1, per_thread) for _ in range(3))
+    every = max(write_ceiling(cpus, per_thread) for _ in range(3))
     return cpus, one, every
 
 
