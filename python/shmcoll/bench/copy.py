@@ -12,7 +12,9 @@ own destination (64 MiB; down to 16 MiB on a node with many CPUs) with streaming
 as a Bcast or an Allgather pushes a hot chunk to every destination. A collective that
 writes B bytes in all (summed over ranks, e.g. p * p * block for an out-of-place
 Allgather) cannot take less than B / that rate: it is the floor the large sizes of the
-4-rank tables are judged against.
+4-rank tables are judged against. It differs from `bench.alltoall.nt_ceiling` on purpose:
+that one has every rank of a launch copy 64 MiB from memory, so reads share its traffic,
+as an Alltoall's do; this one needs no launch and reads from cache.
 """
 
 from __future__ import annotations
