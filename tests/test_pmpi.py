@@ -346,6 +346,26 @@ def test_the_other_collectives_under_open_mpi(openmpi: Mpi) -> None:
     assert stats(p.stderr)[(0, "MPI_Allreduce")]["reduction"] == 2
 
 
+def test_the_bench_launcher_binds_open_mpi_ranks_round_robin(openmpi: Mpi) -> None:
+    # `shmcoll bench` under Open MPI, oversubscribed: each rank bound from the start to one
+    # CPU, dealt round-robin as MPICH's Hydra and shmcoll's own launcher deal them.
+    from shmcoll.cli import _mpiexec_command
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < (os.cpu_count() or 1):
+        pytest.skip("this process is already confined to some CPUs")
+    n = len(cpus) + 1
+    cmd, env = _mpiexec_command(n, openmpi.mpiexec)
+    show = 'echo "$OMPI_COMM_WORLD_RANK $(grep Cpus_allowed_list /proc/self/status)"'
+    p = subprocess.run(
+        [*cmd, "sh", "-c", show], env=subprocess_env({**env, **openmpi.env}),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = {int(line.split()[0]): line.split()[-1] for line in p.stdout.splitlines() if line.strip()}
+    assert got == {r: str(cpus[r % len(cpus)]) for r in range(n)}, p.stdout
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_alltoall_check_under_open_mpi(openmpi: Mpi, n: int) -> None:
     p = openmpi.run(n, openmpi.compile("alltoall_check"))

@@ -29,6 +29,8 @@ def _mpi_available(mpiexec: str | None = None) -> bool:
 
 def _mpiexec_command(n: int, mpiexec: str = "mpiexec") -> tuple[list[str], dict[str, str]]:
     """mpiexec and its flags for `n` ranks, and the environment it needs."""
+    from .binding import mpiexec_bind_flags
+
     env = dict(os.environ)
     cmd = [mpiexec]
     try:
@@ -37,11 +39,16 @@ def _mpiexec_command(n: int, mpiexec: str = "mpiexec") -> tuple[list[str], dict[
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         version = ""
+    flavour = "mpich"
     if "Open MPI" in version or "OpenRTE" in version or "PRRTE" in version:
+        flavour = "openmpi"
         cmd.append("--oversubscribe")
         if os.geteuid() == 0:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    # Bound from the start, oversubscribed ranks skip the transient of being bound late
+    # by the Comm (see shmcoll.binding); MPI's ranks in the same launch are bound alike.
+    cmd += mpiexec_bind_flags(flavour, n)
     cmd += ["-n", str(n)]
     return cmd, env
 

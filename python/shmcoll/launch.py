@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from . import _core
+from .binding import children_bound_to, launch_cpus
 from .comm import ENV_RANK, ENV_SEGMENT, ENV_SIZE
 from .errors import ArgumentError, SpawnError
 
@@ -67,6 +68,7 @@ def spawn(
         raise ArgumentError("spawn needs at least one rank")
     method = start_method or os.environ.get("SHMCOLL_START_METHOD", "spawn")
     ctx: Any = mp.get_context(method)  # a context of any method has .Process and .Pipe
+    cpus = launch_cpus(n)
     seg = _core.SegmentHandle(n)
     procs: list[Any] = []
     conns: list[Connection] = []
@@ -75,7 +77,8 @@ def spawn(
         for r in range(n):
             parent, child = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_child, args=(r, n, seg.name, fn, args, kwargs, child), daemon=True)
-            p.start()
+            with children_bound_to(None if cpus is None else cpus[r]):
+                p.start()
             child.close()
             procs.append(p)
             conns.append(parent)
@@ -127,13 +130,15 @@ def run(n: int, argv: Sequence[str], *, timeout: float | None = None) -> int:
     exit code. A rank that fails makes the others raise (dead peer) rather than hang."""
     if n < 1:
         raise ArgumentError("run needs at least one rank")
+    cpus = launch_cpus(n)
     seg = _core.SegmentHandle(n)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for r in range(n):
             env = dict(os.environ)
             env.update(rank_env(seg.name, r, n))
-            procs.append(subprocess.Popen([sys.executable, *argv], env=env))
+            with children_bound_to(None if cpus is None else cpus[r]):
+                procs.append(subprocess.Popen([sys.executable, *argv], env=env))
         deadline = None if timeout is None else time.monotonic() + timeout
         codes: list[int | None] = [None] * n
         while any(c is None for c in codes):
