@@ -8,6 +8,9 @@
 # LAUNCHES=k repeats every launch k times (files <op>-<mpi>-np<n>-l<i>.csv, the operations
 # taking turns so that a noisy minute of a shared machine falls on all of them), and
 # `python bench/tables_md.py bench/results/*-l*.csv` gives the medians over launches.
+# Before every launch `shmcoll bench machine` records what the machine allowed that minute
+# (<out>.machine.json: handoff, cache-line trip, write ceiling), from which tables_md.py
+# gives each launch's floor: on a shared VM those move by half within minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
@@ -31,6 +34,7 @@ for mpi in $MPIS; do
                 [ "$LAUNCHES" = 1 ] || out="$out-l$launch"
                 extra=()
                 [ "$op" = alltoall ] && extra=(--json "$out.json")
+                "$venv/bin/shmcoll" bench machine --json "$out.machine.json"
                 PATH="$PWD/$venv/bin:$PATH" "$venv/bin/shmcoll" bench "$op" -n "$n" -m 8:16M -c \
                     --csv "$out.csv" "${extra[@]}" "$@"
             done

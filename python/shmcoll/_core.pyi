@@ -38,6 +38,7 @@ __all__ = [
     "mpc_header",
     "mpc_max_compressed_size",
     "per_rank_spec",
+    "ping_pong",
     "reduction_supported",
     "register_mpi",
     "resolve",
@@ -408,6 +409,10 @@ def copy(dst: Any, src: Any, store: str = "auto") -> None:
 
 def machine() -> dict[str, Any]:
     """Hardware as shmcoll sees it."""
+
+def ping_pong(word: Any, me: int, first: int, rounds: int, yield_cpu: bool, timeout_s: float = 10.0) -> float:
+    """One side of the machine probe's ping-pong on a shared 8-byte word, rounds
+    `first..first + rounds`; this side's seconds."""
 
 def settings() -> list[tuple[str, str]]:
     """(environment variable, meaning) of every setting."""

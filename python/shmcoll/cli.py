@@ -426,6 +426,26 @@ def bench_copy(sizes: str, reps: int, csv_path: str | None, no_node: bool) -> No
         )
 
 
+@bench.command("machine")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="also write the results as JSON")
+def bench_machine(json_path: str | None) -> None:
+    """What this machine allows a collective now: the handoff between two processes on one
+    CPU, a cache line's trip between CPUs, and the node's write ceiling (the floors of the
+    bench tables; run it alone, not inside a launch)."""
+    from .bench.machine_state import measure
+
+    st = measure()
+    line = "one CPU only" if st.line_ns is None else f"{st.line_ns:.0f} ns one way"
+    click.echo(
+        f"handoff between two processes on one CPU: {st.handoff_us:.2f} µs; "
+        f"cache line between CPUs: {line}; write ceiling: 1 CPU {st.write_1cpu_gbs:.1f} GB/s, "
+        f"{st.cpus} CPUs at once {st.write_all_gbs:.1f} GB/s"
+    )
+    if json_path:
+        with open(json_path, "w") as f:
+            f.write(st.to_json() + "\n")
+
+
 @bench.command("codec")
 @click.option("-m", "size", default="64M", show_default=True, help="input bytes per codec")
 @click.option(

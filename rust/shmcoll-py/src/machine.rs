@@ -3,8 +3,15 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use shmcoll_coll::{Algo, Order, Store};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use shmcoll_coll::{Algo, Error, Order, Store};
 use shmcoll_kernels::hw;
+use shmcoll_shm::probe;
+
+use crate::buffer::{BorrowError, Borrowed};
+use crate::errors::to_py;
 
 /// Hardware as shmcoll sees it.
 #[pyfunction]
@@ -45,4 +52,47 @@ pub fn algorithms() -> (
         Order::ALL.iter().map(|o| o.name()).collect(),
         Store::ALL.iter().map(|s| s.name()).collect(),
     )
+}
+
+/// One side of the machine probe's ping-pong (`shmcoll.bench.machine_state`): `word` is a
+/// writable buffer of at least 8 bytes, 8-aligned, that both processes map (an anonymous
+/// shared mmap made before fork); `me` is 0 or 1; rounds `first..first + rounds`.
+/// Returns this side's seconds, the GIL released.
+#[pyfunction]
+#[pyo3(signature = (word, me, first, rounds, yield_cpu, timeout_s=10.0))]
+#[allow(clippy::too_many_arguments)]
+pub fn ping_pong(
+    py: Python<'_>,
+    word: &Bound<'_, PyAny>,
+    me: u64,
+    first: u64,
+    rounds: u64,
+    yield_cpu: bool,
+    timeout_s: f64,
+) -> PyResult<f64> {
+    let bad = |m: &str| to_py(py, Error::InvalidArgument(m.into()));
+    if me > 1 {
+        return Err(bad("me must be 0 or 1"));
+    }
+    if !(timeout_s.is_finite() && timeout_s > 0.0) {
+        return Err(bad("timeout_s must be a positive number of seconds"));
+    }
+    let b = Borrowed::new(word, true, "probe word").map_err(|e| match e {
+        BorrowError::Python(pe) => pe,
+        BorrowError::Shm(e) => to_py(py, e),
+    })?;
+    let raw = b.raw();
+    if raw.len < 8 || raw.addr % std::mem::align_of::<AtomicU64>() != 0 {
+        return Err(bad("the probe word needs 8 writable, 8-aligned bytes"));
+    }
+    // SAFETY: the view `b` keeps the 8 aligned bytes valid (and the exporter alive) until
+    // it drops at the end of this function, after the last use of `w`; AtomicU64 has the
+    // size and alignment of u64, and every access to the word (here and in the peer
+    // process) is atomic.
+    let w = unsafe { &*(raw.addr as *const AtomicU64) };
+    let timeout = Duration::from_secs_f64(timeout_s);
+    let took = py
+        .detach(|| probe::ping_pong(w, me, first, rounds, yield_cpu, timeout))
+        .map_err(|e| to_py(py, Error::Shm(e)))?;
+    Ok(took.as_secs_f64())
 }

@@ -10,6 +10,7 @@ pub mod handshake;
 pub mod heap;
 pub mod layout;
 pub mod placement;
+pub mod probe;
 pub mod segment;
 pub mod shared_arena;
 pub mod wait;
