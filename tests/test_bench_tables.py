@@ -57,13 +57,14 @@ def test_launches_are_combined_by_medians_of_same_launch_ratios(tmp_path: Path) 
 
 def test_machine_records_add_each_launchs_floor_and_mpi_over_floor(tmp_path: Path) -> None:
     # Two launches at 4 ranks on 2 CPUs, handoff 2 and 3 µs: floors 4 and 6 µs at 8 B (two
-    # handoffs per CPU); at 16 MiB the writes (64 MiB at 32 and 16 GB/s) are the floor.
+    # handoffs per CPU); at 16 MiB the writes (64 MiB, 16 of which the caches hold, at 32
+    # and 16 GB/s) are the floor.
     big = 16 << 20
     for i, (handoff, gbs, mpi) in enumerate([(2.0, 32.0, 20.0), (3.0, 16.0, 30.0)]):
         _csv(tmp_path / f"l{i}.csv", [(8, "MPICH", mpi), (8, "shmcoll heap", 5.0),
                                       (big, "MPICH", 8000.0), (big, "shmcoll heap", 5000.0)])  # fmt: skip
         state = {"cpus": 2, "handoff_us": handoff, "line_ns": 50.0, "write_1cpu_gbs": gbs,
-                 "write_all_gbs": gbs, "when": "t"}  # fmt: skip
+                 "write_all_gbs": gbs, "when": "t", "cache_bytes": 16 << 20}  # fmt: skip
         (tmp_path / f"l{i}.machine.json").write_text(json.dumps(state))
     md = tables_md.render(sorted(tmp_path.glob("l*.csv")))
     assert "Machine before each launch: handoff 2.00-3.00 µs, cache line 50 ns one way" in md
@@ -71,7 +72,7 @@ def test_machine_records_add_each_launchs_floor_and_mpi_over_floor(tmp_path: Pat
     rows = _table_rows(md)
     # 8 B: floors 4 and 6 (median 5); MPI/floor 20/4 = 5 and 30/6 = 5
     assert rows["8"][:4] == ["25.00", "5.00", "5.00x", "5.00-5.00x"]
-    w1, w2 = (64 << 20) / 32e9 * 1e6, (64 << 20) / 16e9 * 1e6
+    w1, w2 = (48 << 20) / 32e9 * 1e6, (48 << 20) / 16e9 * 1e6
     assert rows["16M"][1] == f"{(w1 + w2) / 2:.2f}"
     assert rows["16M"][3] == f"{8000 / w2:.2f}-{8000 / w1:.2f}x"
     # Without a record for every launch the table has no floor columns.

@@ -19,8 +19,9 @@ from shmcoll.errors import ArgumentError, BadBufferError, ShmcollTimeoutError
 pytestmark = pytest.mark.timeout(120)
 
 STATE = ms.MachineState(
-    cpus=2, handoff_us=2.0, line_ns=50.0, write_1cpu_gbs=25.0, write_all_gbs=50.0, when="now"
-)
+    cpus=2, handoff_us=2.0, line_ns=50.0, write_1cpu_gbs=25.0, write_all_gbs=50.0, when="now",
+    cache_bytes=32 << 20,
+)  # fmt: skip
 
 
 def test_ping_pongs_measure_a_positive_handoff_on_one_cpu_and_between_two() -> None:
@@ -38,6 +39,7 @@ def test_measure_fills_every_field_and_round_trips_through_json() -> None:
     st = ms.measure(tries=1, handoff_rounds=500, line_rounds=2000)
     assert st.cpus == len(os.sched_getaffinity(0))
     assert st.handoff_us > 0 and st.write_1cpu_gbs > 0 and st.write_all_gbs > 0
+    assert st.cache_bytes > 0
     assert (st.line_ns is None) == (st.cpus == 1)
     assert ms.MachineState.from_dict(json.loads(st.to_json())) == st
 
@@ -86,8 +88,10 @@ def test_the_floor_is_the_larger_of_synchronising_and_writing() -> None:
     assert ms.sync_floor_us(2, STATE) == pytest.approx(0.1)
     assert ms.sync_floor_us(1, STATE) == 0.0
     assert ms.floor_us("allreduce", 8, 4, STATE) == pytest.approx(4.0)
-    # 16 MiB per rank at 4 ranks: 256 MiB at 50 GB/s.
-    assert ms.floor_us("allgather", 16 << 20, 4, STATE) == pytest.approx((256 << 20) / 50e9 * 1e6)
+    # 16 MiB per rank at 4 ranks: 256 MiB written, of which the caches hold 32 MiB.
+    assert ms.floor_us("allgather", 16 << 20, 4, STATE) == pytest.approx((224 << 20) / 50e9 * 1e6)
+    # 1 MiB per rank: 16 MiB, all of which the caches can hold: synchronising is the floor.
+    assert ms.floor_us("allgather", 1 << 20, 4, STATE) == pytest.approx(4.0)
 
 
 def test_the_cli_prints_and_writes_the_record(tmp_path) -> None:  # type: ignore[no-untyped-def]
