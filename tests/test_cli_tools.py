@@ -516,6 +516,7 @@ COMMANDS = [
     ["bench"],
     ["bench", "alltoall"],
     ["bench", "copy"],
+    ["bench", "machine"],
     ["bench", "codec"],
     *[["bench", op] for op in ("allreduce", "allgather", "bcast", "reduce_scatter")],
     *[["bench", op] for op in ("reduce", "gather", "scatter", "barrier")],
