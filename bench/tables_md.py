@@ -101,22 +101,22 @@ def render_group(key: tuple[str, str, str], labels: list[str], launches: list[La
     mine = labels[1:]
     many = len(launches) > 1
     known = [s for s in states or [] if s is not None]
-    floors = bool(known) and len(known) == len(launches)
+    with_floors = bool(known) and len(known) == len(launches)
     title = f"### {op}, {peer}, {nranks} ranks"
     if many:
         title += f" (medians of {len(launches)} launches)"
     head = f"| bytes | {peer} µs |"
     rule = "|---:|---:|"
-    if floors:
+    if with_floors:
         head += " floor µs | MPI/floor |" + (" launches |" if many else "")
         rule += "---:|---:|" + ("---:|" if many else "")
     head += "".join(f" {m} µs | ratio |" + (" launches |" if many else "") for m in mine)
     rule += ("---:|---:|---:|" if many else "---:|---:|") * len(mine)
-    out = [title, ""] + ([machine_line(known), ""] if floors else []) + [head, rule]
+    out = [title, ""] + ([machine_line(known), ""] if with_floors else []) + [head, rule]
     for size in sorted({s for launch in launches for s in launch}):
         refs = [v for launch in launches if (v := launch.get(size, {}).get(peer))]
         cells = [fmt_size(size), f"{statistics.median(refs):.2f}" if refs else "error"]
-        if floors:
+        if with_floors:
             cells += floor_cells(op, int(nranks), size, peer, launches, known, many)
         for m in mine:
             times = [v for launch in launches if (v := launch.get(size, {}).get(m))]

@@ -69,6 +69,12 @@ class MachineState:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
+def _play(word: np.ndarray, me: int, rounds: int, yield_cpu: bool) -> float:
+    """One side: the untimed warm-up, then `rounds` timed rounds (seconds)."""
+    _core.ping_pong(word, me, 0, WARMUP_ROUNDS, yield_cpu)
+    return _core.ping_pong(word, me, WARMUP_ROUNDS, rounds, yield_cpu)
+
+
 def ping_pong(cpu0: int, cpu1: int, rounds: int, yield_cpu: bool) -> float:
     """Seconds per one-way handoff between this process on `cpu0` and a forked child on
     `cpu1` (the same CPU for a yield handoff), over `rounds` round trips."""
@@ -82,16 +88,14 @@ def ping_pong(cpu0: int, cpu1: int, rounds: int, yield_cpu: bool) -> float:
         code = 1
         try:
             os.sched_setaffinity(0, {cpu1})
-            _core.ping_pong(word, 1, 0, WARMUP_ROUNDS, yield_cpu)
-            _core.ping_pong(word, 1, WARMUP_ROUNDS, rounds, yield_cpu)
+            _play(word, 1, rounds, yield_cpu)
             code = 0
         finally:
             os._exit(code)
     before = os.sched_getaffinity(0)
     try:
         os.sched_setaffinity(0, {cpu0})
-        _core.ping_pong(word, 0, 0, WARMUP_ROUNDS, yield_cpu)
-        took = _core.ping_pong(word, 0, WARMUP_ROUNDS, rounds, yield_cpu)
+        took = _play(word, 0, rounds, yield_cpu)
     finally:
         os.sched_setaffinity(0, before)
         _, status = os.waitpid(pid, 0)

@@ -165,6 +165,19 @@ pub enum BorrowError {
     Shm(Error),
 }
 
+/// [`Borrowed::new`] with its error as the Python exception the caller raises.
+pub fn borrow(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    writable: bool,
+    what: &str,
+) -> PyResult<Borrowed> {
+    Borrowed::new(obj, writable, what).map_err(|e| match e {
+        BorrowError::Python(pe) => pe,
+        BorrowError::Shm(e) => crate::errors::to_py(py, e),
+    })
+}
+
 /// Borrow `obj`'s buffer for the duration of the call (kept in `held`).
 pub fn hold(
     held: &mut Vec<Borrowed>,

@@ -9,23 +9,11 @@ use pyo3::types::PyBytes;
 
 use shmcoll_codec::{bq::Bq, cast, mpc, CodecError};
 
-use crate::buffer::{BorrowError, Borrowed};
-use crate::errors::{codec_to_py, to_py};
+use crate::buffer::{borrow, Borrowed};
+use crate::errors::codec_to_py;
 
 /// Inputs at least this large are coded with the GIL released.
 const DETACH_BYTES: usize = 1 << 16;
-
-fn borrow(
-    py: Python<'_>,
-    obj: &Bound<'_, PyAny>,
-    writable: bool,
-    what: &str,
-) -> PyResult<Borrowed> {
-    Borrowed::new(obj, writable, what).map_err(|e| match e {
-        BorrowError::Python(pe) => pe,
-        BorrowError::Shm(e) => to_py(py, e),
-    })
-}
 
 /// A borrowed buffer seen as `len` elements of `size` bytes at `addr`: checked for size
 /// and alignment, so that slices of `T` can be built on it.

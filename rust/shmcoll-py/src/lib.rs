@@ -22,7 +22,6 @@ mod vector_spec;
 
 use pyo3::prelude::*;
 
-use buffer::{BorrowError, Borrowed};
 use errors::to_py;
 use shmcoll_coll::Error;
 use shmcoll_kernels::Store;
@@ -50,14 +49,8 @@ fn copy(
             )
         })?
     };
-    let get = |o: &Bound<'_, PyAny>, w: bool, what: &str| {
-        Borrowed::new(o, w, what).map_err(|e| match e {
-            BorrowError::Python(pe) => pe,
-            BorrowError::Shm(e) => to_py(py, e),
-        })
-    };
-    let d = get(dst, true, "destination")?;
-    let s = get(src, false, "source")?;
+    let d = buffer::borrow(py, dst, true, "destination")?;
+    let s = buffer::borrow(py, src, false, "source")?;
     let (dr, sr) = (d.raw(), s.raw());
     if dr.len != sr.len {
         return Err(to_py(

@@ -10,7 +10,7 @@ use shmcoll_coll::{Algo, Error, Order, Store};
 use shmcoll_kernels::hw;
 use shmcoll_shm::probe;
 
-use crate::buffer::{BorrowError, Borrowed};
+use crate::buffer::borrow;
 use crate::errors::to_py;
 
 /// Hardware as shmcoll sees it.
@@ -77,10 +77,7 @@ pub fn ping_pong(
     if !(timeout_s.is_finite() && timeout_s > 0.0) {
         return Err(bad("timeout_s must be a positive number of seconds"));
     }
-    let b = Borrowed::new(word, true, "probe word").map_err(|e| match e {
-        BorrowError::Python(pe) => pe,
-        BorrowError::Shm(e) => to_py(py, e),
-    })?;
+    let b = borrow(py, word, true, "probe word")?;
     let raw = b.raw();
     if raw.len < 8 || raw.addr % std::mem::align_of::<AtomicU64>() != 0 {
         return Err(bad("the probe word needs 8 writable, 8-aligned bytes"));
