@@ -10,6 +10,7 @@ pub mod comm;
 pub mod config;
 pub mod desc;
 pub mod error;
+pub mod extent;
 mod leave_order;
 mod one_sided;
 pub mod order;

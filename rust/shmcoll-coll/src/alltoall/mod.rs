@@ -4,6 +4,7 @@
 //! (identical on every rank, so that all ranks accept or all reject), selection, then the
 //! algorithm. Nothing is written into a receive buffer before the global checks passed.
 
+mod checks;
 mod cma;
 mod inline;
 mod pull;
@@ -12,14 +13,16 @@ mod settled;
 mod staging;
 
 pub use settled::Settled;
+pub(crate) use checks::check_disjoint;
 
 use crate::comm::Comm;
 use crate::desc::{
     Arr, Desc, DescCore, F_FULL, F_INLINE, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_TINY, F_VECTOR,
     LINE_PAYLOAD, NO_OFFSET, OP_ALLTOALL, OP_ALLTOALLV,
 };
-use crate::error::{Error, Result};
-use crate::registry::{Algo, CallFacts, Choice, Forced};
+use crate::error::Result;
+use crate::extent;
+use crate::registry::{Algo, Choice, Forced};
 use crate::select::select;
 
 /// A buffer as (address, length in bytes), resolved by the bindings.
@@ -45,7 +48,12 @@ impl Blocks<'_> {
     #[inline]
     pub fn block(&self, j: usize) -> (usize, usize) {
         match self {
-            Blocks::Uniform(n) => (j * n, *n),
+            // Saturating: an offset past the address space fails every bounds check
+            // (extent.rs) instead of wrapping to one that passes.
+            Blocks::Uniform(n) => (
+                crate::extent::uniform_offset(j, *n).unwrap_or(usize::MAX),
+                *n,
+            ),
             Blocks::Vector { counts, displs } => (displs[j], counts[j]),
         }
     }
@@ -126,86 +134,7 @@ impl Exchange<'_> {
     }
 }
 
-fn check_blocks(what: &str, blocks: &Blocks, buf: RawBuf, p: usize) -> Result<()> {
-    if let Blocks::Vector { counts, displs } = blocks {
-        if counts.len() != p || displs.len() != p {
-            return Err(Error::InvalidArgument(format!(
-                "{what} counts and displacements need {p} entries each (one per rank), got {} and {}",
-                counts.len(),
-                displs.len()
-            )));
-        }
-    }
-    for j in 0..p {
-        let (off, len) = blocks.block(j);
-        let end = off.checked_add(len);
-        if end.is_none_or(|e| e > buf.len) {
-            return Err(Error::Buffer(format!(
-                "{what} block for rank {j} ({len} bytes at byte offset {off}) ends beyond the {}-byte {what} buffer",
-                buf.len
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Receive blocks must not overlap: two peers would write the same bytes.
-fn check_disjoint(blocks: &Blocks, p: usize) -> Result<()> {
-    if let Blocks::Vector { .. } = blocks {
-        let mut spans: Vec<(usize, usize, usize)> = (0..p)
-            .map(|j| {
-                let (o, l) = blocks.block(j);
-                (o, o + l, j)
-            })
-            .filter(|s| s.1 > s.0)
-            .collect();
-        spans.sort_unstable();
-        for w in spans.windows(2) {
-            if w[1].0 < w[0].1 {
-                return Err(Error::Buffer(format!(
-                    "receive blocks of ranks {} and {} overlap",
-                    w[0].2, w[1].2
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-fn span(blocks: &Blocks, base: usize, p: usize) -> Option<(usize, usize)> {
-    let mut lo = usize::MAX;
-    let mut hi = 0;
-    for j in 0..p {
-        let (o, l) = blocks.block(j);
-        if l > 0 {
-            lo = lo.min(base + o);
-            hi = hi.max(base + o + l);
-        }
-    }
-    (hi > lo).then_some((lo, hi))
-}
-
 impl Comm {
-    fn check_local(&self, c: &AlltoallCall) -> Result<()> {
-        let p = self.size;
-        check_blocks("receive", &c.recv_blocks, c.recv, p)?;
-        check_disjoint(&c.recv_blocks, p)?;
-        if let Some(s) = c.send {
-            check_blocks("send", &c.send_blocks, s, p)?;
-            if let (Some(a), Some(b)) = (
-                span(&c.send_blocks, s.addr, p),
-                span(&c.recv_blocks, c.recv.addr, p),
-            ) {
-                if a.0 < b.1 && b.0 < a.1 {
-                    return Err(Error::Buffer(
-                        "send and receive buffers overlap; pass shmcoll.IN_PLACE as the send buffer for an in-place exchange".into(),
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Alltoall or Alltoallv. `call` is `Err` when the bindings already rejected the
     /// arguments: the error is then announced to the peers (which raise too) and returned.
     pub fn alltoall(&mut self, call: Result<AlltoallCall>) -> Result<Choice> {
@@ -282,7 +211,8 @@ impl Comm {
             core.recv_off = off as u64;
         }
         // Small payloads travel inline; decided from this rank's sizes alone (see select).
-        let send_total: usize = (0..p).map(|j| send_blocks.block(j).1).sum();
+        // The blocks lie in the send buffer (check_local), but may overlap: saturate.
+        let send_total = extent::sum((0..p).map(|j| send_blocks.block(j).1)).unwrap_or(usize::MAX);
         let max_send = (0..p).map(|j| send_blocks.block(j).1).max().unwrap_or(0);
         let want_inline = match forced.algo {
             Some(a) => a == Algo::Inline,
@@ -336,90 +266,14 @@ impl Comm {
             in_place,
             choice,
             cores,
-            recv_total: (0..p).map(|j| recv_blocks.block(j).1).sum(),
+            // Disjoint blocks of the receive buffer (check_local): the sum fits.
+            recv_total: extent::sum((0..p).map(|j| recv_blocks.block(j).1)).unwrap_or(usize::MAX),
         };
         let r = run_choice(self, &x);
         self.scratch = x.cores;
         r?;
         self.record(choice);
         Ok(choice)
-    }
-
-    /// Check that every pair of ranks agrees on block sizes and that forced choices match,
-    /// and that none started a persistent request instead (settled.rs: `extra` is its id,
-    /// 0 in a plain call); gather what selection needs.
-    fn global_facts(
-        &self,
-        seq: u64,
-        cores: &[DescCore],
-        vector: bool,
-        forced: Forced,
-    ) -> Result<CallFacts> {
-        let p = self.size;
-        let parity = (seq & 1) as usize;
-        let enc = forced.encode();
-        let mine = cores[self.rank].extra;
-        if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.extra != mine) {
-            return Err(Error::Mismatch(format!(
-                "rank {j} started persistent request {} where rank {} called {}",
-                c.extra,
-                self.rank,
-                if mine == 0 {
-                    "Alltoall(v)".to_string()
-                } else {
-                    format!("request {mine}")
-                }
-            )));
-        }
-        if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.forced != enc) {
-            return Err(Error::Mismatch(format!(
-                "ranks force different choices: rank {} has {}, rank {j} has {}",
-                self.rank,
-                forced.describe(),
-                Forced::decode(c.forced).describe()
-            )));
-        }
-        let mut max_block = 0usize;
-        if vector {
-            let desc = |j| Desc::slot(&self.seg, j, parity);
-            for i in 0..p {
-                let di = desc(i);
-                for j in 0..p {
-                    let s = di.get(Arr::SendCounts, j);
-                    let r = desc(j).get(Arr::RecvCounts, i);
-                    if s != r {
-                        return Err(Error::Mismatch(format!(
-                            "Alltoallv counts disagree: rank {i} sends {s} bytes to rank {j}, which expects {r} bytes from it"
-                        )));
-                    }
-                    max_block = max_block.max(s);
-                }
-            }
-        } else {
-            let s0 = cores[0].send_bpp;
-            for (j, c) in cores.iter().enumerate() {
-                if c.send_bpp != s0 || c.recv_bpp != s0 {
-                    return Err(Error::Mismatch(format!(
-                        "Alltoall block sizes disagree: rank 0 sends {s0} bytes per rank, rank {j} sends {} and expects {}",
-                        c.send_bpp, c.recv_bpp
-                    )));
-                }
-            }
-            max_block = s0 as usize;
-        }
-        let first = |flag: u32| cores.iter().position(|c| c.flags & flag == 0);
-        Ok(CallFacts {
-            nranks: p,
-            max_block,
-            all_inline_written: cores.iter().all(|c| c.flags & (F_INLINE | F_TINY) != 0),
-            inline_capacity: self.seg.layout().sizes.inline_bytes,
-            all_send_in_heap: first(F_SEND_HEAP).is_none(),
-            all_recv_in_heap: first(F_RECV_HEAP).is_none(),
-            first_send_outside_heap: first(F_SEND_HEAP),
-            first_recv_outside_heap: first(F_RECV_HEAP),
-            in_place: cores.iter().any(|c| c.flags & F_IN_PLACE != 0),
-            cma_ok: self.cma_ok,
-        })
     }
 }
 

@@ -1,6 +1,10 @@
 //! The checks of a collective call: local ones (arguments against this rank's buffers,
 //! before anything is published) and global ones (every rank's descriptor, the same data
 //! on every rank, hence the same verdict everywhere), and the facts selection needs.
+//!
+//! Every size here comes from a caller or from a peer's descriptor, so it is computed
+//! with the checked helpers of crate::extent; the lint below keeps plain arithmetic out.
+#![deny(clippy::arithmetic_side_effects)]
 
 use shmcoll_kernels::reduce::{Dtype, Op};
 
@@ -12,6 +16,7 @@ use crate::desc::{
     F_TINY, F_VECTOR, NO_OFFSET,
 };
 use crate::error::{Error, Result};
+use crate::extent;
 
 pub(super) fn bad(msg: String) -> Error {
     Error::InvalidArgument(msg)
@@ -31,7 +36,13 @@ fn check_len(what: &str, have: usize, want: usize) -> Result<()> {
 }
 
 fn overlaps(a: RawBuf, b: RawBuf) -> bool {
-    a.len > 0 && b.len > 0 && a.addr < b.addr + b.len && b.addr < a.addr + a.len
+    extent::overlap((a.addr, a.len), (b.addr, b.len))
+}
+
+/// The address `off` bytes into a buffer at `addr`, for an offset the bounds checks
+/// already placed inside it (saturating, so that a mistake cannot wrap to a low address).
+fn at(addr: usize, off: usize) -> usize {
+    addr.saturating_add(off)
 }
 
 /// Blocks as a vector of (offset, len), checked against `buf`.
@@ -47,7 +58,7 @@ fn check_blocks(what: &str, blocks: &Blocks, len: usize, p: usize) -> Result<()>
     }
     for j in 0..p {
         let (o, l) = blocks.block(j);
-        if o.checked_add(l).is_none_or(|e| e > len) {
+        if !extent::within(o, l, len) {
             return Err(Error::Buffer(format!(
                 "{what} block of rank {j} ({l} bytes at byte offset {o}) ends beyond the {len}-byte buffer"
             )));
@@ -110,6 +121,7 @@ impl Comm {
                 let r = need(c.recv, "receive buffer", op)?;
                 let bl = blocks.ok_or_else(|| bad("Allgather needs receive blocks".into()))?;
                 check_blocks("receive", &bl, r.len, p)?;
+                crate::alltoall::check_disjoint(&bl, p)?;
                 let (o, l) = bl.block(me);
                 match c.send {
                     Some(s) => {
@@ -124,7 +136,7 @@ impl Comm {
                         }
                         (contrib, clen) = (s.addr, s.len);
                     }
-                    None => (contrib, clen) = (r.addr + o, l),
+                    None => (contrib, clen) = (at(r.addr, o), l),
                 }
                 if let Blocks::Uniform(n) = bl {
                     core.recv_bpp = n as u64;
@@ -137,6 +149,7 @@ impl Comm {
                     let bl =
                         bl.ok_or_else(|| bad("the root of Gather needs receive blocks".into()))?;
                     check_blocks("receive", &bl, r.len, p)?;
+                    crate::alltoall::check_disjoint(&bl, p)?;
                     if let Blocks::Uniform(n) = bl {
                         core.recv_bpp = n as u64;
                     }
@@ -154,7 +167,7 @@ impl Comm {
                             }
                             (contrib, clen) = (s.addr, s.len);
                         }
-                        None => (contrib, clen) = (r.addr + o, l),
+                        None => (contrib, clen) = (at(r.addr, o), l),
                     }
                 } else {
                     let s = need(c.send, "send buffer", op)?;
@@ -197,9 +210,14 @@ impl Comm {
             CollOp::ReduceScatterBlock | CollOp::ReduceScatter => {
                 let r = need(c.recv, "receive buffer", op)?;
                 let bl = blocks.ok_or_else(|| bad("Reduce_scatter needs counts".into()))?;
-                let total = (0..p).map(|j| bl.block(j).1).sum::<usize>();
+                let total = extent::sum((0..p).map(|j| bl.block(j).1)).ok_or_else(|| {
+                    bad(format!(
+                        "{} counts add up to more bytes than the address space holds",
+                        op.name()
+                    ))
+                })?;
                 for j in 0..p {
-                    if bl.block(j).1 % elem != 0 {
+                    if bl.block(j).1.checked_rem(elem) != Some(0) {
                         return Err(Error::Buffer(format!(
                             "block {j} is not a whole number of {elem}-byte elements"
                         )));
@@ -240,7 +258,7 @@ impl Comm {
                         bad("IN_PLACE is only allowed at the root of Reduce".into())
                     })?,
                 };
-                if s.len % elem != 0 {
+                if s.len.checked_rem(elem) != Some(0) {
                     return Err(Error::Buffer(format!(
                         "the buffer holds {} bytes, not a whole number of {elem}-byte elements",
                         s.len
@@ -379,8 +397,12 @@ impl Comm {
                     }
                 }
                 let reduce = matches!(op, CollOp::ReduceScatterBlock | CollOp::ReduceScatter);
-                let total: usize = if reduce {
-                    (0..p).map(|k| count(0, k)).sum()
+                let total = if reduce {
+                    // Rank 0 summed its counts with checks before publishing them; a sum
+                    // that does not fit means its descriptor was changed since.
+                    extent::sum((0..p).map(|k| count(0, k))).ok_or_else(|| {
+                        Error::Mismatch(format!("{} counts of rank 0 overflow", op.name()))
+                    })?
                 } else {
                     0
                 };
