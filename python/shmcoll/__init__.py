@@ -19,6 +19,7 @@ from .comm import Choice, Comm
 from .errors import (
     AlgorithmError,
     ArgumentError,
+    ArgumentTypeError,
     BadBufferError,
     CallsDivergedError,
     CodecError,
@@ -80,6 +81,7 @@ __all__ = [
     "SUM",
     "AlgorithmError",
     "ArgumentError",
+    "ArgumentTypeError",
     "BadBufferError",
     "CallsDivergedError",
     "Choice",

@@ -12,10 +12,15 @@ bytearray, memoryview, ...):
 
 A datatype is an ``mpi4py.MPI.Datatype`` (predefined or contiguous), a NumPy dtype or
 anything ``numpy.dtype()`` accepts ("d", "float32", ...).
+
+Counts and displacements are integers of any integer type (Python ints, NumPy integers,
+anything with ``__index__``); a float is rejected rather than truncated, and a byte count
+must fit what a buffer can hold (`MAX_BYTES`), so that nothing downstream can overflow.
 """
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +29,11 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .errors import ArgumentError, BadBufferError, UnsupportedError
+from .errors import ArgumentError, ArgumentTypeError, BadBufferError, UnsupportedError
+
+#: The most bytes a count or displacement may name: no buffer holds more than isize::MAX
+#: bytes (the engine's sizes are Rust's usize; an allocation never exceeds isize::MAX).
+MAX_BYTES = 2**63 - 1
 
 
 class _InPlace:
@@ -110,6 +119,38 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
+def _is_number(x: Any) -> bool:
+    """A scalar that can only mean a count (an int, or a float that `_index` rejects)."""
+    return isinstance(x, int | float | np.number) and not isinstance(x, bool)
+
+
+def _index(x: Any, what: str) -> int:
+    """`x` as an int: Python ints, NumPy integers of any width, anything with __index__.
+    Floats (2.9 would be truncated to 2 and move the wrong data), strings and the rest
+    raise ArgumentTypeError."""
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise ArgumentTypeError(f"{what} must be an integer, not {type(x).__name__} {x!r}") from None
+
+
+def in_bytes(n: int, isz: int, what: str) -> int:
+    """`n` elements of `isz` bytes, in bytes: non-negative and at most MAX_BYTES."""
+    if n < 0:
+        raise ArgumentError(f"{what} must not be negative, got {n}")
+    nbytes = n * isz
+    if nbytes > MAX_BYTES:
+        raise ArgumentError(f"{what} {n} ({nbytes} bytes) is more than any buffer can hold")
+    return nbytes
+
+
+def _indices(xs: Any, what: str) -> list[int]:
+    """Every item of the sequence `xs` as an int (see `_index`)."""
+    if isinstance(xs, np.ndarray) and xs.dtype.kind in "iu":
+        return [int(x) for x in xs.tolist()]
+    return [_index(x, what) for x in xs]
+
+
 def _is_seq(x: Any) -> bool:
     # Plain lists, tuples and arrays first: the ABC check below costs a microsecond.
     if type(x) in (list, tuple) or isinstance(x, np.ndarray):
@@ -158,10 +199,10 @@ def _items(rest: list[Any]) -> tuple[Any, int | None, int]:
     count: int | None = None
     displ = 0
     for item in rest:
-        if _is_int(item) and count is None:
-            count = int(item)
+        if _is_number(item) and count is None:
+            count = _index(item, "count")
         elif isinstance(item, tuple | list) and len(item) == 2 and count is None:
-            count, displ = int(item[0]), int(item[1])
+            count, displ = _index(item[0], "count"), _index(item[1], "displacement")
         elif item is not None and dtype is None:
             dtype = item
         else:
@@ -174,12 +215,11 @@ def parse_simple(spec: Any, size: int) -> Simple:
     buf, rest = _split(spec)
     dtype, count, displ = _items(rest)
     isz = datatype_size(dtype) if dtype is not None else _itemsize(buf)
-    if count is not None and count < 0:
-        raise ArgumentError(f"negative count {count}")
-    if displ < 0:
-        raise ArgumentError(f"negative displacement {displ}")
+    if count is not None:
+        in_bytes(count, isz, "count")
+    displ_bytes = in_bytes(displ, isz, "displacement")
     if count is None:
-        nbytes = _nbytes(buf) - displ * isz
+        nbytes = _nbytes(buf) - displ_bytes
         elems, rem = divmod(nbytes, isz)
         if rem or elems % size:
             raise ArgumentError(
@@ -187,7 +227,7 @@ def parse_simple(spec: Any, size: int) -> Simple:
                 f"{isz}-byte elements; pass [buf, count, datatype]"
             )
         count = elems // size
-    return Simple(_offset(buf, displ * isz), count * isz)
+    return Simple(_offset(buf, displ_bytes), count * isz)
 
 
 def parse_vector(spec: Any, size: int) -> Vector:
@@ -209,7 +249,7 @@ def parse_vector_py(spec: Any, size: int) -> Vector:
     displs: Any = None
     if rest and rest[-1] is None:  # [buf, counts, None]: the buffer's own element type
         rest.pop()
-    if rest and not _is_seq(rest[-1]) and not _is_int(rest[-1]) and rest[-1] is not None:
+    if rest and not _is_seq(rest[-1]) and not _is_number(rest[-1]) and rest[-1] is not None:
         dtype = rest.pop()
     if len(rest) == 2:
         counts, displs = rest
@@ -227,21 +267,27 @@ def parse_vector_py(spec: Any, size: int) -> Vector:
         if rem or elems % size:
             raise ArgumentError(f"cannot split {elems} elements into {size} equal blocks; pass counts")
         counts = [elems // size] * size
-    elif _is_int(counts):
-        counts = [int(counts)] * size
-    counts = [int(c) for c in counts]
+    elif _is_number(counts):
+        counts = [_index(counts, "count")] * size
+    elif not _is_seq(counts):
+        raise ArgumentTypeError(f"counts must be a sequence of integers, not {type(counts).__name__}")
+    counts = _indices(counts, "a count")
     if len(counts) != size:
         raise ArgumentError(f"counts has {len(counts)} entries but the communicator has {size} ranks")
     if displs is None:
         displs = [0] * size
         for j in range(1, size):
             displs[j] = displs[j - 1] + counts[j - 1]
-    displs = [int(d) for d in displs]
+    if not _is_seq(displs):
+        raise ArgumentTypeError(f"displacements must be a sequence of integers, not {type(displs).__name__}")
+    displs = _indices(displs, "a displacement")
     if len(displs) != size:
         raise ArgumentError(f"displacements has {len(displs)} entries but the communicator has {size} ranks")
-    if any(c < 0 for c in counts) or any(d < 0 for d in displs):
-        raise ArgumentError("counts and displacements must not be negative")
-    return Vector(buf, [c * isz for c in counts], [d * isz for d in displs])
+    return Vector(
+        buf,
+        [in_bytes(c, isz, "a count") for c in counts],
+        [in_bytes(d, isz, "a displacement") for d in displs],
+    )
 
 
 def resolve_alltoall(sendbuf: Any, recvbuf: Any, size: int) -> tuple[Any, Any, int | None, int | None]:
@@ -307,13 +353,26 @@ def parse_whole(spec: Any, blocks: int = 1) -> Whole:
     buf, rest = _split(spec)
     dtype, count, displ = _items(rest)
     isz = datatype_size(dtype) if dtype is not None else _itemsize(buf)
-    if (count is not None and count < 0) or displ < 0:
-        raise ArgumentError("counts and displacements must not be negative")
+    off = in_bytes(displ, isz, "displacement")
     total = _nbytes(buf)
-    nbytes = total - displ * isz if count is None else count * isz * blocks
-    if displ * isz + nbytes > total:
+    nbytes = total - off if count is None else in_bytes(count * blocks, isz, "count")
+    if off + nbytes > total:
         raise BadBufferError(
-            f"the specification asks for {nbytes} bytes from byte {displ * isz} of a {total}-byte buffer"
+            f"the specification asks for {nbytes} bytes from byte {off} of a {total}-byte buffer"
         )
     np_dt = _numpy_dtype(dtype) if dtype is not None else _buffer_dtype(buf)
-    return Whole(_exact(buf, displ * isz, nbytes), nbytes, np_dt)
+    return Whole(_exact(buf, off, nbytes), nbytes, np_dt)
+
+
+def parse_counts(counts: Any, size: int, isz: int, what: str) -> list[int]:
+    """`size` element counts (a sequence of integers of any integer type) whose bytes, each
+    and all together, fit in a buffer (`MAX_BYTES`)."""
+    if not _is_seq(counts):
+        raise ArgumentTypeError(f"{what} must be a sequence of {size} integers, not {type(counts).__name__}")
+    out = _indices(counts, f"an entry of {what}")
+    if len(out) != size:
+        raise ArgumentError(f"{what} needs {size} entries (one per rank), got {len(out)}")
+    total = sum(in_bytes(c, isz, f"an entry of {what}") for c in out)
+    if total > MAX_BYTES:
+        raise ArgumentError(f"{what} add up to {total} bytes, more than any buffer can hold")
+    return out

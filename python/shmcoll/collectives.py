@@ -16,11 +16,11 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from .buffers import IN_PLACE, Whole, is_in_place, parse_vector, parse_whole
+from .buffers import IN_PLACE, Whole, in_bytes, is_in_place, parse_counts, parse_vector, parse_whole
 from .errors import ArgumentError, UnsupportedError
 from .ops import SUM, Op, dtype_name, note_fallback, op_name, supports
 
@@ -61,7 +61,7 @@ class Collectives:
 
         def _coll(self, *args: Any) -> None: ...  # _core.CommBase
 
-        def _reject_with(self, op: str, e: BaseException) -> None: ...  # Comm
+        def _reject_with(self, op: str, e: BaseException) -> NoReturn: ...  # Comm
 
     # -- compressed calls (compress= / traffic=, routed here by the native methods) -----
     def _compressed(self, name: str, args: tuple[Any, ...], compress: Any, traffic: str | None) -> None:
@@ -76,7 +76,6 @@ class Collectives:
             b = parse_whole(buf)
         except Exception as e:
             self._reject_with("Bcast", e)
-            raise
         self._coll("Bcast", None, b.buf, root, None, None, None, None, None, algorithm)
 
     def _py_Allgather(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
@@ -87,7 +86,6 @@ class Collectives:
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
         except Exception as e:
             self._reject_with("Allgather", e)
-            raise
         self._coll("Allgather", s, r.buf, 0, block, None, None, None, None, algorithm)
 
     def _py_Allgatherv(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> None:
@@ -97,7 +95,6 @@ class Collectives:
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
         except Exception as e:
             self._reject_with("Allgatherv", e)
-            raise
         alg = algorithm
         self._coll("Allgatherv", s, r.buf, 0, None, r.counts, r.displs, None, None, alg)
 
@@ -111,7 +108,6 @@ class Collectives:
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
         except Exception as e:
             self._reject_with("Gather", e)
-            raise
         self._coll("Gather", s, r, root, block, None, None, None, None, algorithm)
 
     def _py_Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0, *, algorithm: str | None = None) -> None:
@@ -124,7 +120,6 @@ class Collectives:
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
         except Exception as e:
             self._reject_with("Gatherv", e)
-            raise
         alg = algorithm
         self._coll("Gatherv", s, r, root, None, counts, displs, None, None, alg)
 
@@ -138,7 +133,6 @@ class Collectives:
             r = None if is_in_place(recvbuf) else parse_whole(recvbuf).buf
         except Exception as e:
             self._reject_with("Scatter", e)
-            raise
         self._coll("Scatter", s, r, root, block, None, None, None, None, algorithm)
 
     def _py_Scatterv(
@@ -153,7 +147,6 @@ class Collectives:
             r = None if is_in_place(recvbuf) else parse_whole(recvbuf).buf
         except Exception as e:
             self._reject_with("Scatterv", e)
-            raise
         alg = algorithm
         self._coll("Scatterv", s, r, root, None, counts, displs, None, None, alg)
 
@@ -199,7 +192,6 @@ class Collectives:
             red = self._reduction("Allreduce", sendbuf, recvbuf, op)
         except Exception as e:
             self._reject_with("Allreduce", e)
-            raise
         if red is None:
             return self._fallback("Allreduce", sendbuf, recvbuf, self._mpi_op(op or SUM))
         s, r, dt, o = red
@@ -214,7 +206,6 @@ class Collectives:
             red = self._reduction("Reduce", sendbuf, recvbuf if self.rank == root else None, op)
         except Exception as e:
             self._reject_with("Reduce", e)
-            raise
         if red is None:
             return self._fallback("Reduce", sendbuf, recvbuf, self._mpi_op(op or SUM), root)
         s, r, dt, o = red
@@ -238,7 +229,6 @@ class Collectives:
                 block = _split_bytes(r, self.size, "receive buffer") if s is None else r.nbytes
         except Exception as e:
             self._reject_with("Reduce_scatter_block", e)
-            raise
         if red is None:
             return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, self._mpi_op(op or SUM))
         assert r is not None
@@ -266,12 +256,9 @@ class Collectives:
                 if recvcounts is None and s is None:
                     raise ArgumentError("Reduce_scatter with IN_PLACE needs recvcounts")
                 if recvcounts is not None:
-                    counts = [int(c) for c in recvcounts]
-                    if len(counts) != self.size or any(c < 0 for c in counts):
-                        raise ArgumentError(f"recvcounts needs {self.size} non-negative entries")
+                    counts = parse_counts(recvcounts, self.size, isz, "recvcounts")
         except Exception as e:
             self._reject_with("Reduce_scatter", e)
-            raise
         if red is None:
             return self._fallback("Reduce_scatter", sendbuf, recvbuf, recvcounts, self._mpi_op(op or SUM))
         assert r is not None
@@ -280,6 +267,6 @@ class Collectives:
             everyone = np.empty(self.size, np.int64)
             self._coll("Allgather", mine, everyone, 0, 8, None, None, None, None, None)
             counts = [int(c) for c in everyone]
-        nbytes = [c * isz for c in counts]
+        nbytes = [in_bytes(c, isz, "a count") for c in counts]
         displs = list(itertools.accumulate(nbytes, initial=0))[:-1]
         self._coll("Reduce_scatter", s, r.buf, 0, None, nbytes, displs, dt, o, algorithm)

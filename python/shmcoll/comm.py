@@ -15,14 +15,14 @@ import contextlib
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import numpy as np
 
 from . import _core
 from .buffers import is_in_place, parse_vector
 from .collectives import Collectives
-from .errors import ArgumentError, ShmcollError, UnsupportedError
+from .errors import ArgumentError, BadBufferError, ShmcollError, UnsupportedError, as_shmcoll_error
 from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
 from .passthrough import MPI4PY_NAMES, forward_missing, forward_type, lookup
@@ -313,19 +313,23 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
             s = None if is_in_place(sendbuf) else parse_vector(sendbuf, self.size)
         except Exception as e:
             self._reject_with("Alltoallv", e)
-            raise
         if s is None:
             self._alltoallv(None, r.buf, r.counts, r.displs, r.counts, r.displs, algorithm, order, store)
         else:
             self._alltoallv(s.buf, r.buf, s.counts, s.displs, r.counts, r.displs, algorithm, order, store)
 
-    def _reject_with(self, op: str, e: BaseException) -> None:
-        """Tell the peers this rank's call is invalid, so that they raise instead of waiting."""
-        kind = "buffer" if isinstance(e, BufferError | TypeError) else "argument"
-        if isinstance(e, NotImplementedError):
+    def _reject_with(self, op: str, e: BaseException) -> NoReturn:
+        """Tell the peers this rank's call `op` is invalid, so that they raise instead of
+        waiting, and raise `e` as a shmcoll error (`errors.as_shmcoll_error`)."""
+        err = as_shmcoll_error(e)
+        kind = "buffer" if isinstance(err, BadBufferError) else "argument"
+        if isinstance(err, UnsupportedError):
             kind = "unsupported"
         with contextlib.suppress(ShmcollError):
             self._reject(op, f"{type(e).__name__}: {e}", kind)
+        if err is e:
+            raise e
+        raise err from e
 
     # -- shared heap ------------------------------------------------------------------
     def empty(self, shape: Any, dtype: Any = float, order: str = "C") -> np.ndarray:

@@ -16,6 +16,11 @@ class ArgumentError(ShmcollError, ValueError):
     """A bad argument this rank could see by itself (counts, names, settings)."""
 
 
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type: a float count or displacement, a string root, an
+    algorithm name that is not a string."""
+
+
 class BadBufferError(ShmcollError, BufferError):
     """A buffer that cannot serve: read-only, non-contiguous, too small or overlapping."""
 
@@ -94,9 +99,32 @@ class SpawnError(ShmcollError, RuntimeError):
     """One or more ranks of :func:`shmcoll.spawn` failed; the message holds their tracebacks."""
 
 
+def as_shmcoll_error(e: BaseException) -> ShmcollError:
+    """`e` as the shmcoll error a rejected call raises: itself when it is one, else the
+    class of the same built-in family (TypeError: ArgumentTypeError, BufferError:
+    BadBufferError, NotImplementedError: UnsupportedError, anything else: ArgumentError),
+    with `e` as its cause. A rank that rejects its arguments raises this, and its peers a
+    PeerRejectedError naming it, so that ``except ShmcollError`` sees every rank fail."""
+    if isinstance(e, ShmcollError):
+        return e
+    cls: type[ShmcollError]
+    if isinstance(e, TypeError):
+        cls = ArgumentTypeError
+    elif isinstance(e, BufferError):
+        cls = BadBufferError
+    elif isinstance(e, NotImplementedError):
+        cls = UnsupportedError
+    else:
+        cls = ArgumentError
+    err = cls(str(e) or type(e).__name__)
+    err.__cause__ = e
+    return err
+
+
 __all__ = [
     "AlgorithmError",
     "ArgumentError",
+    "ArgumentTypeError",
     "BadBufferError",
     "CallsDivergedError",
     "CodecError",
@@ -112,4 +140,5 @@ __all__ = [
     "SpawnError",
     "TuningTableError",
     "UnsupportedError",
+    "as_shmcoll_error",
 ]

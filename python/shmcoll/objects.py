@@ -31,7 +31,7 @@ import pickle
 import struct
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -160,7 +160,7 @@ class ObjectCollectives:
 
     if TYPE_CHECKING:
 
-        def _reject_with(self, op: str, e: BaseException) -> None: ...  # Comm
+        def _reject_with(self, op: str, e: BaseException) -> NoReturn: ...  # Comm
 
         # The native exchanges (CommBase, rust/shmcoll-py/src/objects.rs).
         _objects_gather: Callable[..., tuple[list[Any], bool]]
@@ -178,7 +178,6 @@ class ObjectCollectives:
                 raise ArgumentError(f"root {root} is not a rank of this {self.size}-rank communicator")
         except ArgumentError as e:
             self._reject_with(op, e)
-            raise
         return int(root)
 
     def _dumps(self, dumps: Callable[[Any], bytes], obj: Any, op: str) -> bytes:
@@ -187,7 +186,6 @@ class ObjectCollectives:
             return dumps(obj)
         except Exception as e:
             self._reject_with(op, e)
-            raise
 
     def _dump_items(self, dumps: Callable[[Any], bytes], seq: Any, what: str, op: str) -> list[bytes]:
         """The pickles of `seq`'s `size` items (scatter's and alltoall's argument)."""
@@ -197,14 +195,12 @@ class ObjectCollectives:
         except TypeError:
             err = ArgumentError(f"{what}: expected a sequence of {p} objects, not {type(seq).__name__}")
             self._reject_with(op, err)
-            raise err from None
         try:
             if len(items) != p:
                 raise ArgumentError(f"{what}: expected {p} items, got {len(items)}")
             return [dumps(x) for x in items]
         except Exception as e:
             self._reject_with(op, e)
-            raise
 
     def _gathered(self, sendobj: Any, kind: str, root: int | None = None) -> list[Any]:
         dumps, loads, _ = _pickler()
@@ -306,7 +302,6 @@ class ObjectCollectives:
                 res = _fold(_loaded(got, loads, sendobj), op)
             except Exception as e:  # the others are waiting for the result
                 self._reject_with("Bcast", e)
-                raise
             return self._bcast_send(res, 0, copy=False)  # res is rank 0's own
         return self._bcast_recv(0)
 

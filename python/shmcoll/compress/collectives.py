@@ -231,8 +231,8 @@ def _transfer(
     if in_band:
         if err is not None or expect is None:
             why = err or ArgumentError("no compressed size")
-            comm._reject_with(op, why)
-            raise why
+            comm._reject_with(op, why)  # raises here too
+            raise AssertionError("unreachable")
         send, ssizes = _pack(comm, pieces, f"{op}-send", rows)
         rsizes = [_HDR + e for e in expect]
     else:

@@ -310,15 +310,29 @@ impl Comm {
     }
 
     /// Start a call: refuse if the communicator is broken, pay the round a one-sided call
-    /// skipped (crate::one_sided), reserve the sequence number.
+    /// skipped (crate::one_sided), reserve the sequence number. When settling found that a
+    /// rank rejected that one-sided call, this call is the notice of it (one_sided.rs):
+    /// published as this rank's rejection, so that every rank raises in it.
     pub(crate) fn begin(&mut self) -> Result<u64> {
         if let Some(why) = &self.broken {
             return Err(Error::Broken(why.clone()));
         }
         let settled = self.settle();
-        self.poison(settled)?;
+        let owed = self.poison(settled)?;
         let seq = self.next_seq;
         self.next_seq += 1;
+        if let Some(notice) = owed {
+            let core = DescCore {
+                op: OP_BARRIER,
+                ..DescCore::default()
+            };
+            self.publish_arrive(seq, &core, Some(&notice));
+            let r = self.wait_arrivals(seq);
+            self.leave(seq);
+            self.stats.rejected += 1;
+            self.poison(r)?;
+            return Err(notice);
+        }
         Ok(seq)
     }
 

@@ -54,6 +54,10 @@ pub enum ErrorKind {
     Unsupported = 4,
     CannotServe = 5,
     Other = 6,
+    /// Not a rejection of the call's own arguments: the notice, published in place of a
+    /// call, that a rank rejected an earlier one-sided call this rank had completed
+    /// (one_sided.rs). Never answered with a notice of its own.
+    Notice = 7,
 }
 
 impl ErrorKind {
@@ -64,6 +68,7 @@ impl ErrorKind {
             3 => ErrorKind::Mismatch,
             4 => ErrorKind::Unsupported,
             5 => ErrorKind::CannotServe,
+            7 => ErrorKind::Notice,
             _ => ErrorKind::Other,
         }
     }

@@ -27,8 +27,15 @@
 //! Checking: a non-root compares the root's head with its call and raises at once; every
 //! rank that left early compares all heads of the call while settling. A disagreement
 //! means some ranks completed a call that others saw differently, so it is fatal
-//! (`Error::Diverged`): the communicator is poisoned and peers fail fast. A rank that
-//! rejected its own arguments (status set) waited for everyone, raised, and is skipped.
+//! (`Error::Diverged`): the communicator is poisoned and peers fail fast.
+//!
+//! A rank that rejected its own arguments (status set) waited for everyone and raised,
+//! while the ranks that left early returned success. They learn it while settling, and
+//! their next call is the notice: each publishes, instead of that call, a rejection of
+//! kind `ErrorKind::Notice` naming the rank and its reason, so that every rank of the next
+//! call (the rejecting one included) raises `Error::Peer` there. The communicator stays
+//! usable. A notice is never answered with a notice (settling skips them), so it ends
+//! after one call.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -39,10 +46,10 @@ use shmcoll_shm::{bound_apart, wait_counter, Line, WaitConfig};
 use crate::collectives::CollOp;
 use crate::comm::Comm;
 use crate::desc::{
-    op_name, unpack_extra, ArriveLine, DescCore, LineHead, F_INLINE, F_ROOT_ONLY, F_STREAMED,
-    F_TINY,
+    op_name, unpack_extra, ArriveLine, Desc, DescCore, LineHead, F_INLINE, F_ROOT_ONLY,
+    F_STREAMED, F_TINY,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::transfer::Mover;
 
 /// Payloads larger than this are streamed (module comment); below it the chunks would be
@@ -228,16 +235,33 @@ impl Comm {
     }
 
     /// Pay the round a one-sided call skipped (see the module comment): wait for every
-    /// rank's arrival at it and check that they all made the same call.
-    pub(crate) fn settle(&mut self) -> Result<()> {
+    /// rank's arrival at it and check that they all made the same call. Returns the notice
+    /// this rank owes when a rank rejected that call (which this rank completed).
+    pub(crate) fn settle(&mut self) -> Result<Option<Error>> {
         let Some(u) = self.unwaited.take() else {
-            return Ok(());
+            return Ok(None);
         };
         self.wait_arrivals(u.seq)?;
+        let mut owed = None;
         for j in 0..self.size {
             let at = self.seg.arrive_seq(j, u.seq).load(Ordering::Acquire);
             let h = ArriveLine::of(&self.seg, j, u.seq).head();
-            if at == u.seq && (h.status != 0 || same_call(&h, &u.head)) {
+            if at == u.seq && h.status != 0 {
+                if h.status != ErrorKind::Notice as u32 && owed.is_none() {
+                    let msg = Desc::slot(&self.seg, j, (u.seq & 1) as usize).msg();
+                    owed = Some(Error::Peer {
+                        rank: j,
+                        kind: ErrorKind::Notice,
+                        msg: format!(
+                            "it rejected call {} (a {} this rank completed without waiting for it): {msg}",
+                            u.seq,
+                            describe(&u.head)
+                        ),
+                    });
+                }
+                continue;
+            }
+            if at == u.seq && same_call(&h, &u.head) {
                 continue;
             }
             return Err(Error::Diverged(format!(
@@ -252,7 +276,7 @@ impl Comm {
                 }
             )));
         }
-        Ok(())
+        Ok(owed)
     }
 }
 

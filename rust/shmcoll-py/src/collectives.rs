@@ -149,7 +149,7 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
     drop(held);
     match (r, pyerr) {
         (Ok(_), _) => Ok(()),
-        (Err(_), Some(pe)) => Err(pe),
+        (Err(_), Some(pe)) => Err(crate::errors::as_shmcoll(py, pe)),
         (Err(e), None) => Err(to_py(py, e)),
     }
 }

@@ -17,6 +17,7 @@ use crate::buffer::{hold_for_call, BorrowError, Borrowed, CallBuf};
 use crate::errors::{to_py, IntoPyResult};
 use crate::fastpath::{is_buffer, is_in_place, try_fast, try_reduce_scatter};
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
+use crate::given::Objects;
 use crate::heap::{HeapBuffer, PeerView};
 use crate::persistent::Prequest;
 use crate::table::{from_rows, to_rows, RangeRow};
@@ -240,18 +241,35 @@ impl CommBase {
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
-        algorithm: Option<&str>,
-        order: Option<&str>,
-        store: Option<&str>,
+        algorithm: Option<&Bound<'_, PyAny>>,
+        order: Option<&Bound<'_, PyAny>>,
+        store: Option<&Bound<'_, PyAny>>,
         compress: Option<&Bound<'_, PyAny>>,
-        traffic: Option<&str>,
+        traffic: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let py = slf.py();
-        if compress.is_some() || traffic.is_some() {
-            return compressed(slf, "Alltoall", (sendbuf, recvbuf), compress, traffic);
+        let a = scalars(
+            slf,
+            "Alltoall",
+            Objects {
+                algorithm,
+                order,
+                store,
+                traffic,
+                ..Objects::default()
+            },
+        )?;
+        if compress.is_some() || a.traffic.is_some() {
+            return compressed(slf, "Alltoall", (sendbuf, recvbuf), compress, a.traffic);
         }
-        slf.borrow_mut()
-            .alltoall_any(py, sendbuf, recvbuf, algorithm, order, store)
+        slf.borrow_mut().alltoall_any(
+            py,
+            sendbuf,
+            recvbuf,
+            a.algorithm.as_deref(),
+            a.order.as_deref(),
+            a.store.as_deref(),
+        )
     }
 
     /// Combine every rank's `sendbuf` element-wise with `op` (default SUM) into every
@@ -262,12 +280,27 @@ impl CommBase {
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
         op: Option<&Bound<'_, PyAny>>,
-        algorithm: Option<&str>,
+        algorithm: Option<&Bound<'_, PyAny>>,
         compress: Option<&Bound<'_, PyAny>>,
-        traffic: Option<&str>,
+        traffic: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        if compress.is_some() || traffic.is_some() {
-            return compressed(slf, "Allreduce", (sendbuf, recvbuf, op), compress, traffic);
+        let a = scalars(
+            slf,
+            "Allreduce",
+            Objects {
+                algorithm,
+                traffic,
+                ..Objects::default()
+            },
+        )?;
+        if compress.is_some() || a.traffic.is_some() {
+            return compressed(
+                slf,
+                "Allreduce",
+                (sendbuf, recvbuf, op),
+                compress,
+                a.traffic,
+            );
         }
         let fast = Fast {
             op: CollOp::Allreduce,
@@ -275,54 +308,75 @@ impl CommBase {
             recv: recvbuf,
             root: 0,
             red: op,
-            algorithm,
+            algorithm: a.algorithm.as_deref(),
         };
         dispatch(slf, fast, "_py_Allreduce", (sendbuf, recvbuf, op))
     }
 
     /// Combine every rank's `sendbuf` element-wise with `op` into the root's `recvbuf`.
-    #[pyo3(name = "Reduce", signature = (sendbuf, recvbuf, op=None, root=0, *, algorithm=None))]
+    #[pyo3(name = "Reduce", signature = (sendbuf, recvbuf, op=None, root=None, *, algorithm=None))]
+    #[pyo3(text_signature = "($self, sendbuf, recvbuf, op=None, root=0, *, algorithm=None)")]
     fn reduce_py(
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
         op: Option<&Bound<'_, PyAny>>,
-        root: usize,
-        algorithm: Option<&str>,
+        root: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let a = scalars(
+            slf,
+            "Reduce",
+            Objects {
+                root,
+                algorithm,
+                ..Objects::default()
+            },
+        )?;
         let fast = Fast {
             op: CollOp::Reduce,
             send: Some(sendbuf),
             recv: recvbuf,
-            root,
+            root: a.root,
             red: op,
-            algorithm,
+            algorithm: a.algorithm.as_deref(),
         };
-        dispatch(slf, fast, "_py_Reduce", (sendbuf, recvbuf, op, root))
+        dispatch(slf, fast, "_py_Reduce", (sendbuf, recvbuf, op, a.root))
     }
 
     /// Broadcast the root's `buf` to every rank's `buf`.
-    #[pyo3(name = "Bcast", signature = (buf, root=0, *, algorithm=None, compress=None, traffic=None))]
+    #[pyo3(name = "Bcast", signature = (buf, root=None, *, algorithm=None, compress=None, traffic=None))]
+    #[pyo3(text_signature = "($self, buf, root=0, *, algorithm=None, compress=None, traffic=None)")]
     fn bcast_py(
         slf: &Bound<'_, Self>,
         buf: &Bound<'_, PyAny>,
-        root: usize,
-        algorithm: Option<&str>,
+        root: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&Bound<'_, PyAny>>,
         compress: Option<&Bound<'_, PyAny>>,
-        traffic: Option<&str>,
+        traffic: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        if compress.is_some() || traffic.is_some() {
-            return compressed(slf, "Bcast", (buf, root), compress, traffic);
+        let a = scalars(
+            slf,
+            "Bcast",
+            Objects {
+                root,
+                algorithm,
+                traffic,
+                ..Objects::default()
+            },
+        )?;
+        if compress.is_some() || a.traffic.is_some() {
+            return compressed(slf, "Bcast", (buf, a.root), compress, a.traffic);
         }
         let fast = Fast {
             op: CollOp::Bcast,
             send: None,
             recv: buf,
-            root,
+            root: a.root,
             red: None,
-            algorithm,
+            algorithm: a.algorithm.as_deref(),
         };
-        dispatch(slf, fast, "_py_Bcast", (buf, root))
+        dispatch(slf, fast, "_py_Bcast", (buf, a.root))
     }
 
     /// Gather every rank's `sendbuf` into every rank's `recvbuf`, in rank order.
@@ -331,12 +385,21 @@ impl CommBase {
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
-        algorithm: Option<&str>,
+        algorithm: Option<&Bound<'_, PyAny>>,
         compress: Option<&Bound<'_, PyAny>>,
-        traffic: Option<&str>,
+        traffic: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        if compress.is_some() || traffic.is_some() {
-            return compressed(slf, "Allgather", (sendbuf, recvbuf), compress, traffic);
+        let a = scalars(
+            slf,
+            "Allgather",
+            Objects {
+                algorithm,
+                traffic,
+                ..Objects::default()
+            },
+        )?;
+        if compress.is_some() || a.traffic.is_some() {
+            return compressed(slf, "Allgather", (sendbuf, recvbuf), compress, a.traffic);
         }
         let fast = Fast {
             op: CollOp::Allgather,
@@ -344,49 +407,69 @@ impl CommBase {
             recv: recvbuf,
             root: 0,
             red: None,
-            algorithm,
+            algorithm: a.algorithm.as_deref(),
         };
         dispatch(slf, fast, "_py_Allgather", (sendbuf, recvbuf))
     }
 
     /// Gather every rank's `sendbuf` into the root's `recvbuf` (rank order).
-    #[pyo3(name = "Gather", signature = (sendbuf, recvbuf, root=0, *, algorithm=None))]
+    #[pyo3(name = "Gather", signature = (sendbuf, recvbuf, root=None, *, algorithm=None))]
+    #[pyo3(text_signature = "($self, sendbuf, recvbuf, root=0, *, algorithm=None)")]
     fn gather_py(
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
-        root: usize,
-        algorithm: Option<&str>,
+        root: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let a = scalars(
+            slf,
+            "Gather",
+            Objects {
+                root,
+                algorithm,
+                ..Objects::default()
+            },
+        )?;
         let fast = Fast {
             op: CollOp::Gather,
             send: Some(sendbuf),
             recv: recvbuf,
-            root,
+            root: a.root,
             red: None,
-            algorithm,
+            algorithm: a.algorithm.as_deref(),
         };
-        dispatch(slf, fast, "_py_Gather", (sendbuf, recvbuf, root))
+        dispatch(slf, fast, "_py_Gather", (sendbuf, recvbuf, a.root))
     }
 
     /// Send block j of the root's `sendbuf` to rank j's `recvbuf`.
-    #[pyo3(name = "Scatter", signature = (sendbuf, recvbuf, root=0, *, algorithm=None))]
+    #[pyo3(name = "Scatter", signature = (sendbuf, recvbuf, root=None, *, algorithm=None))]
+    #[pyo3(text_signature = "($self, sendbuf, recvbuf, root=0, *, algorithm=None)")]
     fn scatter_py(
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
-        root: usize,
-        algorithm: Option<&str>,
+        root: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let a = scalars(
+            slf,
+            "Scatter",
+            Objects {
+                root,
+                algorithm,
+                ..Objects::default()
+            },
+        )?;
         let fast = Fast {
             op: CollOp::Scatter,
             send: Some(sendbuf),
             recv: recvbuf,
-            root,
+            root: a.root,
             red: None,
-            algorithm,
+            algorithm: a.algorithm.as_deref(),
         };
-        dispatch(slf, fast, "_py_Scatter", (sendbuf, recvbuf, root))
+        dispatch(slf, fast, "_py_Scatter", (sendbuf, recvbuf, a.root))
     }
 
     /// Combine every rank's `sendbuf` with `op`; rank i gets the `recvcounts[i]` elements
@@ -398,9 +481,18 @@ impl CommBase {
         recvbuf: &Bound<'_, PyAny>,
         recvcounts: Option<&Bound<'_, PyAny>>,
         op: Option<&Bound<'_, PyAny>>,
-        algorithm: Option<&str>,
+        algorithm: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let py = slf.py();
+        let a = scalars(
+            slf,
+            "Reduce_scatter",
+            Objects {
+                algorithm,
+                ..Objects::default()
+            },
+        )?;
+        let algorithm = a.algorithm.as_deref();
         {
             let mut me = slf.borrow_mut();
             let comm = me.comm(py)?;
@@ -424,55 +516,83 @@ impl CommBase {
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
-        algorithm: Option<&str>,
+        algorithm: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let a = scalars(
+            slf,
+            "Allgatherv",
+            Objects {
+                algorithm,
+                ..Objects::default()
+            },
+        )?;
         vector_dispatch(
             slf,
             CollOp::Allgatherv,
             sendbuf,
             recvbuf,
             0,
-            algorithm,
+            a.algorithm.as_deref(),
             "_py_Allgatherv",
         )
     }
 
     /// Gather with per-rank counts and displacements (the root's `recvbuf` specification).
-    #[pyo3(name = "Gatherv", signature = (sendbuf, recvbuf, root=0, *, algorithm=None))]
+    #[pyo3(name = "Gatherv", signature = (sendbuf, recvbuf, root=None, *, algorithm=None))]
+    #[pyo3(text_signature = "($self, sendbuf, recvbuf, root=0, *, algorithm=None)")]
     fn gatherv_py(
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
-        root: usize,
-        algorithm: Option<&str>,
+        root: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let a = scalars(
+            slf,
+            "Gatherv",
+            Objects {
+                root,
+                algorithm,
+                ..Objects::default()
+            },
+        )?;
         vector_dispatch(
             slf,
             CollOp::Gatherv,
             sendbuf,
             recvbuf,
-            root,
-            algorithm,
+            a.root,
+            a.algorithm.as_deref(),
             "_py_Gatherv",
         )
     }
 
     /// Scatter with per-rank counts and displacements (the root's `sendbuf` specification).
-    #[pyo3(name = "Scatterv", signature = (sendbuf, recvbuf, root=0, *, algorithm=None))]
+    #[pyo3(name = "Scatterv", signature = (sendbuf, recvbuf, root=None, *, algorithm=None))]
+    #[pyo3(text_signature = "($self, sendbuf, recvbuf, root=0, *, algorithm=None)")]
     fn scatterv_py(
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
-        root: usize,
-        algorithm: Option<&str>,
+        root: Option<&Bound<'_, PyAny>>,
+        algorithm: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let a = scalars(
+            slf,
+            "Scatterv",
+            Objects {
+                root,
+                algorithm,
+                ..Objects::default()
+            },
+        )?;
         vector_dispatch(
             slf,
             CollOp::Scatterv,
             sendbuf,
             recvbuf,
-            root,
-            algorithm,
+            a.root,
+            a.algorithm.as_deref(),
             "_py_Scatterv",
         )
     }
@@ -484,17 +604,26 @@ impl CommBase {
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
         op: Option<&Bound<'_, PyAny>>,
-        algorithm: Option<&str>,
+        algorithm: Option<&Bound<'_, PyAny>>,
         compress: Option<&Bound<'_, PyAny>>,
-        traffic: Option<&str>,
+        traffic: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        if compress.is_some() || traffic.is_some() {
+        let a = scalars(
+            slf,
+            "Reduce_scatter_block",
+            Objects {
+                algorithm,
+                traffic,
+                ..Objects::default()
+            },
+        )?;
+        if compress.is_some() || a.traffic.is_some() {
             return compressed(
                 slf,
                 "Reduce_scatter_block",
                 (sendbuf, recvbuf, op),
                 compress,
-                traffic,
+                a.traffic,
             );
         }
         let fast = Fast {
@@ -503,7 +632,7 @@ impl CommBase {
             recv: recvbuf,
             root: 0,
             red: op,
-            algorithm,
+            algorithm: a.algorithm.as_deref(),
         };
         dispatch(
             slf,
@@ -644,11 +773,26 @@ impl CommBase {
         slf: &Bound<'_, Self>,
         sendbuf: &Bound<'_, PyAny>,
         recvbuf: &Bound<'_, PyAny>,
-        algorithm: Option<&str>,
-        order: Option<&str>,
-        store: Option<&str>,
+        algorithm: Option<&Bound<'_, PyAny>>,
+        order: Option<&Bound<'_, PyAny>>,
+        store: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let py = slf.py();
+        let a = scalars(
+            slf,
+            "Alltoallv",
+            Objects {
+                algorithm,
+                order,
+                store,
+                ..Objects::default()
+            },
+        )?;
+        let (algorithm, order, store) = (
+            a.algorithm.as_deref(),
+            a.order.as_deref(),
+            a.store.as_deref(),
+        );
         let size = slf.borrow_mut().comm(py)?.size();
         let send = if is_in_place(sendbuf) {
             Some(None)
@@ -1101,7 +1245,7 @@ fn compressed<'py, A: pyo3::call::PyCallArgs<'py> + pyo3::IntoPyObject<'py>>(
     name: &str,
     args: A,
     compress: Option<&Bound<'py, PyAny>>,
-    traffic: Option<&str>,
+    traffic: Option<String>,
 ) -> PyResult<()> {
     slf.call_method1("_compressed", (name, args, compress, traffic))
         .map(|_| ())
@@ -1180,7 +1324,21 @@ fn vector_dispatch(
 fn finish(py: Python<'_>, r: Result<(), Error>, pyerr: Option<PyErr>) -> PyResult<()> {
     match (r, pyerr) {
         (Ok(()), _) => Ok(()),
-        (Err(_), Some(pe)) => Err(pe),
+        (Err(_), Some(pe)) => Err(crate::errors::as_shmcoll(py, pe)),
         (Err(e), None) => Err(to_py(py, e)),
     }
+}
+
+/// The scalar arguments of call `op`, converted; a bad one rejects the call on every rank
+/// (given.rs).
+fn scalars(
+    slf: &Bound<'_, CommBase>,
+    op: &str,
+    given: Objects<'_, '_>,
+) -> PyResult<crate::given::Scalars> {
+    given.convert().or_else(|bad| {
+        let py = slf.py();
+        let mut me = slf.borrow_mut();
+        Err(crate::given::reject(py, me.comm(py)?, op, &bad))
+    })
 }

@@ -55,6 +55,40 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     }
 }
 
+fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    ERRORS
+        .get_or_try_init(py, || {
+            PyModule::import(py, "shmcoll.errors").map(|m| m.unbind())
+        })
+        .map(|m| m.bind(py))
+}
+
+/// A rejected argument of this rank's call: `ArgumentTypeError` (also a TypeError) when
+/// its type was wrong, else `ArgumentError` (a ValueError).
+pub fn argument_error(py: Python<'_>, msg: &str, wrong_type: bool) -> PyErr {
+    let name = if wrong_type {
+        "ArgumentTypeError"
+    } else {
+        "ArgumentError"
+    };
+    match errors_module(py).and_then(|m| m.getattr(name)?.call1((msg,))) {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(err) => err,
+    }
+}
+
+/// An exception raised while this rank's arguments were read (a buffer's exporter, a
+/// conversion), as the shmcoll error the rank raises (`errors.as_shmcoll_error`: the same
+/// built-in family, the original as its cause).
+pub fn as_shmcoll(py: Python<'_>, e: PyErr) -> PyErr {
+    let converted =
+        errors_module(py).and_then(|m| m.getattr("as_shmcoll_error")?.call1((e.value(py),)));
+    match converted {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(_) => e,
+    }
+}
+
 /// `?`-friendly conversion for results of the engine.
 pub trait IntoPyResult<T> {
     fn py_err(self, py: Python<'_>) -> PyResult<T>;

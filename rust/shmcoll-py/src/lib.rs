@@ -12,6 +12,7 @@ mod engine;
 mod errors;
 mod fastpath;
 mod gil;
+mod given;
 mod heap;
 mod machine;
 mod objects;

@@ -12,8 +12,8 @@ mod push;
 mod settled;
 mod staging;
 
-pub use settled::Settled;
 pub(crate) use checks::check_disjoint;
+pub use settled::Settled;
 
 use crate::comm::Comm;
 use crate::desc::{

@@ -1,0 +1,131 @@
+//! Scalar arguments of the collectives (a root, an algorithm name...) as the caller gave
+//! them, converted in the call's body rather than by PyO3 before it.
+//!
+//! Why: PyO3 converts typed parameters before the method runs, so `root=-1` or
+//! `algorithm=5` on one rank raised a bare OverflowError or TypeError there, before the
+//! engine could publish anything, and the peers waited for that rank until their deadline.
+//! Taking the objects as they are and converting them here turns a bad one into the call's
+//! rejection: the peers raise `PeerRejectedError` in the same call, and this rank raises
+//! `ArgumentError` (a ValueError) or `ArgumentTypeError` (also a TypeError).
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use shmcoll_coll::{CollOp, Comm, Error};
+
+/// An argument this rank rejects: the message, and whether its type was wrong (else its
+/// value).
+#[derive(Debug)]
+pub(crate) struct BadArg {
+    msg: String,
+    wrong_type: bool,
+}
+
+impl BadArg {
+    /// The exception this rank raises.
+    pub(crate) fn to_py(&self, py: Python<'_>) -> PyErr {
+        crate::errors::argument_error(py, &self.msg, self.wrong_type)
+    }
+
+    /// The rejection the peers see.
+    fn to_engine(&self) -> Error {
+        Error::InvalidArgument(self.msg.clone())
+    }
+}
+
+/// A rank argument (`root`): an integer of any integer type in `0..size` (the engine
+/// checks the upper bound on every rank); None means rank 0.
+pub(crate) fn rank(obj: Option<&Bound<'_, PyAny>>, what: &str) -> Result<usize, BadArg> {
+    let Some(obj) = obj else { return Ok(0) };
+    match obj.extract::<i64>() {
+        Ok(v) => usize::try_from(v).map_err(|_| BadArg {
+            msg: format!("{what} {v} is not a rank (ranks are 0 and up)"),
+            wrong_type: false,
+        }),
+        Err(e) if e.is_instance_of::<PyTypeError>(obj.py()) => Err(BadArg {
+            msg: format!(
+                "{what} must be an integer, not {}",
+                obj.get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ),
+            wrong_type: true,
+        }),
+        Err(_) => Err(BadArg {
+            msg: format!("{what} {obj} is not a rank of this communicator"),
+            wrong_type: false,
+        }),
+    }
+}
+
+/// A name argument (`algorithm`, `order`, `store`, `traffic`): a string or None.
+pub(crate) fn name(obj: Option<&Bound<'_, PyAny>>, what: &str) -> Result<Option<String>, BadArg> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    match obj.cast::<PyString>() {
+        Ok(s) => s.to_str().map(|s| Some(s.to_owned())).map_err(|_| BadArg {
+            msg: format!("{what} is not valid text"),
+            wrong_type: false,
+        }),
+        Err(_) => Err(BadArg {
+            msg: format!(
+                "{what} must be a string or None, not {}",
+                obj.get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ),
+            wrong_type: true,
+        }),
+    }
+}
+
+/// The call `op` (a collective's name, "Alltoall" or "Alltoallv") is rejected on this rank
+/// for `bad`: take part in it as a rejection (the peers raise too), then raise here.
+pub(crate) fn reject(py: Python<'_>, comm: &mut Comm, op: &str, bad: &BadArg) -> PyErr {
+    let err = bad.to_engine();
+    // What the call itself returns is this rank's own rejection (or a peer's, or a broken
+    // communicator): this rank raises its own argument's error either way.
+    let _ = match op {
+        "Alltoall" | "Alltoallv" => py.detach(|| comm.alltoall(Err(err))).map(|_| ()),
+        _ => match CollOp::parse(op) {
+            Some(o) => py.detach(|| comm.collective(o, Err(err))).map(|_| ()),
+            None => Ok(()),
+        },
+    };
+    bad.to_py(py)
+}
+
+/// The scalar arguments of one call, converted.
+#[derive(Debug, Default)]
+pub(crate) struct Scalars {
+    pub root: usize,
+    pub algorithm: Option<String>,
+    pub order: Option<String>,
+    pub store: Option<String>,
+    pub traffic: Option<String>,
+}
+
+/// The objects a call got for its scalar arguments (None: not given).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Objects<'a, 'py> {
+    pub root: Option<&'a Bound<'py, PyAny>>,
+    pub algorithm: Option<&'a Bound<'py, PyAny>>,
+    pub order: Option<&'a Bound<'py, PyAny>>,
+    pub store: Option<&'a Bound<'py, PyAny>>,
+    pub traffic: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl Objects<'_, '_> {
+    /// Every argument converted, or the first that is bad.
+    pub(crate) fn convert(&self) -> Result<Scalars, BadArg> {
+        Ok(Scalars {
+            root: rank(self.root, "root")?,
+            algorithm: name(self.algorithm, "algorithm")?,
+            order: name(self.order, "order")?,
+            store: name(self.store, "store")?,
+            traffic: name(self.traffic, "traffic")?,
+        })
+    }
+}

@@ -1,0 +1,378 @@
+"""Hostile and careless calls at 1-4 ranks: extreme counts and displacements, arguments of
+the wrong type or out of range on one rank or on all, one-sided Bcasts with a bad root.
+
+What every case must show (the contract of the README's security section): no process
+crashes; the call either succeeds on every rank or raises a `shmcoll.ShmcollError`
+subclass on every rank (a one-sided Bcast: by the next call at the latest); no receive
+buffer is written where an error was raised; the failing rank raises an error that is
+also the matching built-in (an `ArgumentError` is a ValueError, a wrong type a TypeError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shmcoll
+from conftest import run_ranks
+
+N = 4  # elements per block in the scenarios
+BIG = (2**31 - 1, 2**31 + 1, 2**32, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 2**64)
+
+
+def _attempt(comm: shmcoll.Comm, call: Callable[[], Any], recvs: list[np.ndarray]) -> dict[str, Any]:
+    """Run `call` on this rank: its exception (class names of its MRO) and whether any of
+    `recvs` changed; then a follow-up Barrier and what it raised (a one-sided Bcast's
+    rejection may surface there)."""
+    before = [r.copy() for r in recvs]
+    out: dict[str, Any] = {"exc": None, "mro": [], "msg": ""}
+    try:
+        call()
+    except Exception as e:
+        out["exc"] = type(e).__name__
+        out["mro"] = [c.__name__ for c in type(e).__mro__]
+        out["msg"] = str(e)[:300]
+    out["untouched"] = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(recvs, before, strict=True))
+    out["next"] = None
+    try:
+        comm.Barrier()
+    except Exception as e:
+        out["next"] = type(e).__name__
+        out["next_mro"] = [c.__name__ for c in type(e).__mro__]
+    return out
+
+
+def _sentinel(n: int, dtype: Any = np.float64) -> np.ndarray:
+    return np.full(n, -1, dtype)
+
+
+# -- cases: (comm, bad) -> outcome; `bad` is the rank that misbehaves (-1: every rank) ----
+def _is_bad(comm: shmcoll.Comm, bad: int) -> bool:
+    return bad < 0 or comm.rank == bad
+
+
+def reduce_scatter_wrapping_counts(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    """Counts whose byte sum wraps to 0 (2**60 doubles on 2 ranks, 2**59 on 4)."""
+    p = comm.size
+    r = _sentinel(p * N)
+    counts = [2**64 // 8 // p] * p if _is_bad(comm, bad) else [N] * p
+    return _attempt(comm, lambda: comm.Reduce_scatter(shmcoll.IN_PLACE, r, recvcounts=counts), [r])
+
+
+def reduce_scatter_big_count(comm: shmcoll.Comm, bad: int, big: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(N)
+    counts = [N] * p
+    if _is_bad(comm, bad):
+        counts[-1] = big
+    return _attempt(comm, lambda: comm.Reduce_scatter(s, r, recvcounts=counts), [r])
+
+
+def reduce_scatter_negative_count(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(N)
+    counts = [N] * p
+    if _is_bad(comm, bad):
+        counts[0] = -N
+    return _attempt(comm, lambda: comm.Reduce_scatter(s, r, recvcounts=counts), [r])
+
+
+def alltoallv_big_count(comm: shmcoll.Comm, bad: int, big: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    counts = [N] * p
+    if _is_bad(comm, bad):
+        counts[p - 1] = big
+    return _attempt(comm, lambda: comm.Alltoallv([s, counts, "d"], [r, [N] * p, "d"]), [r])
+
+
+def alltoallv_big_displ(comm: shmcoll.Comm, bad: int, big: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    displs = [N * j for j in range(p)]
+    if _is_bad(comm, bad):
+        displs[p - 1] = big
+    return _attempt(comm, lambda: comm.Alltoallv([s, [N] * p, "d"], [r, ([N] * p, displs), "d"]), [r])
+
+
+def alltoallv_negative_displ(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    displs = [N * j for j in range(p)]
+    if _is_bad(comm, bad):
+        displs[0] = -N
+    return _attempt(comm, lambda: comm.Alltoallv([s, ([N] * p, displs), "d"], [r, [N] * p, "d"]), [r])
+
+
+def alltoallv_float_counts(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    counts: list[Any] = [N] * p
+    if _is_bad(comm, bad):
+        counts = [N + 0.9] * p
+    return _attempt(comm, lambda: comm.Alltoallv([s, counts, "d"], [r, [N] * p, "d"]), [r])
+
+
+def alltoallv_numpy_float_counts(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    counts: Any = np.full(p, N, np.int64)
+    if _is_bad(comm, bad):
+        counts = np.full(p, N + 0.5)
+    return _attempt(comm, lambda: comm.Alltoallv([s, counts, "d"], [r, [N] * p, "d"]), [r])
+
+
+def alltoallv_numpy_int_counts(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    """Integers of any integer type are counts: int8, uint64, np.int32 scalars, bools are not."""
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    kinds = [np.int8, np.uint16, np.int32, np.uint64]
+    counts = [kinds[j % len(kinds)](N) for j in range(p)]
+    return _attempt(comm, lambda: comm.Alltoallv([s, counts, "d"], [r, np.full(p, N, np.uint32), "d"]), [r])
+
+
+def alltoallv_float_displs(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    displs: list[Any] = [N * j for j in range(p)]
+    if _is_bad(comm, bad):
+        displs = [N * j + 0.5 for j in range(p)]
+    return _attempt(comm, lambda: comm.Alltoallv([s, [N] * p, "d"], [r, ([N] * p, displs), "d"]), [r])
+
+
+def alltoall_spec_big_count(comm: shmcoll.Comm, bad: int, big: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    cnt = big if _is_bad(comm, bad) else N
+    return _attempt(comm, lambda: comm.Alltoall([s, N, "d"], [r, cnt, "d"]), [r])
+
+
+def alltoall_float_count(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    cnt: Any = N + 0.5 if _is_bad(comm, bad) else N
+    return _attempt(comm, lambda: comm.Alltoall([s, N, "d"], [r, cnt, "d"]), [r])
+
+
+def allgatherv_overlapping_displs(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.full(N, comm.rank, np.float64)
+    r = _sentinel(p * N)
+    displs = [0] * p if _is_bad(comm, bad) else [N * j for j in range(p)]
+    return _attempt(comm, lambda: comm.Allgatherv(s, [r, ([N] * p, displs), "d"]), [r])
+
+
+def allgatherv_big_count(comm: shmcoll.Comm, bad: int, big: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.full(N, comm.rank, np.float64)
+    r = _sentinel(p * N)
+    counts = [N] * p
+    if _is_bad(comm, bad):
+        counts[p - 1] = big
+    return _attempt(comm, lambda: comm.Allgatherv(s, [r, counts, "d"]), [r])
+
+
+def gatherv_overlapping_displs(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    """The root's receive blocks overlap (the root is the bad rank: only it has counts)."""
+    p, root = comm.size, max(bad, 0)
+    s = np.full(N, comm.rank, np.float64)
+    r = _sentinel(p * N)
+    displs = [0] * p
+    return _attempt(comm, lambda: comm.Gatherv(s, [r, ([N] * p, displs), "d"], root=root), [r])
+
+
+def scatterv_big_displ(comm: shmcoll.Comm, bad: int, big: int) -> dict[str, Any]:
+    p, root = comm.size, max(bad, 0)
+    s = np.ones(p * N)
+    r = _sentinel(N)
+    displs = [N * j for j in range(p)]
+    displs[-1] = big
+    return _attempt(comm, lambda: comm.Scatterv([s, ([N] * p, displs), "d"], r, root=root), [r])
+
+
+def bcast_root(comm: shmcoll.Comm, bad: int, root: Any, n: int = N) -> dict[str, Any]:
+    """A Bcast whose root is `root` on the bad rank(s) and 0 elsewhere."""
+    buf = np.arange(n, dtype=np.float64) if comm.rank == 0 else _sentinel(n)
+    rt = root if _is_bad(comm, bad) else 0
+    recvs = [] if comm.rank == 0 else [buf]
+    return _attempt(comm, lambda: comm.Bcast(buf, root=rt), recvs)
+
+
+def allreduce_op(comm: shmcoll.Comm, bad: int, op: Any) -> dict[str, Any]:
+    s = np.ones(N)
+    r = _sentinel(N)
+    o = op if _is_bad(comm, bad) else None
+    return _attempt(comm, lambda: comm.Allreduce(s, r, op=o), [r])
+
+
+def allreduce_algorithm(comm: shmcoll.Comm, bad: int, algorithm: Any) -> dict[str, Any]:
+    s = np.ones(N)
+    r = _sentinel(N)
+    a = algorithm if _is_bad(comm, bad) else None
+    return _attempt(comm, lambda: comm.Allreduce(s, r, algorithm=a), [r])
+
+
+def alltoall_algorithm(comm: shmcoll.Comm, bad: int, algorithm: Any) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    a = algorithm if _is_bad(comm, bad) else None
+    return _attempt(comm, lambda: comm.Alltoall(s, r, algorithm=a), [r])
+
+
+def reduce_root(comm: shmcoll.Comm, bad: int, root: Any) -> dict[str, Any]:
+    s = np.ones(N)
+    r = _sentinel(N)
+    rt = root if _is_bad(comm, bad) else 0
+    return _attempt(comm, lambda: comm.Reduce(s, r, root=rt), [r])
+
+
+def gather_root(comm: shmcoll.Comm, bad: int, root: Any) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(N)
+    r = _sentinel(p * N)
+    rt = root if _is_bad(comm, bad) else 0
+    return _attempt(comm, lambda: comm.Gather(s, r, root=rt), [r])
+
+
+def scatter_root(comm: shmcoll.Comm, bad: int, root: Any) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(N)
+    rt = root if _is_bad(comm, bad) else 0
+    return _attempt(comm, lambda: comm.Scatter(s, r, root=rt), [r])
+
+
+def allgather_not_a_buffer(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(N)
+    r = _sentinel(p * N)
+    target: Any = "not a buffer" if _is_bad(comm, bad) else r
+    return _attempt(comm, lambda: comm.Allgather(s, target), [r])
+
+
+def allreduce_dtype_mismatch(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    """One rank reduces float32 where the others reduce float64 (at least 2 ranks)."""
+    dt = np.float32 if comm.rank == max(bad, 0) else np.float64
+    s = np.ones(N, dt)
+    r = _sentinel(N, dt)
+    return _attempt(comm, lambda: comm.Allreduce(s, r), [r])
+
+
+def bcast_spec_big_count(comm: shmcoll.Comm, bad: int, big: int) -> dict[str, Any]:
+    buf = np.zeros(N) if comm.rank == 0 else _sentinel(N)
+    cnt = big if _is_bad(comm, bad) else N
+    recvs = [] if comm.rank == 0 else [buf]
+    return _attempt(comm, lambda: comm.Bcast([buf, cnt, "d"], root=0), recvs)
+
+
+def alltoallv_hostile_dtype(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    p = comm.size
+    s = np.ones(p * N)
+    r = _sentinel(p * N)
+    dt = "f8,i4" if _is_bad(comm, bad) else "d"
+    return _attempt(comm, lambda: comm.Alltoallv([s, [N] * p, "d"], [r, [N] * p, dt]), [r])
+
+
+CASES: dict[str, Callable[[shmcoll.Comm, int], dict[str, Any]]] = {
+    "reduce_scatter_wrapping_counts": reduce_scatter_wrapping_counts,
+    "reduce_scatter_negative_count": reduce_scatter_negative_count,
+    "alltoallv_negative_displ": alltoallv_negative_displ,
+    "alltoallv_float_counts": alltoallv_float_counts,
+    "alltoallv_numpy_float_counts": alltoallv_numpy_float_counts,
+    "alltoallv_float_displs": alltoallv_float_displs,
+    "alltoall_float_count": alltoall_float_count,
+    "allgatherv_overlapping_displs": allgatherv_overlapping_displs,
+    "gatherv_overlapping_displs": gatherv_overlapping_displs,
+    "allgather_not_a_buffer": allgather_not_a_buffer,
+    "allreduce_dtype_mismatch": allreduce_dtype_mismatch,
+    "alltoallv_hostile_dtype": alltoallv_hostile_dtype,
+    "bcast_root_negative": lambda c, b: bcast_root(c, b, -1),
+    "bcast_root_size": lambda c, b: bcast_root(c, b, c.size),
+    "bcast_root_size_big": lambda c, b: bcast_root(c, b, c.size, n=1 << 16),
+    "bcast_root_float": lambda c, b: bcast_root(c, b, 0.5),
+    "bcast_root_str": lambda c, b: bcast_root(c, b, "0"),
+    "bcast_root_huge": lambda c, b: bcast_root(c, b, 2**64),
+    "allreduce_op_bogus": lambda c, b: allreduce_op(c, b, "bogus"),
+    "allreduce_op_int": lambda c, b: allreduce_op(c, b, 5),
+    "allreduce_algorithm_int": lambda c, b: allreduce_algorithm(c, b, 5),
+    "allreduce_algorithm_bogus": lambda c, b: allreduce_algorithm(c, b, "bogus"),
+    "alltoall_algorithm_int": lambda c, b: alltoall_algorithm(c, b, 5),
+    "reduce_root_negative": lambda c, b: reduce_root(c, b, -1),
+    "gather_root_size": lambda c, b: gather_root(c, b, c.size),
+    "scatter_root_negative": lambda c, b: scatter_root(c, b, -2),
+    **{f"reduce_scatter_count_{v}": (lambda c, b, v=v: reduce_scatter_big_count(c, b, v)) for v in BIG},
+    **{f"alltoallv_count_{v}": (lambda c, b, v=v: alltoallv_big_count(c, b, v)) for v in BIG},
+    **{f"alltoallv_displ_{v}": (lambda c, b, v=v: alltoallv_big_displ(c, b, v)) for v in BIG[2:]},
+    **{f"alltoall_spec_count_{v}": (lambda c, b, v=v: alltoall_spec_big_count(c, b, v)) for v in BIG[3:]},
+    **{f"allgatherv_count_{v}": (lambda c, b, v=v: allgatherv_big_count(c, b, v)) for v in BIG[3:]},
+    **{f"scatterv_displ_{v}": (lambda c, b, v=v: scatterv_big_displ(c, b, v)) for v in BIG[3:5]},
+    **{f"bcast_spec_count_{v}": (lambda c, b, v=v: bcast_spec_big_count(c, b, v)) for v in BIG[3:5]},
+}
+
+#: Cases where a rank does not take part in the call (an argument that makes the call a
+#: no-op on every rank is fine): the ones that must succeed.
+MUST_SUCCEED = {"alltoallv_numpy_int_counts"}
+#: Cases that are a disagreement between ranks, hence need two.
+NEEDS_TWO = {"allreduce_dtype_mismatch", "allgatherv_overlapping_displs", "gatherv_overlapping_displs"}
+CASES["alltoallv_numpy_int_counts"] = alltoallv_numpy_int_counts
+
+
+def _one_case(name: str, bad: int) -> dict[str, Any]:
+    comm = shmcoll.Comm()
+    try:
+        return CASES[name](comm, bad)
+    finally:
+        comm.Free()
+
+
+def _verdict(name: str, outs: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with the outcomes of one case (empty: it behaved)."""
+    wrong = []
+    raised = [o["exc"] is not None for o in outs]
+    if name in MUST_SUCCEED:
+        if any(raised):
+            wrong.append(f"raised where it must succeed: {[o['exc'] for o in outs]} {outs[0]['msg']}")
+    elif not all(raised):
+        # One-sided Bcast: the others must raise at their next call at the latest.
+        late = [o for o in outs if o["exc"] is None]
+        if not all("ShmcollError" in o.get("next_mro", []) for o in late):
+            wrong.append(f"not every rank raised: {[(o['exc'], o['next']) for o in outs]}")
+    for r, o in enumerate(outs):
+        if o["exc"] is not None and "ShmcollError" not in o["mro"]:
+            wrong.append(f"rank {r} raised {o['exc']}, not a ShmcollError: {o['msg']}")
+        if o["exc"] is not None and not o["untouched"]:
+            wrong.append(f"rank {r} raised {o['exc']} but its receive buffer changed")
+    return wrong
+
+
+@pytest.mark.parametrize("p", [1, 2, 4])
+def test_hostile_cases(p: int) -> None:
+    wrong = {}
+    for name in CASES:
+        if p == 1 and name in NEEDS_TWO:
+            continue
+        for bad in sorted({-1, p - 1}):
+            try:
+                outs = run_ranks(p, _one_case, name, bad, timeout=60, env={"SHMCOLL_TIMEOUT": "10"})
+            except shmcoll.SpawnError as e:
+                wrong[(name, bad)] = [f"a rank failed: {str(e)[:600]}"]
+                continue
+            w = _verdict(name, outs)
+            if w:
+                wrong[(name, bad)] = w
+    assert not wrong, "\n".join(f"{k}: {v}" for k, v in wrong.items())
