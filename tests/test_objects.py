@@ -198,8 +198,8 @@ def failures(case: str) -> str:
 @pytest.mark.parametrize(
     ("case", "want"),
     [
-        ("unpicklable allgather", {1: "TypeError", "others": "PeerRejectedError rank=1"}),
-        ("unpicklable bcast", {0: "TypeError", "others": "PeerRejectedError rank=0"}),
+        ("unpicklable allgather", {1: "ArgumentTypeError", "others": "PeerRejectedError rank=1"}),
+        ("unpicklable bcast", {0: "ArgumentTypeError", "others": "PeerRejectedError rank=0"}),
         ("scatter length", {0: "ArgumentError", "others": "PeerRejectedError rank=0"}),
         ("alltoall length", {1: "ArgumentError", "others": "PeerRejectedError rank=1"}),
         ("alltoall not a sequence", {1: "ArgumentError", "others": "PeerRejectedError rank=1"}),
