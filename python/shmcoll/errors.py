@@ -50,6 +50,12 @@ class CommBrokenError(ShmcollError, RuntimeError):
     """An earlier fatal failure (timeout, dead peer) left the communicator unusable."""
 
 
+class InternalError(CommBrokenError):
+    """A bug of shmcoll (a panic in its Rust core), caught where it would have crossed into
+    Python: the call failed on every rank and the communicator is unusable. Please report
+    it with the message."""
+
+
 class CallsDivergedError(MismatchError, CommBrokenError):
     """Ranks disagreed about a one-sided call (a small Bcast, which the root completes
     without waiting) that some of them had already completed. It is raised where the
@@ -131,6 +137,7 @@ __all__ = [
     "CommBrokenError",
     "ForeignTableWarning",
     "HeapExhaustedError",
+    "InternalError",
     "MismatchError",
     "PeerFailedError",
     "PeerRejectedError",

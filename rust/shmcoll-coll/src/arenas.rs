@@ -70,24 +70,15 @@ impl Arenas {
         (off.checked_add(len)? <= size).then_some(off | ARENA_TAG)
     }
 
-    /// This process's address of `off..off+len` (untagged) in rank j's arena. A rank
-    /// resolves its own descriptors too (a Bcast root reads its buffer through one).
-    pub fn resolve(&self, j: usize, off: usize, len: usize) -> usize {
-        let found = if j == self.me {
-            self.own
+    /// This process's address of `off..off+len` (untagged) in rank j's arena, if rank j
+    /// has an arena mapped here and the range lies inside it (checked arithmetic).
+    pub fn try_resolve(&self, j: usize, off: usize, len: usize) -> Option<usize> {
+        let (base, size) = if j == self.me {
+            self.own?
         } else {
-            self.peers
-                .get(j)
-                .and_then(|a| a.as_ref())
-                .map(|a| (a.base(), a.len()))
+            let a = self.peers.get(j)?.as_ref()?;
+            (a.base(), a.len())
         };
-        let (base, size) = found.unwrap_or_else(|| {
-            panic!("rank {j} described an arena buffer, but its arena is not mapped")
-        });
-        assert!(
-            off.checked_add(len).is_some_and(|end| end <= size),
-            "arena access {off}+{len} beyond rank {j}'s arena of {size}"
-        );
-        base + off
+        crate::extent::within(off, len, size).then(|| base.saturating_add(off))
     }
 }

@@ -11,8 +11,8 @@ use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment, FIRS
 use crate::collectives::{CollAlgo, CollChoice, CollOp, CollTable, CollTables};
 use crate::config::Config;
 use crate::desc::{
-    op_name, ArriveLine, Desc, DescCore, DoneLine, LineHead, F_FULL, F_ROOT_ONLY, F_VECTOR,
-    NO_OFFSET, OP_BARRIER,
+    op_name, ArriveLine, Desc, DescCore, DoneLine, LineHead, F_FULL, F_RECV_HEAP, F_ROOT_ONLY,
+    F_SEND_HEAP, F_VECTOR, NO_OFFSET, OP_BARRIER,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::leave_order::CpuMates;
@@ -232,7 +232,7 @@ impl Comm {
 
     /// If `[addr, addr+len)` is inside the shared heap (any rank's part), its segment offset;
     /// else, if it is in this rank's arena and arenas are enabled, its tagged arena offset
-    /// (crate::arenas). Either way the peers can reach it through `peer_ptr`.
+    /// (crate::arenas). Either way the peers can reach it (`peer_range`).
     pub fn heap_offset(&self, addr: usize, len: usize) -> Option<usize> {
         let in_heap = self.seg.offset_of(addr, len).filter(|&off| {
             let r = self.seg.layout().heap_range();
@@ -241,13 +241,80 @@ impl Comm {
         in_heap.or_else(|| self.arenas.offset(addr, len))
     }
 
-    /// This process's address of `off..off+len` of a buffer rank j described by `heap_offset`.
-    pub(crate) fn peer_ptr(&self, j: usize, off: usize, len: usize) -> usize {
-        if off & crate::arenas::ARENA_TAG != 0 {
-            self.arenas.resolve(j, off & !crate::arenas::ARENA_TAG, len)
-        } else {
-            self.seg.ptr(off, len) as usize
+    /// Rank j's full descriptor for call `seq`, checked to be what j sealed for that call
+    /// (desc.rs, `Desc::verified_core`). Every rank reads the same slot, so a changed
+    /// descriptor fails every rank's call before any data moves.
+    pub(crate) fn verified_core(&self, j: usize, seq: u64) -> Result<DescCore> {
+        Desc::slot(&self.seg, j, (seq & 1) as usize)
+            .verified_core(seq)
+            .map_err(|why| Error::Corrupt(format!("rank {j}'s descriptor of call {seq}: {why}")))
+    }
+
+    /// `len` bytes at `off` of rank j's `side` buffer, as its descriptor `d` registered it:
+    /// checked (with checked arithmetic) to lie inside the buffer it registered, and, when
+    /// that buffer is in the shared heap or an arena, to lie inside that region too. Every
+    /// peer-provided extent goes through here before a byte moves; a violation is
+    /// `Error::Corrupt`, which the caller reports in its done round (every rank fails).
+    pub(crate) fn peer_range(
+        &self,
+        j: usize,
+        d: &DescCore,
+        side: Side,
+        off: usize,
+        len: usize,
+    ) -> Result<PeerRange> {
+        use crate::extent::{end, from_shared, inside, within};
+        let (addr, seg_off, registered, heap) = match side {
+            Side::Send => (
+                d.send_addr,
+                d.send_off,
+                d.send_len,
+                d.flags & F_SEND_HEAP != 0,
+            ),
+            Side::Recv => (
+                d.recv_addr,
+                d.recv_off,
+                d.recv_len,
+                d.flags & F_RECV_HEAP != 0,
+            ),
+        };
+        let corrupt = |why: String| Error::Corrupt(format!("rank {j}'s {side:?} buffer: {why}"));
+        let registered = from_shared(registered)
+            .ok_or_else(|| corrupt(format!("a length of {registered} bytes")))?;
+        if !within(off, len, registered) {
+            return Err(corrupt(format!(
+                "{len} bytes at offset {off} lie beyond the {registered} bytes it registered"
+            )));
         }
+        let remote = from_shared(addr)
+            .and_then(|a| end(a, off))
+            .ok_or_else(|| corrupt(format!("offset {off} past address {addr:#x}")))?;
+        if !heap {
+            return Ok(PeerRange {
+                local: None,
+                remote,
+            });
+        }
+        let o =
+            from_shared(seg_off).ok_or_else(|| corrupt(format!("a heap offset of {seg_off}")))?;
+        let base = if o & crate::arenas::ARENA_TAG != 0 {
+            self.arenas
+                .try_resolve(j, o & !crate::arenas::ARENA_TAG, registered)
+                .ok_or_else(|| corrupt(format!("{registered} bytes at arena offset {o:#x}")))?
+        } else {
+            let heap = self.seg.layout().heap_range();
+            if !inside(o, registered, heap.start, heap.end) {
+                return Err(corrupt(format!(
+                    "{registered} bytes at segment offset {o} are not in the shared heap"
+                )));
+            }
+            self.seg.ptr(o, registered) as usize
+        };
+        Ok(PeerRange {
+            // Inside the registered buffer (checked above), so the sum fits.
+            local: Some(base.saturating_add(off)),
+            remote,
+        })
     }
 
     /// Map the peers' arenas (see crate::arenas); collective in effect: enable them only
@@ -338,9 +405,14 @@ impl Comm {
 
     /// Run one call: `begin`, then `f` with its sequence number; a rejection is counted,
     /// and a fatal error breaks the communicator (`poison`).
+    ///
+    /// A panic inside `f` (a bug of shmcoll) is caught here, where it would otherwise cross
+    /// into Python or C: it becomes `Error::Internal`, which breaks the communicator and
+    /// poisons it, so that the peers fail fast too.
     pub(crate) fn run_call<T>(&mut self, f: impl FnOnce(&mut Comm, u64) -> Result<T>) -> Result<T> {
         let seq = self.begin()?;
-        let r = f(self, seq);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self, seq)))
+            .unwrap_or_else(|panic| Err(Error::Internal(panic_message(&*panic))));
         self.leave(seq);
         if r.is_err() {
             self.stats.rejected += 1;
@@ -419,6 +491,10 @@ impl Comm {
                 d.set_msg(&e.to_string());
             }
             d.set_core(&c);
+            // The vector arrays are already in the slot (written before publishing).
+            d.seal();
+            #[cfg(test)]
+            crate::corrupt::after_seal(self.seg.name(), self.rank, &d);
         }
         ArriveLine::of(&self.seg, self.rank, seq).set_head(&LineHead::of(&c));
         self.mates.arriving(&self.seg, seq);
@@ -465,7 +541,7 @@ impl Comm {
                 || h.send_bpp == u32::MAX
                 || h.recv_bpp == u32::MAX;
             let c = if needs_slot {
-                Desc::slot(&self.seg, j, parity).core()
+                self.verified_core(j, seq)?
             } else {
                 DescCore {
                     seq,
@@ -516,7 +592,11 @@ impl Comm {
     /// write must not return success with a half-written buffer.
     pub(crate) fn done_round(&self, seq: u64, failure: Option<Error>) -> Result<()> {
         if let Some(e) = &failure {
-            DoneLine::of(&self.seg, self.rank).set_failed(seq, &e.to_string());
+            let (msg, corrupt) = match e {
+                Error::Corrupt(m) => (m.clone(), true),
+                e => (e.to_string(), false),
+            };
+            DoneLine::of(&self.seg, self.rank).set_failed(seq, &msg, corrupt);
         }
         self.round(Line::Done, seq, "completion")?;
         if let Some(e) = failure {
@@ -524,8 +604,12 @@ impl Comm {
         }
         // The lines the round just waited on, so in this core's cache: one load per peer.
         for j in (0..self.size).filter(|&j| j != self.rank) {
-            if let Some(msg) = DoneLine::of(&self.seg, j).failed_in(seq) {
-                return Err(Error::PeerFailed { rank: j, msg });
+            if let Some((msg, corrupt)) = DoneLine::of(&self.seg, j).failed_in(seq) {
+                return Err(if corrupt {
+                    Error::Corrupt(format!("rank {j} found: {msg}"))
+                } else {
+                    Error::PeerFailed { rank: j, msg }
+                });
             }
         }
         Ok(())
@@ -672,4 +756,30 @@ impl Comm {
     pub fn calls_with(&self, algo: Algo) -> u64 {
         self.stats.per_algo[algo as usize]
     }
+}
+
+/// Which of a rank's buffers a descriptor describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// Its send buffer (or contribution).
+    Send,
+    /// Its receive buffer.
+    Recv,
+}
+
+/// A validated range of a peer's buffer (`Comm::peer_range`): its address in this process
+/// when it is mapped here (shared heap, arena), and in the peer's process (for CMA).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PeerRange {
+    pub local: Option<usize>,
+    pub remote: usize,
+}
+
+/// The message of a caught panic.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }

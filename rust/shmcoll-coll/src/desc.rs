@@ -72,6 +72,38 @@ pub struct DescCore {
     /// Virtual addresses in the owner's address space (for CMA).
     pub send_addr: u64,
     pub recv_addr: u64,
+    /// Bytes of the buffers at those offsets and addresses, as the owner registered them
+    /// for the call: a peer touches nothing of them beyond (Comm::peer_range).
+    pub send_len: u64,
+    pub recv_len: u64,
+    /// `check_of` this descriptor (with the vector arrays under F_VECTOR), set when it is
+    /// published: a field changed in shared memory after that fails every reader's check.
+    pub check: u64,
+}
+
+/// The check word of a descriptor: a 64-bit mix of every field but `check` and of the
+/// `arrays` (the four vector arrays, when the call has them). Not a defence against a
+/// process that rewrites it too (same-user processes are outside the trust model, see
+/// the README's security section) but against a descriptor changed in part, by a stray
+/// write or by hand, which every rank then rejects alike before any data moves.
+pub fn check_of(c: &DescCore, arrays: impl IntoIterator<Item = u64>) -> u64 {
+    let words = [
+        c.seq,
+        u64::from(c.op) | u64::from(c.status) << 32,
+        u64::from(c.flags) | u64::from(c.extra) << 32,
+        c.forced,
+        c.send_bpp,
+        c.recv_bpp,
+        c.send_off,
+        c.recv_off,
+        c.send_addr,
+        c.recv_addr,
+        c.send_len,
+        c.recv_len,
+    ];
+    let mix = |h: u64, w: u64| (h ^ w).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+    let h = words.into_iter().fold(0xcbf2_9ce4_8422_2325, mix);
+    arrays.into_iter().fold(h, mix)
 }
 
 const MSG_OFF: usize = 128;
@@ -159,7 +191,8 @@ pub struct DoneLine {
 }
 
 const DONE_FAILED_OFF: usize = 8;
-const DONE_MSG_OFF: usize = 16;
+const DONE_CORRUPT_OFF: usize = 16;
+const DONE_MSG_OFF: usize = 24;
 const DONE_MSG_LEN: usize = shmcoll_shm::LINE - DONE_MSG_OFF;
 
 impl DoneLine {
@@ -169,19 +202,25 @@ impl DoneLine {
         }
     }
 
-    /// Record that the owner failed in call `seq` (before it publishes its done round).
-    pub fn set_failed(&self, seq: u64, msg: &str) {
+    /// Record that the owner failed in call `seq` (before it publishes its done round);
+    /// `corrupt`: it found the shared state corrupt (peers then fail as it does).
+    pub fn set_failed(&self, seq: u64, msg: &str, corrupt: bool) {
         // SAFETY: the line is LINE bytes of the mapping (Segment::line_ptr checks), 128-byte
-        // aligned, so the u64 at 8 is aligned and the message ends inside it; only the owner
-        // writes its line.
+        // aligned, so the u64s at 8 and 16 are aligned and the message ends inside it; only
+        // the owner writes its line.
         unsafe {
             std::ptr::write_volatile(self.base.add(DONE_FAILED_OFF) as *mut u64, seq);
+            std::ptr::write_volatile(
+                self.base.add(DONE_CORRUPT_OFF) as *mut u64,
+                u64::from(corrupt),
+            );
             write_msg(self.base.add(DONE_MSG_OFF), DONE_MSG_LEN, msg);
         }
     }
 
-    /// The owner's message if it failed in call `seq` (read after its done round).
-    pub fn failed_in(&self, seq: u64) -> Option<String> {
+    /// The owner's message, and whether it found the shared state corrupt, if it failed in
+    /// call `seq` (read after its done round).
+    pub fn failed_in(&self, seq: u64) -> Option<(String, bool)> {
         // SAFETY: as in `set_failed`; read after the acquire of the line's sequence number.
         let failed =
             unsafe { std::ptr::read_volatile(self.base.add(DONE_FAILED_OFF) as *const u64) };
@@ -189,7 +228,13 @@ impl DoneLine {
             return None;
         }
         // SAFETY: as in `set_failed`.
-        Some(unsafe { read_msg(self.base.add(DONE_MSG_OFF), DONE_MSG_LEN) })
+        let corrupt =
+            unsafe { std::ptr::read_volatile(self.base.add(DONE_CORRUPT_OFF) as *const u64) };
+        // SAFETY: as in `set_failed`.
+        Some((
+            unsafe { read_msg(self.base.add(DONE_MSG_OFF), DONE_MSG_LEN) },
+            corrupt != 0,
+        ))
     }
 }
 
@@ -249,6 +294,42 @@ impl Desc {
         // SAFETY: the slot is desc_stride >= DESC_FIXED bytes of the mapping (checked in
         // `slot`), aligned to 128; callers read only after the owner's release of `seq`.
         unsafe { std::ptr::read(self.base as *const DescCore) }
+    }
+
+    /// The four vector arrays, in order (for `check_of`).
+    fn arrays(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..4 * self.p).map(|k| {
+            // SAFETY: the slot holds DESC_FIXED + 4 * p u64 (Layout::desc_stride); k < 4p.
+            unsafe { std::ptr::read((self.base.add(DESC_FIXED) as *const u64).add(k)) }
+        })
+    }
+
+    /// Seal the descriptor as it stands (core and, under F_VECTOR, arrays): set its check.
+    pub fn seal(&self) {
+        let mut c = self.core();
+        c.check = self.computed_check(&c);
+        self.set_core(&c);
+    }
+
+    fn computed_check(&self, c: &DescCore) -> u64 {
+        if c.flags & crate::desc::F_VECTOR != 0 {
+            check_of(c, self.arrays())
+        } else {
+            check_of(c, std::iter::empty())
+        }
+    }
+
+    /// The core of call `seq`, if it is intact: sealed for that call, and unchanged since
+    /// (its check and its sequence number agree). Else why not.
+    pub fn verified_core(&self, seq: u64) -> Result<DescCore, String> {
+        let c = self.core();
+        if c.seq != seq {
+            return Err(format!("its descriptor is for call {}, not {seq}", c.seq));
+        }
+        if c.check != self.computed_check(&c) {
+            return Err("its descriptor was changed after it was published".into());
+        }
+        Ok(c)
     }
 
     pub fn set_core(&self, c: &DescCore) {

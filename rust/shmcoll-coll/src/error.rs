@@ -42,6 +42,15 @@ pub enum Error {
     /// An earlier fatal failure left the communicator unusable.
     #[error("the communicator is unusable after an earlier failure ({0}); create a new one")]
     Broken(String),
+    /// What a rank read from shared memory for this call is not what its owner published
+    /// or registered (a descriptor changed after it was published, an extent beyond the
+    /// buffer a rank registered): nothing was copied with it, and the communicator is
+    /// unusable, since its shared state can no longer be trusted.
+    #[error("shared state of the communicator is corrupt: {0}; the communicator is unusable")]
+    Corrupt(String),
+    /// A bug of shmcoll (a panic in the engine), turned into an error at the boundary.
+    #[error("internal error of shmcoll: {0}; the communicator is unusable (please report this)")]
+    Internal(String),
 }
 
 /// The kind of a rejection, carried to peers in the call descriptor.
@@ -91,7 +100,12 @@ impl Error {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            Error::Shm(_) | Error::Broken(_) | Error::Diverged(_) | Error::PeerFailed { .. }
+            Error::Shm(_)
+                | Error::Broken(_)
+                | Error::Diverged(_)
+                | Error::PeerFailed { .. }
+                | Error::Corrupt(_)
+                | Error::Internal(_)
         )
     }
 }

@@ -8,6 +8,8 @@ pub mod arenas;
 pub mod collectives;
 pub mod comm;
 pub mod config;
+#[cfg(test)]
+mod corrupt;
 pub mod desc;
 pub mod error;
 pub mod extent;

@@ -46,8 +46,8 @@ use shmcoll_shm::{bound_apart, wait_counter, Line, WaitConfig};
 use crate::collectives::CollOp;
 use crate::comm::Comm;
 use crate::desc::{
-    op_name, unpack_extra, ArriveLine, Desc, DescCore, LineHead, F_INLINE, F_ROOT_ONLY,
-    F_STREAMED, F_TINY,
+    op_name, unpack_extra, ArriveLine, Desc, DescCore, LineHead, F_INLINE, F_ROOT_ONLY, F_STREAMED,
+    F_TINY,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::transfer::Mover;

@@ -19,7 +19,8 @@ fn class_name(e: &Error) -> &'static str {
         Error::Peer { .. } => "PeerRejectedError",
         Error::Unsupported(_) => "UnsupportedError",
         Error::CannotServe { .. } => "AlgorithmError",
-        Error::Broken(_) => "CommBrokenError",
+        Error::Broken(_) | Error::Corrupt(_) => "CommBrokenError",
+        Error::Internal(_) => "InternalError",
         Error::Diverged(_) => "CallsDivergedError",
         Error::PeerFailed { .. } => "PeerFailedError",
         Error::Shm(s) => match s {

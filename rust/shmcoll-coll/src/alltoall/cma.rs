@@ -6,7 +6,7 @@
 use shmcoll_shm::cma::{read_from, write_to, Direction};
 
 use super::Exchange;
-use crate::comm::Comm;
+use crate::comm::{Comm, Side};
 use crate::error::Result;
 use crate::transfer::{cma_error, resolve_store, Mover};
 
@@ -49,22 +49,33 @@ fn transfer(c: &mut Comm, x: &Exchange, dir: Direction) -> Result<()> {
             continue;
         }
         let pid = c.pid_of(j);
-        let peer = x.full(c, j);
+        let peer = x.full(j);
+        // The peer's range, checked against the buffer it registered (Comm::peer_range):
+        // the kernel only checks it against the peer's whole address space.
+        let (side, (poff, _)) = match dir {
+            Direction::Read => (Side::Send, x.peer_send_block(c, j)),
+            Direction::Write => (Side::Recv, x.peer_recv_block(c, j)),
+        };
+        let remote = match c.peer_range(j, &peer, side, poff.saturating_add(off), len) {
+            Ok(r) => r.remote,
+            Err(e) => {
+                failure.get_or_insert(e);
+                continue;
+            }
+        };
         let r = match dir {
             Direction::Read => {
                 let (roff, _) = x.recv_blocks.block(j);
-                let (soff, _) = x.peer_send_block(c, j);
-                let remote = peer.send_addr as usize + soff + off;
                 // SAFETY: the local range is inside our receive block (check_local); the
-                // kernel checks the remote range against rank j's address space.
+                // remote one inside rank j's send buffer as it registered it (checked above),
+                // and the kernel checks it against j's address space.
                 unsafe { read_from(pid, remote, (x.recv + roff + off) as *mut u8, len) }
             }
             Direction::Write => {
                 let (soff, _) = x.send_blocks.block(j);
-                let (roff, _) = x.peer_recv_block(c, j);
-                let remote = peer.recv_addr as usize + roff + off;
-                // SAFETY: the local range is inside our send block (check_local); the kernel
-                // checks the remote range (j's receive block for us) against j's address space.
+                // SAFETY: the local range is inside our send block (check_local); the remote
+                // one inside j's receive buffer as it registered it (checked above), and the
+                // kernel checks it against j's address space.
                 unsafe { write_to(pid, remote, (x.send + soff + off) as *const u8, len) }
             }
         };

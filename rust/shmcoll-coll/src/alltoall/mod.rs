@@ -15,12 +15,12 @@ mod staging;
 pub(crate) use checks::check_disjoint;
 pub use settled::Settled;
 
-use crate::comm::Comm;
+use crate::comm::{Comm, Side};
 use crate::desc::{
     Arr, Desc, DescCore, F_FULL, F_INLINE, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_TINY, F_VECTOR,
     LINE_PAYLOAD, NO_OFFSET, OP_ALLTOALL, OP_ALLTOALLV,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::extent;
 use crate::registry::{Algo, Choice, Forced};
 use crate::select::select;
@@ -100,37 +100,74 @@ pub(crate) struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    /// Rank j's full descriptor (buffer offsets and addresses), from its slot.
-    pub fn full(&self, comm: &Comm, j: usize) -> DescCore {
-        Desc::slot(&comm.seg, j, (self.seq & 1) as usize).core()
+    /// Rank j's full descriptor (buffer offsets, addresses and registered lengths), as
+    /// checked when the algorithm was chosen (`full_cores`).
+    pub fn full(&self, j: usize) -> DescCore {
+        self.cores[j]
     }
 
-    /// Where, in rank j's send buffer, the block for this rank starts (offset, length).
+    /// Where, in rank j's send buffer, the block for this rank starts (offset, length), as
+    /// rank j's descriptor says; saturated where it does not fit, so that `Comm::peer_range`
+    /// rejects it.
     pub fn peer_send_block(&self, comm: &Comm, j: usize) -> (usize, usize) {
-        let c = &self.cores[j];
-        if c.flags & F_VECTOR != 0 {
-            let d = Desc::slot(&comm.seg, j, (self.seq & 1) as usize);
-            (
-                d.get(Arr::SendDispls, comm.rank),
-                d.get(Arr::SendCounts, comm.rank),
-            )
-        } else {
-            (comm.rank * c.send_bpp as usize, c.send_bpp as usize)
-        }
+        self.peer_block(
+            comm,
+            j,
+            Arr::SendDispls,
+            Arr::SendCounts,
+            self.cores[j].send_bpp,
+        )
     }
 
     /// Where, in rank j's receive buffer, the block from this rank goes (offset, length).
     pub fn peer_recv_block(&self, comm: &Comm, j: usize) -> (usize, usize) {
-        let c = &self.cores[j];
-        if c.flags & F_VECTOR != 0 {
+        self.peer_block(
+            comm,
+            j,
+            Arr::RecvDispls,
+            Arr::RecvCounts,
+            self.cores[j].recv_bpp,
+        )
+    }
+
+    fn peer_block(
+        &self,
+        comm: &Comm,
+        j: usize,
+        displs: Arr,
+        counts: Arr,
+        bpp: u64,
+    ) -> (usize, usize) {
+        let big = |v: u64| extent::from_shared(v).unwrap_or(usize::MAX);
+        if self.cores[j].flags & F_VECTOR != 0 {
             let d = Desc::slot(&comm.seg, j, (self.seq & 1) as usize);
-            (
-                d.get(Arr::RecvDispls, comm.rank),
-                d.get(Arr::RecvCounts, comm.rank),
-            )
+            (d.get(displs, comm.rank), d.get(counts, comm.rank))
         } else {
-            (comm.rank * c.recv_bpp as usize, c.recv_bpp as usize)
+            let n = big(bpp);
+            (
+                extent::uniform_offset(comm.rank, n).unwrap_or(usize::MAX),
+                n,
+            )
         }
+    }
+
+    /// This rank's address of `len` bytes at `off` of rank j's `side` buffer, mapped here
+    /// (heap or arena), after `Comm::peer_range` checked it.
+    pub fn peer_local(
+        &self,
+        comm: &Comm,
+        j: usize,
+        side: Side,
+        off: usize,
+        len: usize,
+    ) -> Result<usize> {
+        comm.peer_range(j, &self.full(j), side, off, len)?
+            .local
+            .ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "rank {j}'s {side:?} buffer is not in the shared heap"
+                ))
+            })
     }
 }
 
@@ -188,6 +225,8 @@ impl Comm {
             recv_off: NO_OFFSET,
             send_addr: send.addr as u64,
             recv_addr: call.recv.addr as u64,
+            send_len: send.len as u64,
+            recv_len: call.recv.len as u64,
             ..DescCore::default()
         };
         if vector {
@@ -250,6 +289,19 @@ impl Comm {
                     self.cfg.chunk_bytes,
                 )
             });
+        // Algorithms that reach peers' buffers use the full descriptors: checked once here,
+        // on every rank alike, before anything moves.
+        let checked = checked.and_then(|choice| {
+            if matches!(
+                choice.algo,
+                Algo::Pull | Algo::Push | Algo::Cma | Algo::CmaPush
+            ) {
+                for (j, c) in cores.iter_mut().enumerate() {
+                    *c = self.verified_core(j, seq)?;
+                }
+            }
+            Ok(choice)
+        });
         let choice = match checked {
             Ok(c) => c,
             Err(e) => {

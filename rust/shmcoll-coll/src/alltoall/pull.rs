@@ -3,7 +3,7 @@
 //! every reader has finished.
 
 use super::Exchange;
-use crate::comm::Comm;
+use crate::comm::{Comm, Side};
 use crate::error::Result;
 use crate::transfer::{resolve_store, Mover};
 
@@ -16,20 +16,27 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
         .pieces(c.rank, c.size, x.choice.chunk_bytes, |j| {
             x.recv_blocks.block(j).1
         });
+    let mut failure = None;
     for (j, off, len) in pieces {
         let (roff, _) = x.recv_blocks.block(j);
         let src = if j == c.rank {
             x.send + x.send_blocks.block(j).0 + off
         } else {
-            let (soff, slen) = x.peer_send_block(c, j);
-            debug_assert_eq!(slen, x.recv_blocks.block(j).1);
-            c.peer_ptr(j, x.full(c, j).send_off as usize + soff + off, len)
+            let (soff, _) = x.peer_send_block(c, j);
+            let at = soff.saturating_add(off);
+            match x.peer_local(c, j, Side::Send, at, len) {
+                Ok(a) => a,
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    continue;
+                }
+            }
         };
-        // SAFETY: src is in rank j's heap send buffer (bounds checked by Comm::peer_ptr) or in
-        // our own send buffer; j does not write it before the done round; dst is our own
-        // receive block (check_local).
+        // SAFETY: src is in rank j's heap send buffer (checked by Comm::peer_range against
+        // the buffer j registered and the heap) or in our own send buffer; j does not write
+        // it before the done round; dst is our own receive block (check_local).
         unsafe { m.copy(x.recv + roff + off, src, len, store) };
     }
     m.fence();
-    c.done_round(x.seq, None)
+    c.done_round(x.seq, failure)
 }

@@ -283,6 +283,7 @@ impl Comm {
             core.flags |= F_IN_PLACE;
         }
         core.send_addr = contrib as u64;
+        core.send_len = clen as u64;
         if clen > 0 {
             if let Some(off) = self.heap_offset(contrib, clen) {
                 core.flags |= F_SEND_HEAP;
@@ -293,6 +294,7 @@ impl Comm {
             if !matches!(op, CollOp::Scatter | CollOp::Scatterv) {
                 core.recv_addr = r.addr as u64;
             }
+            core.recv_len = r.len as u64;
             if let Some(off) = self.heap_offset(r.addr, r.len.max(1)) {
                 core.flags |= F_RECV_HEAP;
                 core.recv_off = off as u64;

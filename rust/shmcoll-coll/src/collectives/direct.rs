@@ -88,7 +88,10 @@ fn bcast(r: &mut Reach, x: &Call) {
     let store = resolve_store(Store::Hybrid, len * (p - 1), r.c.cfg.nt_threshold);
     let forwards = !root_in_heap && me != root;
     let src = if root_in_heap {
-        r.c.peer_ptr(root, x.peers[root].send_off as usize + off, len)
+        match r.local(x, root, Side::Contrib, off, len) {
+            Some(a) => a,
+            None => return, // refused: reported in the done round
+        }
     } else if me == root {
         x.contrib + off
     } else {

@@ -383,6 +383,19 @@ impl Comm {
             .read_descs(seq, op.code(), &mut cores)
             .and_then(|_| self.coll_facts(seq, op, &core, &cores))
             .and_then(|facts| self.select_coll(op, &facts, call.forced));
+        // The heads carry what the checks, inline and staging need; direct and cma read
+        // peers' buffer addresses, so for them the full descriptors replace the heads
+        // (every rank wrote its slot, F_FULL), checked on every rank alike before anything
+        // moves. Small calls skip the extra cache line per peer, which with more ranks
+        // than cores is a miss after every switch.
+        let checked = checked.and_then(|algo| {
+            if matches!(algo, CollAlgo::Direct | CollAlgo::Cma) {
+                for (j, c) in cores.iter_mut().enumerate() {
+                    *c = self.verified_core(j, seq)?;
+                }
+            }
+            Ok(algo)
+        });
         let algo = match checked {
             Ok(a) => a,
             Err(e) => {
@@ -390,15 +403,6 @@ impl Comm {
                 return Err(e);
             }
         };
-        // The heads carry what the checks, inline and staging need; direct and cma read
-        // peers' buffer addresses, so for them the full descriptors replace the heads
-        // (every rank wrote its slot, F_FULL). Small calls skip the extra cache line per
-        // peer, which with more ranks than cores is a miss after every switch.
-        if matches!(algo, CollAlgo::Direct | CollAlgo::Cma) {
-            for (j, c) in cores.iter_mut().enumerate() {
-                *c = Desc::slot(&self.seg, j, parity).core();
-            }
-        }
         let (root, dt, rop) = unpack_extra(core.extra);
         let in_place = core.flags & F_IN_PLACE != 0;
         let x = Call {

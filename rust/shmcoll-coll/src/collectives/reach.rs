@@ -7,7 +7,6 @@ use shmcoll_shm::cma::{read_from, write_to};
 
 use super::Call;
 use crate::comm::Comm;
-use crate::desc::{F_RECV_HEAP, F_SEND_HEAP};
 use crate::error::Error;
 use crate::transfer::{cma_error, Mover};
 
@@ -26,6 +25,15 @@ pub(super) struct At {
     pub rank: usize,
     pub side: Side,
     pub off: usize,
+}
+
+/// Where a range of a peer's buffer is.
+#[derive(Clone, Copy, Debug)]
+enum Loc {
+    /// Mapped in this process, at this address.
+    Here(usize),
+    /// Only in the peer's process, at this address (reached with CMA).
+    There(usize),
 }
 
 pub(super) fn at(rank: usize, side: Side, off: usize) -> At {
@@ -49,25 +57,30 @@ impl<'c> Reach<'c> {
         }
     }
 
-    /// Address of `off..off+len` of rank j's buffer in this process, if it is in the heap
-    /// (or is this rank's own).
-    fn local_addr(&self, x: &Call, j: usize, side: Side, off: usize, len: usize) -> Option<usize> {
+    /// Where `off..off+len` of rank j's buffer is: in this process (its own, or in the
+    /// heap or an arena), else in j's process (for CMA). None when rank j's descriptor does
+    /// not allow the range (`Comm::peer_range`); the failure is then kept for the done round
+    /// and the caller skips the copy.
+    fn locate(&mut self, x: &Call, j: usize, side: Side, off: usize, len: usize) -> Option<Loc> {
         let d = &x.peers[j];
-        let (addr, heap, seg_off) = match side {
-            Side::Contrib => (d.send_addr, F_SEND_HEAP, d.send_off),
-            Side::Recv => (d.recv_addr, F_RECV_HEAP, d.recv_off),
-        };
         if j == self.c.rank {
-            return Some(addr as usize + off);
+            let addr = match side {
+                Side::Contrib => d.send_addr,
+                Side::Recv => d.recv_addr,
+            };
+            // Our own buffer, checked by prepare before it was published.
+            return Some(Loc::Here((addr as usize).saturating_add(off)));
         }
-        (d.flags & heap != 0).then(|| self.c.peer_ptr(j, seg_off as usize + off, len))
-    }
-
-    fn remote_addr(x: &Call, j: usize, side: Side) -> usize {
-        let d = &x.peers[j];
-        match side {
-            Side::Contrib => d.send_addr as usize,
-            Side::Recv => d.recv_addr as usize,
+        let which = match side {
+            Side::Contrib => crate::comm::Side::Send,
+            Side::Recv => crate::comm::Side::Recv,
+        };
+        match self.c.peer_range(j, d, which, off, len) {
+            Ok(r) => Some(r.local.map_or(Loc::There(r.remote), Loc::Here)),
+            Err(e) => {
+                self.failure.get_or_insert(e);
+                None
+            }
         }
     }
 
@@ -77,14 +90,15 @@ impl<'c> Reach<'c> {
         if len == 0 {
             return;
         }
-        match self.local_addr(x, j, side, off, len) {
-            // SAFETY: src is inside rank j's buffer (its descriptor's bounds, checked by
-            // Comm::peer_ptr for the heap and arenas), which j leaves alone until the done round; dst is
-            // a range of this rank's buffers that the caller checked.
-            Some(src) => unsafe { self.m.copy(dst, src, len, store) },
-            None => {
-                let remote = Self::remote_addr(x, j, side) + off;
-                // SAFETY: dst is valid for len bytes (caller); the kernel checks the remote side.
+        match self.locate(x, j, side, off, len) {
+            // SAFETY: src is inside rank j's buffer as it registered it (Comm::peer_range
+            // checked it, and the heap or arena it lies in), which j leaves alone until the
+            // done round; dst is a range of this rank's buffers that the caller checked.
+            Some(Loc::Here(src)) => unsafe { self.m.copy(dst, src, len, store) },
+            None => {}
+            Some(Loc::There(remote)) => {
+                // SAFETY: dst is valid for len bytes (caller); the remote range is inside the
+                // buffer j registered (checked), and the kernel checks it against j's memory.
                 if let Err(e) = unsafe { read_from(self.c.pid_of(j), remote, dst as *mut u8, len) }
                 {
                     self.failure
@@ -100,13 +114,14 @@ impl<'c> Reach<'c> {
         if len == 0 {
             return;
         }
-        match self.local_addr(x, j, side, off, len) {
+        match self.locate(x, j, side, off, len) {
             // SAFETY: as in `read`, with the roles swapped; only this rank writes this range
             // of j's buffer during the call.
-            Some(dst) => unsafe { self.m.copy(dst, src, len, store) },
-            None => {
-                let remote = Self::remote_addr(x, j, side) + off;
-                // SAFETY: src is valid for len bytes (caller); the kernel checks the remote side.
+            Some(Loc::Here(dst)) => unsafe { self.m.copy(dst, src, len, store) },
+            None => {}
+            Some(Loc::There(remote)) => {
+                // SAFETY: src is valid for len bytes (caller); the remote range is inside the
+                // buffer j registered (checked), and the kernel checks it against j's memory.
                 if let Err(e) = unsafe { write_to(self.c.pid_of(j), remote, src as *const u8, len) }
                 {
                     self.failure
@@ -129,20 +144,43 @@ impl<'c> Reach<'c> {
         }
         let mut local = Vec::with_capacity(to.len());
         for &t in to {
-            match self.local_addr(x, t.rank, t.side, t.off, len) {
-                Some(dst) => local.push(dst),
-                None => self.write(x, t, src, len, store),
+            match self.locate(x, t.rank, t.side, t.off, len) {
+                Some(Loc::Here(dst)) => local.push(dst),
+                Some(Loc::There(_)) => self.write(x, t, src, len, store),
+                None => {}
             }
         }
         let mut done = 0;
         while done < len {
             let n = CHUNK.min(len - done);
             for &dst in &local {
-                // SAFETY: as in `write`: each dst holds len bytes (local_addr), only this
+                // SAFETY: as in `write`: each dst holds len bytes (locate), only this
                 // rank writes those ranges during the call, and done + n <= len.
                 unsafe { self.m.copy(dst + done, src + done, n, store) };
             }
             done += n;
+        }
+    }
+
+    /// This process's address of `len` bytes at `off` of rank j's buffer, when it is mapped
+    /// here (heap, arena, or this rank's own); None otherwise or when the range was refused
+    /// (the failure is then kept for the done round).
+    pub fn local(
+        &mut self,
+        x: &Call,
+        j: usize,
+        side: Side,
+        off: usize,
+        len: usize,
+    ) -> Option<usize> {
+        match self.locate(x, j, side, off, len)? {
+            Loc::Here(a) => Some(a),
+            Loc::There(_) => {
+                self.failure.get_or_insert(Error::Corrupt(format!(
+                    "rank {j}'s buffer is not in the shared heap, as its descriptor said"
+                )));
+                None
+            }
         }
     }
 
@@ -157,9 +195,11 @@ impl<'c> Reach<'c> {
         len: usize,
         tmp: &mut Vec<u8>,
     ) -> usize {
-        if let Some(a) = self.local_addr(x, j, side, off, len) {
+        if let Some(Loc::Here(a)) = self.locate(x, j, side, off, len) {
             return a;
         }
+        // Read into `tmp` with CMA, or (when the range was refused) left as it is: the
+        // failure goes to the done round, and this rank's results are not used.
         if tmp.len() < len {
             tmp.resize(len, 0);
         }
