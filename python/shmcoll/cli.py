@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -743,20 +744,37 @@ def plot(csv_file: str, out: str | None) -> None:
 
 @main.command()
 @click.option("--dry-run", is_flag=True, help="only list what would be removed")
-def cleanup(dry_run: bool) -> None:
-    """Remove shmcoll segments left in /dev/shm by processes that no longer exist."""
-    from .cleanup import find, remove_stale
+@click.option(
+    "--shm-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="/dev/shm",
+    show_default=True,
+    help="directory holding the segments",
+)
+def cleanup(dry_run: bool, shm_dir: Path) -> None:
+    """Remove shmcoll segments left in /dev/shm by processes that no longer exist.
 
-    removed = remove_stale(dry_run=dry_run)
-    for s in removed:
+    Only your own regular files are removed; anything else named like a segment
+    (directories, symlinks, other users' files) is skipped with a reason. Exits 1 if a
+    segment that should have been removed could not be.
+    """
+    from .cleanup import clean
+
+    out = clean(shm_dir, dry_run=dry_run)
+    for s in out.removed:
         click.echo(
             f"{'would remove' if dry_run else 'removed'} {s.path} ({s.nbytes} bytes, pid {s.pid} gone)"
         )
-    live = [s for s in find() if s.alive]
-    for s in live:
+    for s in out.kept:
         click.echo(f"kept {s.path} (pid {s.pid} is running)")
-    if not removed:
+    for k in out.skipped:
+        click.echo(f"skipped {k.path}: {k.reason}")
+    for k in out.failed:
+        click.echo(f"failed on {k.path}: {k.reason}", err=True)
+    if not out.removed and not out.failed:
         click.echo("nothing to remove")
+    if out.failed:
+        raise SystemExit(1)
 
 
 # The PMPI library's command lives with the library (python/shmcoll/pmpi).

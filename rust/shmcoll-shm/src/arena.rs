@@ -56,6 +56,15 @@ pub fn map_peer_arena(pid: u32, fd: i32, len: usize) -> Result<Arc<PeerArena>> {
     let pidfd = pidfd_open(p, PidfdFlags::empty()).map_err(|e| failed(pid, "pidfd_open", e))?;
     let theirs = pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty())
         .map_err(|e| failed(pid, "pidfd_getfd", e))?;
+    // The length comes from shared memory, the size from the kernel: map no more than the
+    // file holds, since touching a mapped page past its end is a SIGBUS, not an error.
+    let st = rustix::fs::fstat(&theirs).map_err(|e| failed(pid, "fstat", e))?;
+    check_arena_size(st.st_mode, st.st_size, len).map_err(|reason| {
+        ShmError::os(
+            format!("mapping the arena of process {pid}: {reason}"),
+            std::io::Error::from_raw_os_error(libc::EINVAL),
+        )
+    })?;
     let file = std::fs::File::from(theirs);
     // MAP_NORESERVE: the arena is a large sparse reservation; only what the peer touched
     // exists. The descriptor can be closed once mapped (the mapping keeps the file).
@@ -70,4 +79,69 @@ pub fn map_peer_arena(pid: u32, fd: i32, len: usize) -> Result<Arc<PeerArena>> {
     let a = Arc::new(PeerArena { map });
     mapped.insert(key, a.clone());
     Ok(a)
+}
+
+/// Why a peer's descriptor with this mode and size cannot back an arena of `len` bytes,
+/// if so: it must be a regular file (a memfd) at least `len` bytes long, and `len` must be
+/// a length mmap takes.
+pub fn check_arena_size(mode: u32, size: i64, len: usize) -> std::result::Result<(), String> {
+    if mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(format!(
+            "its descriptor is not a memfd (file type {:#o})",
+            mode & libc::S_IFMT
+        ));
+    }
+    if len == 0 || isize::try_from(len).is_err() {
+        return Err(format!("announced length {len} is not a mappable length"));
+    }
+    let size = u64::try_from(size).map_err(|_| format!("its file has a size of {size} bytes"))?;
+    if u64::try_from(len).map_or(true, |l| l > size) {
+        return Err(format!(
+            "announced length {len} exceeds its file's {size} bytes"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REG: u32 = libc::S_IFREG | 0o600;
+
+    #[test]
+    fn an_arena_must_fit_its_file() {
+        assert!(check_arena_size(REG, 1 << 20, 1 << 20).is_ok());
+        assert!(check_arena_size(REG, 2 << 20, 1 << 20).is_ok());
+        let e = check_arena_size(REG, 1 << 20, (1 << 20) + 1).unwrap_err();
+        assert!(e.contains("exceeds"), "{e}");
+        assert!(check_arena_size(REG, -1, 4096).is_err());
+        assert!(check_arena_size(REG, 1 << 20, 0).is_err());
+        assert!(check_arena_size(REG, i64::MAX, usize::MAX).is_err());
+        assert!(check_arena_size(libc::S_IFIFO | 0o600, 1 << 20, 4096).is_err());
+        assert!(check_arena_size(libc::S_IFDIR | 0o700, 1 << 20, 4096).is_err());
+    }
+
+    /// A peer that announces more than its memfd holds is refused before anything is
+    /// mapped (this process stands in for the peer: pidfd_getfd on oneself is allowed).
+    #[test]
+    fn an_overlong_announcement_is_refused() {
+        use std::os::fd::AsRawFd;
+        let fd = rustix::fs::memfd_create("shmcoll-test-arena", rustix::fs::MemfdFlags::CLOEXEC)
+            .unwrap();
+        rustix::fs::ftruncate(&fd, 1 << 16).unwrap();
+        let me = std::process::id();
+        let raw = fd.as_raw_fd();
+        let err = map_peer_arena(me, raw, 1 << 20).unwrap_err().to_string();
+        if err.contains("pidfd_") {
+            // Kernels before 5.6 have no pidfd_getfd: nothing is mapped either way.
+            return;
+        }
+        assert!(err.contains("exceeds"), "{err}");
+        let a = match map_peer_arena(me, raw, 1 << 16) {
+            Ok(a) => a,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(a.len(), 1 << 16);
+    }
 }

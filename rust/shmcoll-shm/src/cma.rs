@@ -2,7 +2,8 @@
 //!
 //! It moves data in one copy between ordinary (non-shared) buffers, at the price of a
 //! system call and of page pinning in the kernel. Whether it is permitted (ptrace access
-//! mode, Yama, seccomp in containers) is only known by trying, so the handshake probes it.
+//! mode, Yama, seccomp in containers) is only known by trying, so the handshake probes it
+//! after each rank allowed its peers to trace it (crate::ptrace).
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,12 +87,6 @@ unsafe fn transfer(
         done += n as usize;
     }
     Ok(())
-}
-
-/// Let any process of ours read our memory where Yama restricts ptrace to descendants
-/// (the ranks of a job are siblings). Harmless where Yama is absent.
-pub fn allow_peers_to_read() {
-    let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
 }
 
 /// The word peers read to probe CMA: its value is this process's pid mixed with a

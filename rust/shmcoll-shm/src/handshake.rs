@@ -2,20 +2,25 @@
 //!
 //! Round 1: publish the pid and wait until every rank has mapped the segment; rank 0 then
 //! unlinks the name, so that from here on a crash leaves nothing in /dev/shm.
-//! Round 2: probe Cross Memory Attach (read the next rank's probe word) and agree on
+//! Round 2: let the other ranks, and no more processes than Yama requires, trace this one
+//! (crate::ptrace: it needs every rank's pid), and wait until every rank has, so that no
+//! probe runs before its target allowed it.
+//! Round 3: probe Cross Memory Attach (read the next rank's probe word) and agree on
 //! whether every rank can use it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cma;
 use crate::error::Result;
+use crate::ptrace;
 use crate::segment::Segment;
 use crate::wait::{wait_counter, Peers, WaitConfig};
 
 /// Sequence numbers used by the handshake; collectives start after them.
 pub const SEQ_ATTACHED: u64 = 1;
-pub const SEQ_PROBED: u64 = 2;
-pub const FIRST_CALL_SEQ: u64 = 3;
+pub const SEQ_TRACEABLE: u64 = 2;
+pub const SEQ_PROBED: u64 = 3;
+pub const FIRST_CALL_SEQ: u64 = 4;
 
 /// What the handshake learned.
 #[derive(Debug)]
@@ -23,12 +28,13 @@ pub struct Attached {
     pub peers: Peers,
     /// Every rank can read every other rank's memory with process_vm_readv.
     pub cma_ok: bool,
+    /// What this rank declared so that its peers may trace it.
+    pub tracer: ptrace::Tracer,
 }
 
 pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attached> {
     let p = seg.layout().sizes.nranks;
     assert!(rank < p, "rank {rank} out of range for {p} ranks");
-    cma::allow_peers_to_read();
     seg.pid_of(rank)
         .store(std::process::id(), Ordering::Relaxed);
     let probe = cma::probe_word() as *const AtomicU64 as u64;
@@ -54,6 +60,21 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
     }
     let peers = Peers::new(seg, rank);
 
+    let pids: Vec<u32> = (0..p).map(|r| peers.pid(r)).collect();
+    let tracer = ptrace::allow_ranks(&pids);
+    seg.publish(seg.arrive_seq(rank, SEQ_TRACEABLE), SEQ_TRACEABLE);
+    for r in 0..p {
+        wait_counter(
+            seg,
+            Some(&peers),
+            cfg,
+            "attach",
+            r,
+            seg.arrive_seq(r, SEQ_TRACEABLE),
+            SEQ_TRACEABLE,
+        )?;
+    }
+
     let next = (rank + 1) % p;
     let ok = next == rank || {
         let addr = seg.probe_addr_of(next).load(Ordering::Relaxed) as usize;
@@ -78,5 +99,6 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
     Ok(Attached {
         peers,
         cma_ok: all_ok,
+        tracer,
     })
 }

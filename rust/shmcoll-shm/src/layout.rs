@@ -59,28 +59,45 @@ pub struct Layout {
     pub total: usize,
 }
 
-const fn round_up(x: usize, to: usize) -> usize {
-    x.div_ceil(to) * to
+/// `x` rounded up to a multiple of `to` (a power of two), None on overflow.
+fn round_up(x: usize, to: usize) -> Option<usize> {
+    x.checked_next_multiple_of(to)
 }
 
 impl Layout {
-    pub fn new(sizes: Sizes) -> Layout {
+    /// The layout for `sizes`, or None if a size does not fit the address space: the sizes
+    /// come from the environment at creation and from the (shared, writable) header when
+    /// another rank opens the segment, so none of them is trusted to be small.
+    pub fn new(sizes: Sizes) -> Option<Layout> {
         let p = sizes.nranks;
         let page = 4096;
+        let lines = |n: usize| n.checked_mul(LINE);
         let ctrl_off = HEADER_BYTES;
-        let desc_off = round_up(ctrl_off + p * LINES_PER_RANK * LINE, page);
-        let desc_stride = round_up(DESC_FIXED + 4 * 8 * p, LINE);
-        let inline_bytes = round_up(sizes.inline_bytes, LINE);
-        let inline_off = round_up(desc_off + 2 * p * desc_stride, page);
-        let counters_off = round_up(inline_off + 2 * p * inline_bytes, page);
+        let desc_off = round_up(
+            ctrl_off.checked_add(lines(p.checked_mul(LINES_PER_RANK)?)?)?,
+            page,
+        )?;
+        let desc_stride = round_up(DESC_FIXED.checked_add(p.checked_mul(4 * 8)?)?, LINE)?;
+        let inline_bytes = round_up(sizes.inline_bytes, LINE)?;
+        let per_parity = |stride: usize| p.checked_mul(2)?.checked_mul(stride);
+        let inline_off = round_up(desc_off.checked_add(per_parity(desc_stride)?)?, page)?;
+        let counters_off = round_up(inline_off.checked_add(per_parity(inline_bytes)?)?, page)?;
         // produced[p] then consumed[p], each counter on its own 64-byte line.
-        let counters_stride = round_up(2 * p * COUNTER_STRIDE, LINE);
-        let staging_bytes = round_up(sizes.staging_bytes, page);
-        let staging_off = round_up(counters_off + p * counters_stride, page);
-        let heap_bytes = round_up(sizes.heap_bytes, page);
-        let heap_off = round_up(staging_off + p * staging_bytes, HEAP_ALIGN);
-        let total = heap_off + p * heap_bytes;
-        Layout {
+        let counters_stride = round_up(per_parity(COUNTER_STRIDE)?, LINE)?;
+        let staging_bytes = round_up(sizes.staging_bytes, page)?;
+        let staging_off = round_up(
+            counters_off.checked_add(p.checked_mul(counters_stride)?)?,
+            page,
+        )?;
+        let heap_bytes = round_up(sizes.heap_bytes, page)?;
+        let heap_off = round_up(
+            staging_off.checked_add(p.checked_mul(staging_bytes)?)?,
+            HEAP_ALIGN,
+        )?;
+        let total = heap_off.checked_add(p.checked_mul(heap_bytes)?)?;
+        // Offsets are stored and compared as u64 and handed to mmap as isize-sized lengths.
+        isize::try_from(total).ok()?;
+        Some(Layout {
             sizes: Sizes {
                 nranks: p,
                 inline_bytes,
@@ -96,7 +113,7 @@ impl Layout {
             staging_off,
             heap_off,
             total,
-        }
+        })
     }
 
     pub fn ctrl_line(&self, rank: usize, line: usize) -> usize {
@@ -146,7 +163,7 @@ mod tests {
         #[test]
         fn regions_are_disjoint_and_aligned(p in 1usize..70, inline in 0usize..100_000,
                                             staging in 0usize..10_000_000, heap in 0usize..100_000_000) {
-            let l = Layout::new(Sizes { nranks: p, inline_bytes: inline, staging_bytes: staging, heap_bytes: heap });
+            let l = Layout::new(Sizes { nranks: p, inline_bytes: inline, staging_bytes: staging, heap_bytes: heap }).unwrap();
             let ends = [
                 (l.ctrl_off, l.ctrl_line(p - 1, LINES_PER_RANK - 1) + LINE),
                 (l.desc_off, l.desc(p - 1, 1) + l.desc_stride),
@@ -166,5 +183,32 @@ mod tests {
             prop_assert!(l.desc_stride >= DESC_FIXED + 32 * p);
             prop_assert!(l.sizes.inline_bytes >= inline && l.sizes.staging_bytes >= staging);
         }
+    }
+
+    proptest! {
+        #[test]
+        fn sizes_that_overflow_give_no_layout(p in 1usize..1 << 20, big in (usize::MAX >> 8)..usize::MAX,
+                                              which in 0usize..3) {
+            let mut sizes = Sizes { nranks: p, inline_bytes: 0, staging_bytes: 0, heap_bytes: 0 };
+            match which {
+                0 => sizes.inline_bytes = big,
+                1 => sizes.staging_bytes = big,
+                _ => sizes.heap_bytes = big,
+            }
+            prop_assert!(Layout::new(sizes).is_none());
+        }
+    }
+
+    #[test]
+    fn huge_rank_counts_give_no_layout() {
+        let sizes = |nranks| Sizes {
+            nranks,
+            inline_bytes: 4096,
+            staging_bytes: 4096,
+            heap_bytes: 4096,
+        };
+        assert!(Layout::new(sizes(usize::MAX)).is_none());
+        assert!(Layout::new(sizes(usize::MAX / LINE)).is_none());
+        assert!(Layout::new(sizes(4)).is_some());
     }
 }

@@ -11,6 +11,7 @@ pub mod heap;
 pub mod layout;
 pub mod placement;
 pub mod probe;
+pub mod ptrace;
 pub mod segment;
 pub mod shared_arena;
 pub mod wait;

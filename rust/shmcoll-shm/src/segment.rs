@@ -7,7 +7,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use rustix::fs::Mode;
+use rustix::fs::{Mode, OFlags};
 use rustix::shm;
 
 use crate::error::{Result, ShmError};
@@ -53,7 +53,11 @@ impl Segment {
                 "a communicator needs at least one rank".into(),
             ));
         }
-        let layout = Layout::new(sizes);
+        let layout = Layout::new(sizes).ok_or_else(|| {
+            ShmError::Config(format!(
+                "a segment for {sizes:?} would not fit the address space; lower SHMCOLL_HEAP_BYTES or SHMCOLL_STAGING_BYTES"
+            ))
+        })?;
         check_space(layout.total)?;
         let name = fresh_name()?;
         let fd = shm::open(
@@ -63,6 +67,9 @@ impl Segment {
         )
         .map_err(|e| ShmError::os(format!("shm_open({name})"), e))?;
         let seg = (|| {
+            // Exactly 0600 whatever the umask: openers refuse anything else.
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))
+                .map_err(|e| ShmError::os(format!("fchmod({name}, 0600)"), e))?;
             rustix::fs::ftruncate(&fd, layout.total as u64)
                 .map_err(|e| ShmError::os(format!("ftruncate({name}, {})", layout.total), e))?;
             let map = map_fd(&fd, layout.total, &name)?;
@@ -102,15 +109,36 @@ impl Segment {
     }
 
     /// Open and map a segment another process created.
+    ///
+    /// The name is opened without following a symlink, and the file must be a regular
+    /// file of this user that nobody else may read or write (`create` makes it 0600):
+    /// anything else was not made by a rank of this job, and mapping it would hand our
+    /// control lines to whoever made it.
     pub fn open(name: &str) -> Result<Segment> {
-        let fd = shm::open(name, shm::OFlags::RDWR, Mode::empty())
-            .map_err(|e| ShmError::os(format!("shm_open({name})"), e))?;
-        let st = rustix::fs::fstat(&fd).map_err(|e| ShmError::os(format!("fstat({name})"), e))?;
-        let len = st.st_size as usize;
         let bad = |reason: String| ShmError::BadSegment {
             name: name.to_string(),
             reason,
         };
+        let path = shm_path(name).ok_or_else(|| {
+            bad(format!(
+                "not a segment name (expected /{NAME_PREFIX}... without other slashes)"
+            ))
+        })?;
+        let fd = rustix::fs::open(
+            path.as_str(),
+            OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            // O_NOFOLLOW on a symlink.
+            rustix::io::Errno::LOOP => bad("is a symbolic link; refusing to follow it".into()),
+            e => ShmError::os(format!("open({path})"), e),
+        })?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| ShmError::os(format!("fstat({path})"), e))?;
+        check_owner_and_mode(st.st_mode, st.st_uid, rustix::process::geteuid().as_raw())
+            .map_err(bad)?;
+        let len = usize::try_from(st.st_size)
+            .map_err(|_| bad(format!("has a size of {} bytes", st.st_size)))?;
         if len < HEADER_BYTES {
             return Err(bad(format!("only {len} bytes long")));
         }
@@ -129,12 +157,22 @@ impl Segment {
                 h.version
             )));
         }
-        let layout = Layout::new(Sizes {
-            nranks: h.nranks as usize,
-            inline_bytes: h.inline_bytes as usize,
-            staging_bytes: h.staging_bytes as usize,
-            heap_bytes: h.heap_bytes as usize,
-        });
+        let field = |v: u64| usize::try_from(v).ok();
+        let sizes = (|| {
+            Some(Sizes {
+                nranks: field(h.nranks).filter(|&n| n > 0)?,
+                inline_bytes: field(h.inline_bytes)?,
+                staging_bytes: field(h.staging_bytes)?,
+                heap_bytes: field(h.heap_bytes)?,
+            })
+        })();
+        let layout = sizes.and_then(Layout::new).ok_or_else(|| {
+            bad(format!(
+                "the header's sizes (nranks {}, inline {}, staging {}, heap {}) give no valid layout",
+                h.nranks, h.inline_bytes, h.staging_bytes, h.heap_bytes
+            ))
+        })?;
+        // The whole layout must lie inside the file: an access past its end is a SIGBUS.
         if layout.total as u64 != h.total || layout.total > len {
             return Err(bad(format!(
                 "header says {} bytes, layout needs {}, file has {len}",
@@ -289,6 +327,38 @@ fn map_fd(fd: &OwnedFd, len: usize, name: &str) -> Result<memmap2::MmapRaw> {
         .map_err(|e| ShmError::os(format!("mmap({name}, {len})"), e))
 }
 
+/// Where the kernel keeps POSIX shared-memory objects (what shm_open opens).
+const SHM_DIR: &str = "/dev/shm";
+
+/// The path of segment `name` ("/shmcoll-..."), or None if the name could reach outside
+/// /dev/shm or is not one of ours.
+fn shm_path(name: &str) -> Option<String> {
+    let base = name.strip_prefix('/').unwrap_or(name);
+    let ok = base.starts_with(NAME_PREFIX) && !base.contains(['/', '\0']);
+    ok.then(|| format!("{SHM_DIR}/{base}"))
+}
+
+/// Why a file with this mode and owner cannot be a segment of this user's job, if so:
+/// a segment is a regular file owned by `euid` with no access for group or others.
+pub fn check_owner_and_mode(mode: u32, uid: u32, euid: u32) -> std::result::Result<(), String> {
+    let kind = mode & libc::S_IFMT;
+    if kind != libc::S_IFREG {
+        return Err(format!("is not a regular file (file type {kind:#o})"));
+    }
+    if uid != euid {
+        return Err(format!(
+            "is owned by uid {uid}, not by this process's uid {euid}; refusing to map it"
+        ));
+    }
+    let perm = mode & 0o7777;
+    if perm & 0o077 != 0 {
+        return Err(format!(
+            "has mode {perm:04o}, which lets group or others access it (segments are created 0600); refusing to map it"
+        ));
+    }
+    Ok(())
+}
+
 /// `shmcoll-<uid>-<pid>-<128 random bits>`: the pid lets `cleanup` tell stale from live.
 fn fresh_name() -> Result<String> {
     let mut bytes = [0u8; 16];
@@ -317,4 +387,48 @@ pub fn shm_free_bytes() -> Option<u64> {
     rustix::fs::statvfs("/dev/shm")
         .ok()
         .map(|st| st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_private_regular_files_of_this_user_pass() {
+        let reg = libc::S_IFREG;
+        assert!(check_owner_and_mode(reg | 0o600, 1000, 1000).is_ok());
+        assert!(check_owner_and_mode(reg | 0o400, 1000, 1000).is_ok());
+        let e = check_owner_and_mode(reg | 0o600, 1001, 1000).unwrap_err();
+        assert!(e.contains("owned by uid 1001"), "{e}");
+        for mode in [0o640, 0o604, 0o660, 0o666, 0o610, 0o601] {
+            let e = check_owner_and_mode(reg | mode, 1000, 1000).unwrap_err();
+            assert!(e.contains(&format!("{mode:04o}")), "{e}");
+        }
+        for kind in [libc::S_IFDIR, libc::S_IFLNK, libc::S_IFIFO, libc::S_IFSOCK] {
+            let e = check_owner_and_mode(kind | 0o600, 1000, 1000).unwrap_err();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
+    }
+
+    #[test]
+    fn names_stay_inside_dev_shm() {
+        assert_eq!(
+            shm_path("/shmcoll-0-1-ab").as_deref(),
+            Some("/dev/shm/shmcoll-0-1-ab")
+        );
+        assert_eq!(
+            shm_path("shmcoll-0-1-ab").as_deref(),
+            Some("/dev/shm/shmcoll-0-1-ab")
+        );
+        for bad in [
+            "/shmcoll-0/../../etc/passwd",
+            "/../shmcoll-0",
+            "/other",
+            "",
+            "/",
+            "/shmcoll-\0x",
+        ] {
+            assert_eq!(shm_path(bad), None, "{bad:?}");
+        }
+    }
 }
