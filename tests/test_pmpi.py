@@ -455,6 +455,54 @@ def test_bad_settings_make_the_library_step_aside_with_a_reason(mpich: Mpi) -> N
     assert all(s[(r, "MPI_Alltoall")]["setup-failed"] == 2 for r in range(2))
 
 
+# -- erroneous calls -----------------------------------------------------------------------
+
+#: Every size served by the engine, and its deadline far above what these jobs may take:
+#: a rank left waiting for a peer that failed shows as a job that runs too long (and as a
+#: call the program times), not as an abort that still comes in time.
+ERRORS_ENV = {**SERVE_ALL_SIZES, "SHMCOLL_TIMEOUT": "60"}
+#: mpiexec's start and the whole program: a few seconds here, far below the deadline.
+ERRORS_JOB_SECONDS = 30
+#: Calls of errors_check.c that fail on every rank, per operation (Bcast depends on the
+#: rank, see the program).
+ERRORS_PER_RANK = {"MPI_Alltoall": 4, "MPI_Alltoallv": 2, "MPI_Allreduce": 2, "MPI_Allgather": 2}
+
+
+def assert_errors_on_every_rank(p: subprocess.CompletedProcess[str], n: int) -> None:
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(n):
+        for op, want in ERRORS_PER_RANK.items():
+            c = s[(r, op)]
+            # Failed by the library on every rank, none handed to MPI.
+            assert c.get("errors", 0) == want and c["passed"] == 0, (r, op, c)
+        assert s[(r, "MPI_Bcast")].get("errors", 0) >= 1, (r, s[(r, "MPI_Bcast")])
+    assert "failed on every rank, nothing moved" in p.stderr
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_call_one_rank_gets_wrong_fails_on_every_rank_with_an_mpi_error(mpich: Mpi, n: int) -> None:
+    """Negative counts, a bad root, a NULL buffer or datatype on one rank, counts that
+    disagree between ranks: under MPI_ERRORS_RETURN every rank gets the MPI error class
+    within the call, no receive buffer is written, and the next call works."""
+    p = mpich.run(n, mpich.compile("errors_check"), "return", env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS)
+    assert_errors_on_every_rank(p, n)
+
+
+@pytest.mark.parametrize("mode", ["fatal-alltoall", "fatal-alltoallv"])
+def test_an_erroneous_call_aborts_the_job_under_errors_are_fatal(mpich: Mpi, mode: str) -> None:
+    p = mpich.run(
+        2, mpich.compile("errors_check"), mode, env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS, expect_rc=None
+    )
+    assert "returned from the erroneous call" not in p.stdout, p.stdout + p.stderr
+    assert "failed on every rank, nothing moved" in p.stderr
+
+
+def test_erroneous_calls_under_open_mpi(openmpi: Mpi) -> None:
+    p = openmpi.run(2, openmpi.compile("errors_check"), "return", env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS)
+    assert_errors_on_every_rank(p, 2)
+
+
 # -- the shared arena of large allocations -------------------------------------------------
 
 
