@@ -166,6 +166,11 @@ static void allreduce_cases(void)
     rc = MPI_Allreduce(s, r, rank == size - 1 ? N / 2 : N, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     expect_error("Allreduce, counts differ between ranks", rc, MPI_Wtime() - t, MPI_ERR_COUNT, r,
                  sizeof(double) * N);
+    /* MPI_IN_PLACE where the receive buffer goes, on rank 0. */
+    t = MPI_Wtime();
+    rc = MPI_Allreduce(s, rank == 0 ? MPI_IN_PLACE : r, N, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    expect_error("Allreduce, MPI_IN_PLACE as the receive buffer on rank 0", rc, MPI_Wtime() - t, MPI_ERR_BUFFER,
+                 rank ? r : NULL, sizeof(double) * N);
     rc = MPI_Allreduce(s, r, N, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     double want = (double)size * (size - 1) / 2;
     expect_success("Allreduce after them", rc, r[0] == want && r[N - 1] == want + (double)size * (N - 1));

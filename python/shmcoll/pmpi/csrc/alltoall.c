@@ -33,8 +33,8 @@ static int serve_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendt
         return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_COUNT,
                            "sends %zu bytes to each rank but receives %zu from each",
                            (size_t)sendcount * ssize, bpp);
-    if (bpp > 0 && !recvbuf)
-        return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL");
+    if ((bpp > 0 && !recvbuf) || recvbuf == MPI_IN_PLACE)
+        return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
     if (bpp > 0 && !in_place && !sendbuf)
         return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
     if (shim_mpi_faster(OP_ALLTOALL, bpp)) {
@@ -135,8 +135,8 @@ static int serve_alltoallv(const void *sendbuf, const int sendcounts[], const in
     size_t total = 0, sent = 0;
     for (int j = 0; j < p; j++)
         total += rc[j], sent += sc[j];
-    if (total > 0 && !recvbuf)
-        return shim_reject(s, OP_ALLTOALLV, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL");
+    if ((total > 0 && !recvbuf) || recvbuf == MPI_IN_PLACE)
+        return shim_reject(s, OP_ALLTOALLV, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
     if (sent > 0 && !in_place && !sendbuf)
         return shim_reject(s, OP_ALLTOALLV, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
     const void *send = in_place ? NULL : shim_send_ptr(sshift ? (const char *)sendbuf - sshift : sendbuf);

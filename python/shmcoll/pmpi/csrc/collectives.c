@@ -56,8 +56,8 @@ static int serve_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
     if (count < 0)
         return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_COUNT, "count %d is negative", count);
     size_t bytes = (size_t)count * size;
-    if (bytes > 0 && !buffer)
-        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_BUFFER, "the buffer is NULL");
+    if ((bytes > 0 && !buffer) || buffer == MPI_IN_PLACE)
+        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_BUFFER, "the buffer is NULL or MPI_IN_PLACE");
     if (shim_mpi_faster(OP_BCAST, bytes)) {
         why = R_MPI_FASTER;
         goto pass;
@@ -97,8 +97,8 @@ static int serve_allgather(const void *sendbuf, int sendcount, MPI_Datatype send
     if (!in_place && (size_t)sendcount * ssize != bytes)
         return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_COUNT, "sends %zu bytes but receives %zu from each rank",
                            (size_t)sendcount * ssize, bytes);
-    if (bytes > 0 && !recvbuf)
-        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL");
+    if ((bytes > 0 && !recvbuf) || recvbuf == MPI_IN_PLACE)
+        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
     if (bytes > 0 && !in_place && !sendbuf)
         return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
     if (shim_mpi_faster(OP_ALLGATHER, bytes)) {
@@ -144,8 +144,8 @@ static int serve_reduction(enum shim_op which, int code, const void *sendbuf, vo
     /* Reduce_scatter_block sends a block for every rank. */
     size_t sent = which == OP_REDUCE_SCATTER_BLOCK ? bytes * (size_t)s->size : bytes;
     int in_place = sendbuf == MPI_IN_PLACE;
-    if (bytes > 0 && !recvbuf)
-        return shim_reject(s, which, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL");
+    if ((bytes > 0 && !recvbuf) || recvbuf == MPI_IN_PLACE)
+        return shim_reject(s, which, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
     if (sent > 0 && !in_place && !sendbuf)
         return shim_reject(s, which, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
     if (shim_mpi_faster(which, bytes)) {
