@@ -50,8 +50,9 @@ static int mpi_error_class(int cls)
     }
 }
 
-/* The call failed on every rank: report it (once per process, so that a program that
- * aborts on it says why), then hand the code to the communicator's error handler, which
+/* The call failed, on every rank (but for a small Bcast whose root left before a non-root
+ * rejected it: see README): report it (once per process, so that a program that aborts
+ * on it says why), then hand the code to the communicator's error handler, which
  * aborts under MPI_ERRORS_ARE_FATAL as MPI's own check would, and returns under
  * MPI_ERRORS_RETURN. */
 static int fail(shim_comm *s, enum shim_op op, const char *err)
@@ -60,7 +61,7 @@ static int fail(shim_comm *s, enum shim_op op, const char *err)
     int code = mpi_error_class(shmcoll_comm_last_error_class(s->engine));
     shim_count_error(op);
     if (!__atomic_exchange_n(&reported, 1, __ATOMIC_RELAXED)) {
-        fprintf(stderr, "[shmcoll-pmpi] %s failed on every rank, nothing moved: %s (first error reported)\n",
+        fprintf(stderr, "[shmcoll-pmpi] %s failed, no data moved: %s (first error reported)\n",
                 shim_op_name(op), err);
         fflush(stderr);
     }
