@@ -489,18 +489,26 @@ def test_a_call_one_rank_gets_wrong_fails_on_every_rank_with_an_mpi_error(mpich:
     assert_errors_on_every_rank(p, n)
 
 
-@pytest.mark.parametrize("mode", ["fatal-alltoall", "fatal-alltoallv"])
-def test_an_erroneous_call_aborts_the_job_under_errors_are_fatal(mpich: Mpi, mode: str) -> None:
-    p = mpich.run(
-        2, mpich.compile("errors_check"), mode, env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS, expect_rc=None
+def assert_aborts(mpi: Mpi, n: int, mode: str) -> None:
+    """Under MPI_ERRORS_ARE_FATAL the erroneous call ends the job (non-zero exit, within
+    ERRORS_JOB_SECONDS) on every rank: none returns from it."""
+    p = mpi.run(
+        n, mpi.compile("errors_check"), mode, env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS, expect_rc=None
     )
     assert "returned from the erroneous call" not in p.stdout, p.stdout + p.stderr
     assert "failed, no data moved" in p.stderr
 
 
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("mode", ["fatal-alltoall", "fatal-alltoallv"])
+def test_an_erroneous_call_aborts_the_job_under_errors_are_fatal(mpich: Mpi, mode: str, n: int) -> None:
+    assert_aborts(mpich, n, mode)
+
+
 def test_erroneous_calls_under_open_mpi(openmpi: Mpi) -> None:
     p = openmpi.run(2, openmpi.compile("errors_check"), "return", env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS)
     assert_errors_on_every_rank(p, 2)
+    assert_aborts(openmpi, 2, "fatal-alltoallv")
 
 
 # -- the shared arena of large allocations -------------------------------------------------
