@@ -166,6 +166,18 @@ def test_the_other_collectives_equal_pmpi_and_unknown_operators_pass_through(mpi
         assert red["handled"] > 0 and red["passed"] == red["reduction"] == 2, red
 
 
+def test_calls_a_forced_algorithm_cannot_serve_go_to_mpi_on_every_rank(mpich: Mpi) -> None:
+    """A forced algorithm that cannot serve a call (inline, for Bcasts larger than the
+    inline area) is a verdict every rank reaches alike: the call goes to PMPI_ on every
+    rank, results unchanged, counted as declined; smaller Bcasts are still served."""
+    env = {**SERVE_ALL_SIZES, "SHMCOLL_BCAST_ALGORITHM": "inline"}
+    p = mpich.run(2, mpich.compile("collectives_check"), env=env)
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    for r in range(2):
+        b = stats(p.stderr)[(r, "MPI_Bcast")]
+        assert b["declined"] == b["passed"] > 0 and b["handled"] > 0 and "errors" not in b, b
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_large_private_bcasts_take_the_model_algorithm(mpich: Mpi, n: int) -> None:
     """Private (malloc'ed) Bcast buffers of 547 KiB take the algorithm the model names for
