@@ -53,11 +53,12 @@ class Mpi:
         *args: str,
         preload: bool = True,
         env: Mapping[str, str] | None = None,
-        expect_rc: int = 0,
+        expect_rc: int | None = 0,
         timeout: float = 90,
     ) -> subprocess.CompletedProcess[str]:
         """mpiexec -n N program args, the library preloaded unless `preload` is False; fails
-        the test on another exit status or on a shmcoll segment left in /dev/shm."""
+        the test on another exit status (`expect_rc` None: any but 0, an aborted job) or on a
+        shmcoll segment left in /dev/shm."""
         full = subprocess_env({**self.env, "SHMCOLL_PMPI_STATS": "1", **(env or {})})
         full.pop("LD_PRELOAD", None)
         if preload:
@@ -69,7 +70,7 @@ class Mpi:
             p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired as e:
             pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s\n{e.stdout}\n{e.stderr}")
-        if p.returncode != expect_rc:
+        if p.returncode != expect_rc if expect_rc is not None else p.returncode == 0:
             pytest.fail(
                 f"{' '.join(cmd)} exited with {p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}",
                 pytrace=False,

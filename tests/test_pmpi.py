@@ -166,6 +166,18 @@ def test_the_other_collectives_equal_pmpi_and_unknown_operators_pass_through(mpi
         assert red["handled"] > 0 and red["passed"] == red["reduction"] == 2, red
 
 
+def test_calls_a_forced_algorithm_cannot_serve_go_to_mpi_on_every_rank(mpich: Mpi) -> None:
+    """A forced algorithm that cannot serve a call (inline, for Bcasts larger than the
+    inline area) is a verdict every rank reaches alike: the call goes to PMPI_ on every
+    rank, results unchanged, counted as declined; smaller Bcasts are still served."""
+    env = {**SERVE_ALL_SIZES, "SHMCOLL_BCAST_ALGORITHM": "inline"}
+    p = mpich.run(2, mpich.compile("collectives_check"), env=env)
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    for r in range(2):
+        b = stats(p.stderr)[(r, "MPI_Bcast")]
+        assert b["declined"] == b["passed"] > 0 and b["handled"] > 0 and "errors" not in b, b
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_large_private_bcasts_take_the_model_algorithm(mpich: Mpi, n: int) -> None:
     """Private (malloc'ed) Bcast buffers of 547 KiB take the algorithm the model names for
@@ -453,6 +465,62 @@ def test_bad_settings_make_the_library_step_aside_with_a_reason(mpich: Mpi) -> N
     assert "SHMCOLL_TIMEOUT" in p.stderr  # the engine's message, reported once
     s = stats(p.stderr)
     assert all(s[(r, "MPI_Alltoall")]["setup-failed"] == 2 for r in range(2))
+
+
+# -- erroneous calls -----------------------------------------------------------------------
+
+#: Every size served by the engine, and its deadline far above what these jobs may take:
+#: a rank left waiting for a peer that failed shows as a job that runs too long (and as a
+#: call the program times), not as an abort that still comes in time.
+ERRORS_ENV = {**SERVE_ALL_SIZES, "SHMCOLL_TIMEOUT": "60"}
+#: mpiexec's start and the whole program: a few seconds here, far below the deadline.
+ERRORS_JOB_SECONDS = 30
+#: Calls of errors_check.c that fail on every rank, per operation (Bcast depends on the
+#: rank, see the program).
+ERRORS_PER_RANK = {"MPI_Alltoall": 4, "MPI_Alltoallv": 2, "MPI_Allreduce": 3, "MPI_Allgather": 2}
+
+
+def assert_errors_on_every_rank(p: subprocess.CompletedProcess[str], n: int) -> None:
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(n):
+        for op, want in ERRORS_PER_RANK.items():
+            c = s[(r, op)]
+            # Failed by the library on every rank, none handed to MPI.
+            assert c.get("errors", 0) == want and c["passed"] == 0, (r, op, c)
+        assert s[(r, "MPI_Bcast")].get("errors", 0) >= 1, (r, s[(r, "MPI_Bcast")])
+    assert "failed, no data moved" in p.stderr
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_call_one_rank_gets_wrong_fails_on_every_rank_with_an_mpi_error(mpich: Mpi, n: int) -> None:
+    """Negative counts, a bad root, a NULL buffer or datatype on one rank, counts that
+    disagree between ranks: under MPI_ERRORS_RETURN every rank gets the MPI error class
+    within the call, no receive buffer is written, and the next call works."""
+    p = mpich.run(n, mpich.compile("errors_check"), "return", env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS)
+    assert_errors_on_every_rank(p, n)
+
+
+def assert_aborts(mpi: Mpi, n: int, mode: str) -> None:
+    """Under MPI_ERRORS_ARE_FATAL the erroneous call ends the job (non-zero exit, within
+    ERRORS_JOB_SECONDS) on every rank: none returns from it."""
+    p = mpi.run(
+        n, mpi.compile("errors_check"), mode, env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS, expect_rc=None
+    )
+    assert "returned from the erroneous call" not in p.stdout, p.stdout + p.stderr
+    assert "failed, no data moved" in p.stderr
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("mode", ["fatal-alltoall", "fatal-alltoallv"])
+def test_an_erroneous_call_aborts_the_job_under_errors_are_fatal(mpich: Mpi, mode: str, n: int) -> None:
+    assert_aborts(mpich, n, mode)
+
+
+def test_erroneous_calls_under_open_mpi(openmpi: Mpi) -> None:
+    p = openmpi.run(2, openmpi.compile("errors_check"), "return", env=ERRORS_ENV, timeout=ERRORS_JOB_SECONDS)
+    assert_errors_on_every_rank(p, 2)
+    assert_aborts(openmpi, 2, "fatal-alltoallv")
 
 
 # -- the shared arena of large allocations -------------------------------------------------

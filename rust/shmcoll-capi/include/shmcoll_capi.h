@@ -7,13 +7,33 @@
 #include <stdint.h>
 
 #define SHMCOLL_OK 0
-/* Every rank rejected the call before any byte moved: the same call may go to PMPI.
- * Also every failure of the setup functions (create, open, join). */
+/* The call failed on every rank before any byte moved: a rank rejected its arguments or
+ * the ranks' calls disagree. The caller reports an error of the class
+ * shmcoll_comm_last_error_class gives, on every rank; the call must not go to PMPI (its
+ * arguments are known to be wrong). Also every failure of the setup functions (create,
+ * open, join), after which the communicator's calls go to PMPI. */
 #define SHMCOLL_REJECTED 1
 /* The communicator is unusable (peer died, timeout). */
 #define SHMCOLL_FATAL 2
 /* A null pointer or similar breach of this header's contract. */
 #define SHMCOLL_BAD_ARGUMENT 3
+/* Every rank accepted the call but no algorithm serves it (a forced one cannot), decided
+ * alike on every rank: the same call may go to PMPI on every rank. */
+#define SHMCOLL_DECLINED 4
+
+/* The class of a failure (shmcoll_comm_last_error_class; shmcoll_reject's `cls`). A
+ * rank's rejection reaches its peers with its class: every rank reports the same one. */
+#define SHMCOLL_CLASS_NONE 0
+#define SHMCOLL_CLASS_OTHER 1
+#define SHMCOLL_CLASS_ARG 2
+#define SHMCOLL_CLASS_COUNT 3
+#define SHMCOLL_CLASS_BUFFER 4
+#define SHMCOLL_CLASS_ROOT 5
+#define SHMCOLL_CLASS_OP 6
+#define SHMCOLL_CLASS_TYPE 7
+/* The engine found the ranks' calls disagree (sizes, counts, collective, root, operator):
+ * the same verdict on every rank (a peer's rejection is never reported as this class). */
+#define SHMCOLL_CLASS_MISMATCH 8
 
 typedef struct ShmcollSegment ShmcollSegment;
 typedef struct ShmcollComm ShmcollComm;
@@ -52,4 +72,15 @@ int shmcoll_alltoallv(ShmcollComm *comm, const void *send, const size_t *send_co
 int shmcoll_collective(ShmcollComm *comm, int op, const void *send, void *recv, size_t bytes,
                        size_t root, int dtype, int redop, char *err, size_t cap);
 int shmcoll_barrier(ShmcollComm *comm, char *err, size_t cap);
+/* Reject this rank's part of a call with class `cls` and message `why`, through the
+ * engine: every peer fails the same call (SHMCOLL_REJECTED with that class) without
+ * waiting for a deadline, and nothing moves. `op`: SHMCOLL_BCAST.., or for Alltoall and
+ * Alltoallv (one engine entry) SHMCOLL_ALLTOALL / SHMCOLL_ALLTOALLV. */
+#define SHMCOLL_ALLTOALL 4
+#define SHMCOLL_ALLTOALLV 5
+int shmcoll_reject(ShmcollComm *comm, int op, int cls, const char *why, char *err, size_t cap);
+/* SHMCOLL_CLASS_* of the last call's failure on `comm` (NONE after a success). */
+int shmcoll_comm_last_error_class(const ShmcollComm *comm);
+/* 1 if the engine reduces `dtype` with `redop` (the codes above), else 0. */
+int shmcoll_reduction_supported(int dtype, int redop);
 #endif

@@ -1,11 +1,12 @@
 //! The other collectives for the C ABI: Bcast, Allgather, Reduce_scatter_block, Allreduce
 //! and Barrier, on raw byte buffers, with reductions named by the engine's dtype and
-//! operator codes.
+//! operator codes. As in engine.rs, a call this layer cannot build is rejected through
+//! the engine, so that the peers fail in the same call.
 
-use shmcoll_coll::{Blocks, CollCall, CollOp, Comm, RawBuf};
+use shmcoll_coll::{Blocks, CollCall, CollOp, Comm, Error, RawBuf};
 use shmcoll_kernels::{Dtype, Op};
 
-use crate::engine::{Failure, Outcome};
+use crate::engine::{rejection, Class, Outcome};
 
 /// The collective codes of include/shmcoll_capi.h (`SHMCOLL_BCAST`..).
 pub fn coll_op(code: i32) -> Option<CollOp> {
@@ -31,33 +32,42 @@ pub struct Collective {
     pub reduce: Option<(u8, u8)>,
 }
 
-fn reduction(codes: Option<(u8, u8)>, op: CollOp) -> Outcome<Option<(Dtype, Op)>> {
+fn reduction(codes: Option<(u8, u8)>, op: CollOp) -> Result<Option<(Dtype, Op)>, Error> {
     match (codes, op.reduces()) {
         (None, false) => Ok(None),
         (Some((d, o)), true) => match (Dtype::from_code(d), Op::from_code(o)) {
             (Some(d), Some(o)) => Ok(Some((d, o))),
-            _ => Err(Failure::bad_argument(format!(
-                "unknown dtype {d} or operator {o}"
-            ))),
+            (None, _) => Err(rejection(Class::Datatype, &format!("unknown dtype {d}"))),
+            (_, None) => Err(rejection(Class::Operator, &format!("unknown operator {o}"))),
         },
-        (None, true) => Err(Failure::bad_argument(format!(
-            "{} needs a dtype and an operator",
-            op.name()
-        ))),
-        (Some(_), false) => Err(Failure::bad_argument(format!(
-            "{} does not reduce",
-            op.name()
-        ))),
+        (None, true) => Err(rejection(
+            Class::Argument,
+            &format!("{} needs a dtype and an operator", op.name()),
+        )),
+        (Some(_), false) => Err(rejection(
+            Class::Argument,
+            &format!("{} does not reduce", op.name()),
+        )),
     }
 }
 
-/// Run one collective; the name of the algorithm that served it.
-pub fn collective(comm: &mut Comm, c: Collective) -> Outcome<&'static str> {
-    let p = comm.size();
+/// Whether the engine reduces `dtype` with `redop` (codes of the C header): the shim
+/// hands other pairs to PMPI, as all ranks of a correct call pass the same pair.
+pub fn reduces(dtype: i32, redop: i32) -> bool {
+    match (u8::try_from(dtype), u8::try_from(redop)) {
+        (Ok(d), Ok(o)) => match (Dtype::from_code(d), Op::from_code(o)) {
+            (Some(d), Some(o)) => o.supports(d),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn build(c: Collective, p: usize) -> Result<CollCall<'static>, Error> {
     let total = c
         .bytes
         .checked_mul(p)
-        .ok_or_else(|| Failure::bad_argument("size times ranks overflows"))?;
+        .ok_or_else(|| rejection(Class::Count, "size times ranks overflows"))?;
     let buf = |addr: usize, len: usize| RawBuf { addr, len };
     let (send, recv, blocks) = match c.op {
         CollOp::Bcast => (None, Some(buf(c.recv, c.bytes)), None),
@@ -84,13 +94,13 @@ pub fn collective(comm: &mut Comm, c: Collective) -> Outcome<&'static str> {
             None,
         ),
         other => {
-            return Err(Failure::bad_argument(format!(
-                "{} is not offered here",
-                other.name()
-            )))
+            return Err(rejection(
+                Class::Argument,
+                &format!("{} is not offered here", other.name()),
+            ))
         }
     };
-    let call = CollCall {
+    Ok(CollCall {
         op: c.op,
         send,
         recv,
@@ -98,8 +108,13 @@ pub fn collective(comm: &mut Comm, c: Collective) -> Outcome<&'static str> {
         blocks,
         reduce: reduction(c.reduce, c.op)?,
         forced: None,
-    };
-    Ok(comm.collective(c.op, Ok(call))?.algo.name())
+    })
+}
+
+/// Run one collective; the name of the algorithm that served it.
+pub fn collective(comm: &mut Comm, c: Collective) -> Outcome<&'static str> {
+    let call = build(c, comm.size());
+    Ok(comm.collective(c.op, call)?.algo.name())
 }
 
 pub fn barrier(comm: &mut Comm) -> Outcome<()> {

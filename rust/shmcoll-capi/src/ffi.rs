@@ -10,7 +10,7 @@ use shmcoll_coll::Comm;
 use shmcoll_shm::Segment;
 
 use crate::collectives::{self, coll_op, Collective};
-use crate::engine::{self, Failure, Outcome, Status, VectorArgs};
+use crate::engine::{self, Class, Failure, Outcome, Rejected, Status, VectorArgs};
 
 /// A mapped segment not yet joined (opaque to C).
 #[derive(Debug)]
@@ -24,6 +24,8 @@ pub struct ShmcollComm {
     comm: Comm,
     /// The algorithm that served the last call, NUL-terminated for C.
     last_algo: &'static CStr,
+    /// The class of the last call's failure (`Class::None` after a success).
+    last_class: Class,
 }
 
 /// Write `msg` NUL-terminated into `err[..cap]` (truncated to fit), if there is room.
@@ -40,23 +42,50 @@ fn write_msg(err: *mut c_char, cap: usize, msg: &str) {
     }
 }
 
-/// Run `f`, turn a panic into a fatal failure, report a failure through `err`.
-fn guard<T>(err: *mut c_char, cap: usize, f: impl FnOnce() -> Outcome<T>) -> Result<T, c_int> {
-    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+/// Run `f`, turning a panic into a fatal failure.
+fn caught<T>(f: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
         let what = p
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        Err(Failure {
-            status: Status::Fatal,
-            msg: format!("internal error in shmcoll: {what}"),
-        })
-    });
+        Err(Failure::fatal(format!("internal error in shmcoll: {what}")))
+    })
+}
+
+/// Report a failure through `err`; its status code.
+fn report<T>(err: *mut c_char, cap: usize, r: Outcome<T>) -> Result<T, c_int> {
     r.map_err(|e| {
         write_msg(err, cap, &e.msg);
         e.status as c_int
     })
+}
+
+/// Run `f`, turn a panic into a fatal failure, report a failure through `err`.
+fn guard<T>(err: *mut c_char, cap: usize, f: impl FnOnce() -> Outcome<T>) -> Result<T, c_int> {
+    report(err, cap, caught(f))
+}
+
+/// A call on a communicator: as `guard`, and the failure's class is kept for
+/// `shmcoll_comm_last_error_class`.
+///
+/// # Safety
+/// `comm` must be live and not used concurrently, or null (refused).
+unsafe fn on_comm(
+    comm: *mut ShmcollComm,
+    err: *mut c_char,
+    cap: usize,
+    f: impl FnOnce(&mut ShmcollComm) -> Outcome<()>,
+) -> c_int {
+    // SAFETY: the caller promised a live communicator used by this thread only, or null.
+    let Some(c) = (unsafe { comm.as_mut() }) else {
+        write_msg(err, cap, "null communicator");
+        return Status::BadArgument as c_int;
+    };
+    let r = caught(|| f(&mut *c));
+    c.last_class = r.as_ref().err().map_or(Class::None, |e| e.class);
+    code(report(err, cap, r))
 }
 
 fn code<T>(r: Result<T, c_int>) -> c_int {
@@ -187,6 +216,7 @@ pub unsafe extern "C" fn shmcoll_comm_join(
         let c = Box::new(ShmcollComm {
             comm,
             last_algo: c"none",
+            last_class: Class::None,
         });
         // SAFETY: checked non-null; the caller promised it is valid for a write.
         unsafe { *out = Box::into_raw(c) };
@@ -307,14 +337,14 @@ pub unsafe extern "C" fn shmcoll_alltoall(
     err: *mut c_char,
     cap: usize,
 ) -> c_int {
-    code(guard(err, cap, || {
-        // SAFETY: the caller promised a live communicator used by this thread only.
-        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+    let f = |c: &mut ShmcollComm| {
         let send = (!send.is_null()).then_some(send as usize);
         let algo = engine::alltoall(&mut c.comm, send, recv as usize, bytes_per_rank)?;
         c.last_algo = algo_cstr(algo);
         Ok(())
-    }))
+    };
+    // SAFETY: the caller promised a live communicator used by this thread only.
+    unsafe { on_comm(comm, err, cap, f) }
 }
 
 /// Alltoallv with byte counts and byte displacements (`size` entries each); `send` null:
@@ -336,42 +366,46 @@ pub unsafe extern "C" fn shmcoll_alltoallv(
     err: *mut c_char,
     cap: usize,
 ) -> c_int {
-    code(guard(err, cap, || {
-        // SAFETY: the caller promised a live communicator used by this thread only.
-        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+    let f = |c: &mut ShmcollComm| {
         let p = c.comm.size();
-        let arr = |ptr: *const usize, what: &str| {
-            if ptr.is_null() {
-                return Err(Failure::bad_argument(format!("null {what} array")));
-            }
-            // SAFETY: non-null, and the caller promised `p` readable entries.
-            Ok(unsafe { std::slice::from_raw_parts(ptr, p) })
-        };
-        let v = VectorArgs {
-            send_counts: arr(
-                if send.is_null() {
-                    recv_counts
-                } else {
-                    send_counts
-                },
+        let in_place = send.is_null();
+        let arrays = [
+            (
+                if in_place { recv_counts } else { send_counts },
                 "send counts",
-            )?,
-            send_displs: arr(
-                if send.is_null() {
-                    recv_displs
-                } else {
-                    send_displs
-                },
+            ),
+            (
+                if in_place { recv_displs } else { send_displs },
                 "send displacements",
-            )?,
-            recv_counts: arr(recv_counts, "receive counts")?,
-            recv_displs: arr(recv_displs, "receive displacements")?,
+            ),
+            (recv_counts, "receive counts"),
+            (recv_displs, "receive displacements"),
+        ];
+        if let Some((_, what)) = arrays.iter().find(|(ptr, _)| ptr.is_null()) {
+            // Through the engine, so that the peers fail this call too.
+            let why = format!("null {what} array");
+            return Err(engine::reject(
+                &mut c.comm,
+                Rejected::Alltoall,
+                Class::Argument,
+                &why,
+            ));
+        }
+        // SAFETY: checked non-null, and the caller promised `p` readable entries.
+        let [sc, sd, rc, rd] = arrays.map(|(ptr, _)| unsafe { std::slice::from_raw_parts(ptr, p) });
+        let v = VectorArgs {
+            send_counts: sc,
+            send_displs: sd,
+            recv_counts: rc,
+            recv_displs: rd,
         };
         let send = (!send.is_null()).then_some(send as usize);
         let algo = engine::alltoallv(&mut c.comm, send, recv as usize, v)?;
         c.last_algo = algo_cstr(algo);
         Ok(())
-    }))
+    };
+    // SAFETY: the caller promised a live communicator used by this thread only.
+    unsafe { on_comm(comm, err, cap, f) }
 }
 
 /// Bcast, Allgather, Reduce_scatter_block or Allreduce (`op`: SHMCOLL_BCAST..) of `bytes`
@@ -395,9 +429,7 @@ pub unsafe extern "C" fn shmcoll_collective(
     err: *mut c_char,
     cap: usize,
 ) -> c_int {
-    code(guard(err, cap, || {
-        // SAFETY: the caller promised a live communicator used by this thread only.
-        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
+    let f = |c: &mut ShmcollComm| {
         let op =
             coll_op(op).ok_or_else(|| Failure::bad_argument(format!("unknown collective {op}")))?;
         let reduce = match (u8::try_from(dtype), u8::try_from(redop)) {
@@ -415,7 +447,9 @@ pub unsafe extern "C" fn shmcoll_collective(
         let algo = collectives::collective(&mut c.comm, call)?;
         c.last_algo = coll_algo_cstr(algo);
         Ok(())
-    }))
+    };
+    // SAFETY: the caller promised a live communicator used by this thread only.
+    unsafe { on_comm(comm, err, cap, f) }
 }
 
 /// Barrier over the communicator.
@@ -428,11 +462,67 @@ pub unsafe extern "C" fn shmcoll_barrier(
     err: *mut c_char,
     cap: usize,
 ) -> c_int {
-    code(guard(err, cap, || {
-        // SAFETY: the caller promised a live communicator used by this thread only.
-        let c = unsafe { comm.as_mut() }.ok_or_else(|| Failure::bad_argument("null comm"))?;
-        collectives::barrier(&mut c.comm)
-    }))
+    // SAFETY: the caller promised a live communicator used by this thread only.
+    unsafe { on_comm(comm, err, cap, |c| collectives::barrier(&mut c.comm)) }
+}
+
+/// The call codes `shmcoll_reject` takes beyond `SHMCOLL_BCAST`..: Alltoall, Alltoallv.
+const REJECT_ALLTOALL: c_int = 4;
+const REJECT_ALLTOALLV: c_int = 5;
+
+/// Reject this rank's part of a call (`op`: SHMCOLL_BCAST.. or SHMCOLL_ALLTOALL(V)) with
+/// the error class `class` (SHMCOLL_CLASS_ARG..) and the message `why`: the engine tells
+/// every peer in the same call, so that all fail it together and nothing moves. Returns
+/// SHMCOLL_REJECTED (the class then in `shmcoll_comm_last_error_class`) or SHMCOLL_FATAL.
+///
+/// # Safety
+/// `comm` live and not used concurrently; `why` NUL-terminated or null; `err` as above.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_reject(
+    comm: *mut ShmcollComm,
+    op: c_int,
+    class: c_int,
+    why: *const c_char,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    let why = if why.is_null() {
+        std::borrow::Cow::Borrowed("(no reason given)")
+    } else {
+        // SAFETY: non-null, and the caller promised a NUL-terminated string.
+        unsafe { CStr::from_ptr(why) }.to_string_lossy()
+    };
+    let f = |c: &mut ShmcollComm| {
+        let call = match op {
+            REJECT_ALLTOALL | REJECT_ALLTOALLV => Rejected::Alltoall,
+            _ => Rejected::Collective(
+                coll_op(op)
+                    .ok_or_else(|| Failure::bad_argument(format!("unknown collective {op}")))?,
+            ),
+        };
+        let class = Class::from_code(class).unwrap_or(Class::Argument);
+        Err(engine::reject(&mut c.comm, call, class, &why))
+    };
+    // SAFETY: the caller promised a live communicator used by this thread only.
+    unsafe { on_comm(comm, err, cap, f) }
+}
+
+/// The class of the last call's failure on `comm` (SHMCOLL_CLASS_*; SHMCOLL_CLASS_NONE
+/// after a success or for null).
+///
+/// # Safety
+/// `comm` must be live or null.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_comm_last_error_class(comm: *const ShmcollComm) -> c_int {
+    // SAFETY: the caller promised a live communicator or null.
+    unsafe { comm.as_ref() }.map_or(Class::None, |c| c.last_class) as c_int
+}
+
+/// 1 if the engine reduces the dtype `dtype` with the operator `redop` (the header's
+/// codes), else 0.
+#[no_mangle]
+pub extern "C" fn shmcoll_reduction_supported(dtype: c_int, redop: c_int) -> c_int {
+    c_int::from(collectives::reduces(dtype, redop))
 }
 
 fn coll_algo_cstr(name: &str) -> &'static CStr {

@@ -16,140 +16,190 @@ static int engine_op(MPI_Op op)
     return -1;
 }
 
-/* One call through the engine: 1 if it served it, 0 if the caller must use PMPI. Never
- * inlined: its error buffer would give every wrapper a frame too large for the compiler to
- * turn the calls to PMPI_ into jumps, and passing a call through should cost nothing. */
-__attribute__((noinline)) static int engine_call(shim_comm *s, enum shim_op op, const char *name, int code, const void *send,
-                       void *recv, size_t bytes, int root, int dtype, int redop, size_t moved)
+/* One call through the engine: MPI_SUCCESS, an MPI error, or SHIM_PASS (the caller must
+ * use PMPI). Never inlined: its error buffer would give every wrapper a frame too large
+ * for the compiler to turn the calls to PMPI_ into jumps, and passing a call through
+ * should cost nothing. */
+__attribute__((noinline)) static int engine_call(shim_comm *s, enum shim_op op, int code, const void *send,
+                                                 void *recv, size_t bytes, int root, int dtype, int redop,
+                                                 size_t moved)
 {
     char err[SHIM_ERR_CAP];
     int rc = shmcoll_collective(s->engine, code, send, recv, bytes, (size_t)root, dtype, redop, err, sizeof err);
-    if (!shim_settle(s, op, name, rc, err))
-        return 0;
-    shim_count_handled(s, op, moved, 0);
-    return 1;
+    rc = shim_finish(s, op, rc, err);
+    if (rc == MPI_SUCCESS)
+        shim_count_handled(s, op, moved, 0);
+    return rc;
 }
 
 /* Each wrapper asks a serve_ function, whose locals (their addresses escape) stay in its
- * own frame, so that the wrapper's call to PMPI_ becomes a jump. 1: served. */
+ * own frame, so that the wrapper's call to PMPI_ becomes a jump. The order of the checks
+ * matters: first what sends a call to PMPI on data every rank of a correct call shares
+ * (communicator, datatypes, operator), then what a rank rejects in its own arguments
+ * (rejected through the engine, so the peers fail the same call), then the size windows,
+ * which only a valid size can be judged by. */
 static int serve_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    enum shim_reason why = R_ARGUMENTS;
+    enum shim_reason why = R_DATATYPE;
     size_t size = 0;
     shim_comm *s = shim_serving(comm, &why);
-    if (s && !shim_contiguous(datatype, &size))
-        s = NULL, why = R_DATATYPE;
-    if (s && (count < 0 || root < 0 || root >= s->size))
-        s = NULL, why = R_ARGUMENTS;
-    if (s && shim_mpi_faster(OP_BCAST, (size_t)count * size))
-        s = NULL, why = R_MPI_FASTER;
-    if (!s) {
-        shim_count_passed(OP_BCAST, why);
-        return 0;
-    }
+    if (!s)
+        goto pass;
+    int types = shim_types(1, MPI_DATATYPE_NULL, datatype, &size, &size);
+    if (types < 0)
+        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_TYPE, "the datatype is MPI_DATATYPE_NULL");
+    if (!types)
+        goto pass;
+    if (root < 0 || root >= s->size)
+        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_ROOT, "root %d is not a rank of this %d-rank communicator",
+                           root, s->size);
+    if (count < 0)
+        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_COUNT, "count %d is negative", count);
     size_t bytes = (size_t)count * size;
-    return engine_call(s, OP_BCAST, "MPI_Bcast", SHMCOLL_BCAST, NULL, buffer, bytes, root, -1, -1, bytes);
+    if ((bytes > 0 && !buffer) || buffer == MPI_IN_PLACE)
+        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_BUFFER, "the buffer is NULL or MPI_IN_PLACE");
+    if (shim_mpi_faster(OP_BCAST, bytes)) {
+        why = R_MPI_FASTER;
+        goto pass;
+    }
+    return engine_call(s, OP_BCAST, SHMCOLL_BCAST, NULL, buffer, bytes, root, -1, -1, bytes);
+pass:
+    shim_count_passed(OP_BCAST, why);
+    return SHIM_PASS;
 }
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    if (serve_bcast(buffer, count, datatype, root, comm))
-        return MPI_SUCCESS;
+    int rc = serve_bcast(buffer, count, datatype, root, comm);
+    if (rc != SHIM_PASS)
+        return rc;
     return PMPI_Bcast(buffer, count, datatype, root, comm);
 }
 
 static int serve_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    enum shim_reason why = R_ARGUMENTS;
+    enum shim_reason why = R_DATATYPE;
     int in_place = sendbuf == MPI_IN_PLACE;
     size_t ssize = 0, rsize = 0;
-    shim_comm *s = shim_serving_types(comm, in_place, sendtype, recvtype, &ssize, &rsize, &why);
-    if (s && (recvcount < 0 || (!in_place && (sendcount < 0 || (size_t)sendcount * ssize != (size_t)recvcount * rsize))))
-        s = NULL, why = R_ARGUMENTS;
-    if (s && shim_mpi_faster(OP_ALLGATHER, (size_t)recvcount * rsize))
-        s = NULL, why = R_MPI_FASTER;
-    if (!s) {
-        shim_count_passed(OP_ALLGATHER, why);
-        return 0;
-    }
+    shim_comm *s = shim_serving(comm, &why);
+    if (!s)
+        goto pass;
+    int types = shim_types(in_place, sendtype, recvtype, &ssize, &rsize);
+    if (types < 0)
+        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_TYPE, "a datatype is MPI_DATATYPE_NULL");
+    if (!types)
+        goto pass;
+    if (recvcount < 0 || (!in_place && sendcount < 0))
+        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_COUNT, "negative count (sendcount %d, recvcount %d)",
+                           sendcount, recvcount);
     size_t bytes = (size_t)recvcount * rsize;
-    return engine_call(s, OP_ALLGATHER, "MPI_Allgather", SHMCOLL_ALLGATHER, in_place ? NULL : sendbuf, recvbuf,
+    if (!in_place && (size_t)sendcount * ssize != bytes)
+        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_COUNT, "sends %zu bytes but receives %zu from each rank",
+                           (size_t)sendcount * ssize, bytes);
+    if ((bytes > 0 && !recvbuf) || recvbuf == MPI_IN_PLACE)
+        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
+    if (bytes > 0 && !in_place && !sendbuf)
+        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
+    if (shim_mpi_faster(OP_ALLGATHER, bytes)) {
+        why = R_MPI_FASTER;
+        goto pass;
+    }
+    return engine_call(s, OP_ALLGATHER, SHMCOLL_ALLGATHER, in_place ? NULL : shim_send_ptr(sendbuf), recvbuf,
                        bytes, 0, -1, -1, bytes * (size_t)s->size);
+pass:
+    shim_count_passed(OP_ALLGATHER, why);
+    return SHIM_PASS;
 }
 
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (serve_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm))
-        return MPI_SUCCESS;
+    int rc = serve_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (rc != SHIM_PASS)
+        return rc;
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 /* Allreduce and Reduce_scatter_block: `count` elements of `t` per call (the vector, or a
- * rank's block), combined with `op`. 1 if the engine served the call, 0 if the caller must
- * hand it to PMPI (counted). */
-static int serve_reduction(enum shim_op which, const char *name, int code, const void *sendbuf, void *recvbuf,
-                           int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+ * rank's block), combined with `op`. As serve_bcast. */
+static int serve_reduction(enum shim_op which, int code, const void *sendbuf, void *recvbuf, int count,
+                           MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
-    enum shim_reason why = R_ARGUMENTS;
+    enum shim_reason why = R_REDUCTION;
     size_t size = 0;
     shim_comm *s = shim_serving(comm, &why);
-    int dtype = s ? shim_reduce_dtype(t, &size) : -1, redop = s ? engine_op(op) : -1;
-    if (s && (dtype < 0 || redop < 0))
-        s = NULL, why = R_REDUCTION;
-    else if (s && count < 0)
-        s = NULL, why = R_ARGUMENTS;
-    size_t bytes = (size_t)(count > 0 ? count : 0) * size;
-    if (s && shim_mpi_faster(which, bytes))
-        s = NULL, why = R_MPI_FASTER;
-    if (!s) {
-        shim_count_passed(which, why);
-        return 0;
+    if (!s)
+        goto pass;
+    if (t == MPI_DATATYPE_NULL)
+        return shim_reject(s, which, SHMCOLL_CLASS_TYPE, "the datatype is MPI_DATATYPE_NULL");
+    if (op == MPI_OP_NULL)
+        return shim_reject(s, which, SHMCOLL_CLASS_OP, "the operator is MPI_OP_NULL");
+    int dtype = shim_reduce_dtype(t, &size), redop = engine_op(op);
+    if (dtype < 0 || redop < 0 || !shmcoll_reduction_supported(dtype, redop))
+        goto pass;
+    if (count < 0)
+        return shim_reject(s, which, SHMCOLL_CLASS_COUNT, "count %d is negative", count);
+    size_t bytes = (size_t)count * size;
+    /* Reduce_scatter_block sends a block for every rank. */
+    size_t sent = which == OP_REDUCE_SCATTER_BLOCK ? bytes * (size_t)s->size : bytes;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    if ((bytes > 0 && !recvbuf) || recvbuf == MPI_IN_PLACE)
+        return shim_reject(s, which, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
+    if (sent > 0 && !in_place && !sendbuf)
+        return shim_reject(s, which, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
+    if (shim_mpi_faster(which, bytes)) {
+        why = R_MPI_FASTER;
+        goto pass;
     }
-    const void *send = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    return engine_call(s, which, name, code, send, recvbuf, bytes, 0, dtype, redop, bytes);
+    const void *send = in_place ? NULL : shim_send_ptr(sendbuf);
+    return engine_call(s, which, code, send, recvbuf, bytes, 0, dtype, redop, bytes);
+pass:
+    shim_count_passed(which, why);
+    return SHIM_PASS;
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm)
 {
-    if (serve_reduction(OP_ALLREDUCE, "MPI_Allreduce", SHMCOLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, op,
-                        comm))
-        return MPI_SUCCESS;
+    int rc = serve_reduction(OP_ALLREDUCE, SHMCOLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, op, comm);
+    if (rc != SHIM_PASS)
+        return rc;
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
                              MPI_Op op, MPI_Comm comm)
 {
-    if (serve_reduction(OP_REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter_block", SHMCOLL_REDUCE_SCATTER_BLOCK, sendbuf,
-                        recvbuf, recvcount, datatype, op, comm))
-        return MPI_SUCCESS;
+    int rc = serve_reduction(OP_REDUCE_SCATTER_BLOCK, SHMCOLL_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount,
+                             datatype, op, comm);
+    if (rc != SHIM_PASS)
+        return rc;
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 
 /* As engine_call, for the barrier. */
 __attribute__((noinline)) static int serve_barrier(MPI_Comm comm)
 {
-    enum shim_reason why = R_ARGUMENTS;
+    enum shim_reason why = R_DISABLED;
     char err[SHIM_ERR_CAP];
     shim_comm *s = shim_serving(comm, &why);
     if (s && shim_mpi_faster(OP_BARRIER, 0))
         s = NULL, why = R_MPI_FASTER;
     if (!s) {
         shim_count_passed(OP_BARRIER, why);
-        return 0;
+        return SHIM_PASS;
     }
-    if (!shim_settle(s, OP_BARRIER, "MPI_Barrier", shmcoll_barrier(s->engine, err, sizeof err), err))
-        return 0;
-    shim_count_handled(s, OP_BARRIER, 0, 0);
-    return 1;
+    int rc = shim_finish(s, OP_BARRIER, shmcoll_barrier(s->engine, err, sizeof err), err);
+    if (rc == MPI_SUCCESS)
+        shim_count_handled(s, OP_BARRIER, 0, 0);
+    return rc;
 }
 
 int MPI_Barrier(MPI_Comm comm)
 {
-    if (serve_barrier(comm))
-        return MPI_SUCCESS;
+    int rc = serve_barrier(comm);
+    if (rc != SHIM_PASS)
+        return rc;
     return PMPI_Barrier(comm);
 }

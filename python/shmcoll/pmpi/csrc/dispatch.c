@@ -1,5 +1,12 @@
 /* What every wrapper asks first (does shmcoll serve this communicator?) and last (what to
- * do with the engine's verdict). */
+ * do with the engine's verdict), and how a call is rejected. Once a communicator is
+ * served, a call the engine or this library finds wrong fails on every rank within the
+ * call, through the engine, and returns an MPI error there; it never goes to PMPI_, which
+ * would move data on arguments known to be wrong, nor returns early on one rank, which
+ * would leave the peers waiting in the engine until its deadline. */
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "shim.h"
 
 shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why)
@@ -20,24 +27,86 @@ shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why)
     return s;
 }
 
-shim_comm *shim_serving_types(MPI_Comm comm, int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype,
-                              size_t *ssize, size_t *rsize, enum shim_reason *why)
+int shim_types(int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype, size_t *ssize, size_t *rsize)
 {
-    shim_comm *s = shim_serving(comm, why);
-    if (s && (!shim_contiguous(recvtype, rsize) || (!in_place && !shim_contiguous(sendtype, ssize)))) {
-        *why = R_DATATYPE;
-        return NULL;
-    }
-    return s;
+    if (recvtype == MPI_DATATYPE_NULL || (!in_place && sendtype == MPI_DATATYPE_NULL))
+        return -1;
+    return shim_contiguous(recvtype, rsize) && (in_place || shim_contiguous(sendtype, ssize));
 }
 
-int shim_settle(shim_comm *s, enum shim_op op, const char *name, int rc, const char *err)
+/* The MPI error class of an engine class (SHMCOLL_CLASS_*). A disagreement between ranks
+ * is one of sizes or counts in every case MPI defines an error for. */
+static int mpi_error_class(int cls)
 {
-    if (rc == SHMCOLL_OK)
-        return 1;
-    if (rc == SHMCOLL_FATAL)
-        shim_fatal(s->comm, name, err);
-    shim_warn_once(name, err);
-    shim_count_passed(op, R_REJECTED);
-    return 0;
+    switch (cls) {
+    case SHMCOLL_CLASS_ARG: return MPI_ERR_ARG;
+    case SHMCOLL_CLASS_COUNT: return MPI_ERR_COUNT;
+    case SHMCOLL_CLASS_MISMATCH: return MPI_ERR_COUNT;
+    case SHMCOLL_CLASS_BUFFER: return MPI_ERR_BUFFER;
+    case SHMCOLL_CLASS_ROOT: return MPI_ERR_ROOT;
+    case SHMCOLL_CLASS_OP: return MPI_ERR_OP;
+    case SHMCOLL_CLASS_TYPE: return MPI_ERR_TYPE;
+    default: return MPI_ERR_OTHER;
+    }
+}
+
+/* The call failed, on every rank (but for a small Bcast whose root left before a non-root
+ * rejected it: see README): report it (once per process, so that a program that aborts
+ * on it says why), then hand the code to the communicator's error handler, which
+ * aborts under MPI_ERRORS_ARE_FATAL as MPI's own check would, and returns under
+ * MPI_ERRORS_RETURN. */
+static int fail(shim_comm *s, enum shim_op op, const char *err)
+{
+    static int reported;
+    int code = mpi_error_class(shmcoll_comm_last_error_class(s->engine));
+    shim_count_error(op);
+    if (!__atomic_exchange_n(&reported, 1, __ATOMIC_RELAXED)) {
+        fprintf(stderr, "[shmcoll-pmpi] %s failed, no data moved: %s (first error reported)\n",
+                shim_op_name(op), err);
+        fflush(stderr);
+    }
+    PMPI_Comm_call_errhandler(s->comm, code);
+    return code;
+}
+
+int shim_finish(shim_comm *s, enum shim_op op, int rc, const char *err)
+{
+    switch (rc) {
+    case SHMCOLL_OK:
+        return MPI_SUCCESS;
+    case SHMCOLL_DECLINED:
+        shim_warn_once(shim_op_name(op), err);
+        shim_count_passed(op, R_DECLINED);
+        return SHIM_PASS;
+    case SHMCOLL_REJECTED:
+        return fail(s, op, err);
+    default: /* fatal, or a breach of the C ABI's contract: on one rank only, possibly */
+        shim_fatal(s->comm, shim_op_name(op), err);
+        return MPI_ERR_OTHER;
+    }
+}
+
+int shim_reject(shim_comm *s, enum shim_op op, int cls, const char *fmt, ...)
+{
+    static const int engine_op[OP_COUNT] = {
+        [OP_ALLTOALL] = SHMCOLL_ALLTOALL, [OP_ALLTOALLV] = SHMCOLL_ALLTOALLV,
+        [OP_ALLGATHER] = SHMCOLL_ALLGATHER, [OP_BCAST] = SHMCOLL_BCAST,
+        [OP_ALLREDUCE] = SHMCOLL_ALLREDUCE, [OP_REDUCE_SCATTER_BLOCK] = SHMCOLL_REDUCE_SCATTER_BLOCK,
+        [OP_BARRIER] = -1,
+    };
+    char why[256], err[SHIM_ERR_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    int rc = shmcoll_reject(s->engine, engine_op[op], cls, why, err, sizeof err);
+    if (rc != SHMCOLL_REJECTED)
+        rc = SHMCOLL_FATAL; /* a rejection that did not reach the peers leaves them waiting */
+    return shim_finish(s, op, rc, err);
+}
+
+const void *shim_send_ptr(const void *sendbuf)
+{
+    static const char nothing;
+    return sendbuf ? sendbuf : &nothing;
 }

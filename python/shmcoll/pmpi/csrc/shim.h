@@ -13,8 +13,7 @@ enum shim_reason {
     R_SPANS_NODES,   /* ranks on several nodes */
     R_SETUP_FAILED,  /* the segment could not be created, opened or joined */
     R_DATATYPE,      /* a derived, non-contiguous datatype */
-    R_ARGUMENTS,     /* negative counts, sizes that disagree between send and receive */
-    R_REJECTED,      /* the engine rejected the call on every rank */
+    R_DECLINED,      /* every rank accepted it but no algorithm serves it (a forced one cannot) */
     R_REDUCTION,     /* an operator or datatype shmcoll does not reduce (user-defined ops) */
     R_MPI_FASTER,    /* a size at which MPI's own implementation was measured faster */
     R_COUNT
@@ -54,11 +53,14 @@ shim_comm *shim_get(MPI_Comm comm);
 void shim_release_all(void);
 
 /* Counters (stats.c). */
+const char *shim_op_name(enum shim_op op);
 /* A call `s` served; its algorithm is the engine's last (none for Barrier). */
 void shim_count_handled(shim_comm *s, enum shim_op op, size_t bytes, int as_alltoall);
 void shim_count_passed(enum shim_op op, enum shim_reason why);
 /* An Alltoallv on which ranks disagreed about the Alltoall path and retried (alltoall.c). */
 void shim_count_mixed(enum shim_op op);
+/* A call that returned an MPI error on every rank (rejected arguments, disagreeing ranks). */
+void shim_count_error(enum shim_op op);
 void shim_print_stats(void);
 
 /* MPI is initialised (whichever binding did it; state.c): marks an MPI process for the
@@ -97,16 +99,31 @@ int shim_reduce_dtype(MPI_Datatype t, size_t *bytes);
 
 /* The state that serves `comm`, or NULL with *why set when the call must pass through. */
 shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why);
-/* As shim_serving, for a call moving `recvtype` and (unless `in_place`) `sendtype`: both
- * must be contiguous; their sizes go to *rsize and *ssize. */
-shim_comm *shim_serving_types(MPI_Comm comm, int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype,
-                              size_t *ssize, size_t *rsize, enum shim_reason *why);
+/* The datatypes of a call moving `recvtype` and (unless `in_place`) `sendtype`: 1 if both
+ * are contiguous (sizes in *rsize and *ssize), 0 if one is not (the call passes through),
+ * -1 if one is MPI_DATATYPE_NULL (the call is rejected). */
+int shim_types(int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype, size_t *ssize, size_t *rsize);
 /* Whether `bytes` falls in the range where MPI was measured faster for `op` (window.c). */
 int shim_mpi_faster(enum shim_op op, size_t bytes);
 /* A hash of the pass-through windows this process uses, for the setup agreement. */
 unsigned long long shim_windows_digest(void);
-/* After the engine's verdict: 1 if the call is done, 0 if it must go to PMPI (counted). */
-int shim_settle(shim_comm *s, enum shim_op op, const char *name, int rc, const char *err);
+
+/* What a serve_ function returns when the wrapper must hand the call to PMPI_ (MPI's
+ * return codes are never negative). */
+#define SHIM_PASS (-1)
+/* After the engine's verdict `rc` on a call of `op` (dispatch.c): MPI_SUCCESS if it was
+ * served; SHIM_PASS if every rank declined it alike (counted); else the MPI error code,
+ * raised through the communicator's error handler on every rank (all ranks got the same
+ * verdict). A fatal verdict aborts the job. */
+int shim_finish(shim_comm *s, enum shim_op op, int rc, const char *err);
+/* Reject this rank's part of a call of `op` with the engine's error class `cls`
+ * (SHMCOLL_CLASS_*) and a printf-style reason: every peer fails the same call with that
+ * class, so no rank waits for this one; returns the MPI error code (as shim_finish). */
+int shim_reject(shim_comm *s, enum shim_op op, int cls, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), cold, noinline));
+/* A non-NULL stand-in for a NULL send buffer of zero bytes: the engine takes NULL for
+ * MPI_IN_PLACE. */
+const void *shim_send_ptr(const void *sendbuf);
 
 #define SHIM_ERR_CAP 512
 /* The library is loaded at startup (LD_PRELOAD), so its thread-locals can live in the

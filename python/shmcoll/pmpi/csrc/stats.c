@@ -16,14 +16,14 @@ static const char *const op_names[OP_COUNT] = {
 
 static const char *const reason_names[R_COUNT] = {
     "disabled", "inter-communicator", "spans-nodes", "setup-failed",
-    "derived-datatype", "arguments", "rejected", "reduction", "mpi-faster",
+    "derived-datatype", "declined", "reduction", "mpi-faster",
 };
 
 /* Collectives on one communicator are never concurrent (MPI forbids it), but calls on
  * different communicators may be, from different threads: hence atomic counters. */
 #define MAX_ALGOS 8
 static struct {
-    unsigned long long handled, as_alltoall, mixed, bytes, passed[R_COUNT];
+    unsigned long long handled, as_alltoall, mixed, errors, bytes, passed[R_COUNT];
     /* The engine's algorithm names are static strings: a slot is claimed by its pointer. */
     const char *algo[MAX_ALGOS];
     unsigned long long via[MAX_ALGOS];
@@ -58,6 +58,16 @@ void shim_count_mixed(enum shim_op op)
     __atomic_fetch_add(&counts[op].mixed, 1, __ATOMIC_RELAXED);
 }
 
+void shim_count_error(enum shim_op op)
+{
+    __atomic_fetch_add(&counts[op].errors, 1, __ATOMIC_RELAXED);
+}
+
+const char *shim_op_name(enum shim_op op)
+{
+    return op_names[op];
+}
+
 void shim_count_passed(enum shim_op op, enum shim_reason why)
 {
     __atomic_fetch_add(&counts[op].passed[why], 1, __ATOMIC_RELAXED);
@@ -75,7 +85,7 @@ void shim_print_stats(void)
         unsigned long long passed = 0;
         for (int r = 0; r < R_COUNT; r++)
             passed += counts[op].passed[r];
-        if (op > OP_ALLTOALLV && !counts[op].handled && !passed)
+        if (op > OP_ALLTOALLV && !counts[op].handled && !passed && !counts[op].errors)
             continue; /* the other collectives only when the program called them */
         int n = snprintf(line, sizeof line,
                          "[shmcoll-pmpi] rank=%d op=%s handled=%llu bytes=%llu passed=%llu", rank,
@@ -83,6 +93,8 @@ void shim_print_stats(void)
         if (op == OP_ALLTOALLV)
             n += snprintf(line + n, sizeof line - (size_t)n, " as-alltoall=%llu mixed-paths=%llu",
                           counts[op].as_alltoall, counts[op].mixed);
+        if (counts[op].errors)
+            n += snprintf(line + n, sizeof line - (size_t)n, " errors=%llu", counts[op].errors);
         for (int i = 0; i < MAX_ALGOS && counts[op].algo[i]; i++)
             n += snprintf(line + n, sizeof line - (size_t)n, " via-%s=%llu", counts[op].algo[i], counts[op].via[i]);
         for (int r = 0; r < R_COUNT; r++)

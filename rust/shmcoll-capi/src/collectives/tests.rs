@@ -1,7 +1,7 @@
 //! The other collectives on raw bytes, against results computed here.
 
 use super::*;
-use crate::engine::Status;
+use crate::engine::{Class, Status};
 use crate::testing::on_ranks;
 
 fn run(
@@ -83,11 +83,99 @@ fn reductions_need_known_codes_and_only_reductions_take_them() {
         };
         [
             collective(c, call(CollOp::Allreduce, Some((99, 0)))),
+            collective(c, call(CollOp::Allreduce, Some((0, 99)))),
             collective(c, call(CollOp::Allreduce, None)),
             collective(c, call(CollOp::Bcast, Some((0, 0)))),
             collective(c, call(CollOp::Gather, None)),
         ]
-        .map(|r| r.map_err(|f| f.status))
+        .map(|r| r.map_err(|f| (f.status, f.class)))
     });
-    assert_eq!(out[0], [Err(Status::BadArgument); 4]);
+    let rejected = |class| Err((Status::Rejected, class));
+    assert_eq!(
+        out[0],
+        [
+            rejected(Class::Datatype),
+            rejected(Class::Operator),
+            rejected(Class::Argument),
+            rejected(Class::Argument),
+            rejected(Class::Argument),
+        ]
+    );
+}
+
+/// Per rank: the call's outcome, whether its buffer kept its contents, whether a barrier
+/// after it worked.
+type RankOutcome = (Result<(), (Status, Class)>, bool, bool);
+
+/// A Bcast of `bytes` from rank 2 on 3 ranks, where rank `bad` rejects its root instead:
+/// per rank, its outcome, whether its buffer kept its contents, and whether a barrier
+/// after it works.
+fn bcast_with_a_bad_root(bad: usize, bytes: usize) -> Vec<RankOutcome> {
+    on_ranks(3, move |r, c| {
+        let mut buf = vec![if r == 2 { 9u8 } else { 7u8 }; bytes];
+        let call = Collective {
+            op: CollOp::Bcast,
+            send: None,
+            recv: buf.as_mut_ptr() as usize,
+            bytes,
+            root: 2,
+            reduce: None,
+        };
+        let first = if r == bad {
+            Err(crate::engine::reject(
+                c,
+                crate::engine::Rejected::Collective(CollOp::Bcast),
+                Class::Root,
+                "root 9 is not a rank",
+            ))
+        } else {
+            collective(c, call).map(|_| ())
+        };
+        let kept = buf.iter().all(|&b| b == if r == 2 { 9 } else { 7 });
+        (
+            first.map_err(|f| (f.status, f.class)),
+            kept,
+            barrier(c).is_ok(),
+        )
+    })
+}
+
+#[test]
+fn a_rank_with_a_bad_root_fails_the_call_on_every_rank() {
+    // The rank the others name as root rejects: nobody can leave early, every rank fails
+    // with the root class and nothing moves.
+    for (r, out) in bcast_with_a_bad_root(2, 64).into_iter().enumerate() {
+        assert_eq!(
+            out,
+            (Err((Status::Rejected, Class::Root)), true, true),
+            "rank {r}"
+        );
+    }
+    // A non-root rejects a Bcast too large for the root to leave once it published.
+    for (r, out) in bcast_with_a_bad_root(0, 4 << 20).into_iter().enumerate() {
+        assert_eq!(
+            out,
+            (Err((Status::Rejected, Class::Root)), true, true),
+            "rank {r}"
+        );
+    }
+}
+
+#[test]
+fn a_non_root_rejecting_a_small_bcast_fails_alone() {
+    // The root of a small Bcast leaves as soon as it published (shmcoll-coll's one_sided.rs),
+    // before it could learn of a rejection: the rejecting rank fails and keeps its buffer,
+    // the others complete, and the communicator stays usable.
+    let out = bcast_with_a_bad_root(0, 64);
+    assert_eq!(out[0], (Err((Status::Rejected, Class::Root)), true, true));
+    assert_eq!(out[1], (Ok(()), false, true));
+    assert_eq!(out[2], (Ok(()), true, true));
+}
+
+#[test]
+fn the_engine_reduces_what_the_kernels_define() {
+    assert!(reduces(9, 0)); // float64 sum
+    assert!(!reduces(9, 4)); // float64 band
+    assert!(!reduces(11, 2)); // complex128 min
+    assert!(!reduces(-1, 0) && !reduces(0, 99));
 }

@@ -105,41 +105,140 @@ fn disagreeing_sizes_are_rejected_on_every_rank_and_the_comm_stays_usable() {
             recv.as_mut_ptr() as usize,
             8,
         );
-        (first.map_err(|f| f.status), untouched, again.is_ok())
+        (
+            first.map_err(|f| (f.status, f.class)),
+            untouched,
+            again.is_ok(),
+        )
     });
     for (first, untouched, again) in out {
-        assert_eq!(first, Err(Status::Rejected));
+        assert_eq!(first, Err((Status::Rejected, Class::Mismatch)));
         assert!(untouched, "a rejected call wrote into the receive buffer");
         assert!(again, "the communicator should survive a rejected call");
     }
 }
 
 #[test]
-fn wrong_array_lengths_and_overflow_are_bad_arguments() {
-    // Both ranks make the same mistake, so neither reaches the engine (where a lone
-    // rank would wait for its peer).
-    let out = on_ranks(2, |_, c| {
-        let v = VectorArgs {
-            send_counts: &[1, 2, 3],
-            send_displs: &[0],
-            recv_counts: &[1],
-            recv_displs: &[0],
+fn disagreeing_alltoallv_counts_are_a_mismatch_on_every_rank() {
+    let out = on_ranks(3, |r, c| {
+        // Rank 2 expects 5 bytes from each rank where the others send it 4.
+        let (sc, rc) = if r == 2 {
+            ([4, 4, 4], [5, 5, 5])
+        } else {
+            ([4, 4, 4], [4, 4, 4])
         };
-        let a = alltoallv(c, Some(16), 32, v).map_err(|f| f.status);
-        let b = alltoall(c, Some(16), 32, usize::MAX).map_err(|f| f.status);
-        (a, b)
+        let displs = [0, 8, 16];
+        let send = [1u8; 24];
+        let mut recv = vec![0u8; 24];
+        let v = VectorArgs {
+            send_counts: &sc,
+            send_displs: &displs,
+            recv_counts: &rc,
+            recv_displs: &displs,
+        };
+        let r = alltoallv(
+            c,
+            Some(send.as_ptr() as usize),
+            recv.as_mut_ptr() as usize,
+            v,
+        );
+        (
+            r.map_err(|f| (f.status, f.class)),
+            recv.iter().all(|&b| b == 0),
+        )
     });
-    for (a, b) in out {
-        assert_eq!(a, Err(Status::BadArgument));
-        assert_eq!(b, Err(Status::BadArgument));
+    for (r, untouched) in out {
+        assert_eq!(r, Err((Status::Rejected, Class::Mismatch)));
+        assert!(untouched);
     }
 }
 
 #[test]
+fn one_rank_rejecting_fails_the_call_on_every_rank_with_its_class() {
+    // Rank 1 rejects its arguments; the others make a correct call and must fail it too,
+    // at once (a peer left waiting would hang the test until the engine's deadline), with
+    // the rejecting rank's class, and nothing written.
+    let out = on_ranks(3, |r, c| {
+        let send = [1u8; 3 * 8];
+        let mut recv = vec![0u8; 3 * 8];
+        let first = if r == 1 {
+            Err(reject(
+                c,
+                Rejected::Alltoall,
+                Class::Count,
+                "count -1 is negative",
+            ))
+        } else {
+            alltoall(
+                c,
+                Some(send.as_ptr() as usize),
+                recv.as_mut_ptr() as usize,
+                8,
+            )
+        };
+        let untouched = recv.iter().all(|&b| b == 0);
+        let again = alltoall(
+            c,
+            Some(send.as_ptr() as usize),
+            recv.as_mut_ptr() as usize,
+            8,
+        );
+        (
+            first.map_err(|f| (f.status, f.class, f.msg)),
+            untouched,
+            again.is_ok(),
+        )
+    });
+    for (r, (first, untouched, again)) in out.into_iter().enumerate() {
+        let (status, class, msg) = first.expect_err("every rank fails the call");
+        assert_eq!(
+            (status, class),
+            (Status::Rejected, Class::Count),
+            "rank {r}: {msg}"
+        );
+        assert!(msg.contains("count -1 is negative"), "rank {r}: {msg}");
+        assert!(
+            untouched,
+            "rank {r}: a rejected call wrote into the receive buffer"
+        );
+        assert!(
+            again,
+            "rank {r}: the communicator should survive a rejection"
+        );
+    }
+}
+
+#[test]
+fn array_lengths_and_overflow_are_rejected_through_the_engine() {
+    // Only rank 0 makes the mistake: its peer must fail the same call rather than wait.
+    let out = on_ranks(2, |r, c| {
+        let mut recv = [0u8; 16];
+        let addr = recv.as_mut_ptr() as usize;
+        let good = VectorArgs {
+            send_counts: &[8, 8],
+            send_displs: &[0, 8],
+            recv_counts: &[8, 8],
+            recv_displs: &[0, 8],
+        };
+        let short = VectorArgs {
+            send_counts: &[1, 2, 3],
+            ..good
+        };
+        let a = alltoallv(c, None, addr, if r == 0 { short } else { good });
+        let b = alltoall(c, None, addr, if r == 0 { usize::MAX } else { 8 });
+        [a, b].map(|x| x.map_err(|f| (f.status, f.class)))
+    });
+    assert_eq!(out[0][0], Err((Status::Rejected, Class::Argument)));
+    assert_eq!(out[0][1], Err((Status::Rejected, Class::Count)));
+    // The peer sees rank 0's rejection, with its class.
+    assert_eq!(out[1], out[0]);
+}
+
+#[test]
 fn extent_covers_the_furthest_block() {
-    assert_eq!(extent(&[4, 0, 2], &[10, 100, 0]), Ok(100));
-    assert_eq!(extent(&[4, 2], &[10, 0]), Ok(14));
-    assert_eq!(extent(&[0, 0], &[5, 9]), Ok(9));
+    assert_eq!(extent(&[4, 0, 2], &[10, 100, 0]).ok(), Some(100));
+    assert_eq!(extent(&[4, 2], &[10, 0]).ok(), Some(14));
+    assert_eq!(extent(&[0, 0], &[5, 9]).ok(), Some(9));
     assert!(extent(&[2], &[usize::MAX]).is_err());
 }
 

@@ -138,3 +138,113 @@ fn a_name_that_does_not_fit_is_refused() {
     // SAFETY: `seg` is live, never joined, freed once (its drop unlinks the name).
     unsafe { shmcoll_segment_free(seg) };
 }
+
+#[test]
+fn the_header_codes_are_the_ones_the_functions_use() {
+    let header = include_str!("../../include/shmcoll_capi.h");
+    let value = |name: &str| -> c_int {
+        let line = header
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("{name} is not defined in the header"));
+        line.split_whitespace()
+            .nth(2)
+            .and_then(|v| v.parse().ok())
+            .expect("a number")
+    };
+    let statuses = [
+        ("SHMCOLL_OK", Status::Ok),
+        ("SHMCOLL_REJECTED", Status::Rejected),
+        ("SHMCOLL_FATAL", Status::Fatal),
+        ("SHMCOLL_BAD_ARGUMENT", Status::BadArgument),
+        ("SHMCOLL_DECLINED", Status::Declined),
+    ];
+    for (name, s) in statuses {
+        assert_eq!(value(name), s as c_int, "{name}");
+    }
+    let classes = [
+        ("SHMCOLL_CLASS_NONE", Class::None),
+        ("SHMCOLL_CLASS_OTHER", Class::Other),
+        ("SHMCOLL_CLASS_ARG", Class::Argument),
+        ("SHMCOLL_CLASS_COUNT", Class::Count),
+        ("SHMCOLL_CLASS_BUFFER", Class::Buffer),
+        ("SHMCOLL_CLASS_ROOT", Class::Root),
+        ("SHMCOLL_CLASS_OP", Class::Operator),
+        ("SHMCOLL_CLASS_TYPE", Class::Datatype),
+        ("SHMCOLL_CLASS_MISMATCH", Class::Mismatch),
+    ];
+    for (name, c) in classes {
+        assert_eq!(value(name), c as c_int, "{name}");
+    }
+    assert_eq!(value("SHMCOLL_ALLTOALL"), REJECT_ALLTOALL);
+    assert_eq!(value("SHMCOLL_ALLTOALLV"), REJECT_ALLTOALLV);
+}
+
+#[test]
+fn a_rejection_through_the_c_function_reaches_the_peer_with_its_class() {
+    let mut seg: *mut ShmcollSegment = null_mut();
+    let mut err = [0 as c_char; 256];
+    // SAFETY: valid out pointer and error buffer of the stated size.
+    let rc = unsafe { shmcoll_segment_create(2, &mut seg, err.as_mut_ptr(), err.len()) };
+    assert_eq!(rc, Status::Ok as c_int, "{}", msg(&err));
+    let mut name = [0 as c_char; 128];
+    assert_eq!(
+        // SAFETY: `seg` is live; the buffer holds 128 bytes.
+        unsafe { shmcoll_segment_name(seg, name.as_mut_ptr(), name.len()) },
+        0
+    );
+    let name = std::ffi::CString::new(msg(&name)).expect("name");
+    let seg_addr = seg as usize;
+    let ranks: Vec<_> = (0..2usize)
+        .map(|rank| {
+            let name = name.clone();
+            thread::spawn(move || {
+                let mut err = [0 as c_char; 256];
+                let mut seg = seg_addr as *mut ShmcollSegment;
+                if rank == 1 {
+                    // SAFETY: NUL-terminated name, valid out pointer and error buffer.
+                    let rc = unsafe {
+                        shmcoll_segment_open(name.as_ptr(), &mut seg, err.as_mut_ptr(), err.len())
+                    };
+                    assert_eq!(rc, 0, "{}", msg(&err));
+                }
+                let mut comm: *mut ShmcollComm = null_mut();
+                // SAFETY: `seg` is this rank's own live segment, consumed here.
+                let rc =
+                    unsafe { shmcoll_comm_join(seg, rank, &mut comm, err.as_mut_ptr(), err.len()) };
+                assert_eq!(rc, 0, "{}", msg(&err));
+                let mut recv = [0u8; 16];
+                let why = c"recvcount -1 is negative";
+                // SAFETY: `comm` is live and used by this thread only; `why` NUL-terminated;
+                // `recv` holds 2 * 8 bytes.
+                let rc = unsafe {
+                    if rank == 0 {
+                        let class = Class::Count as c_int;
+                        shmcoll_reject(
+                            comm,
+                            REJECT_ALLTOALL,
+                            class,
+                            why.as_ptr(),
+                            err.as_mut_ptr(),
+                            256,
+                        )
+                    } else {
+                        shmcoll_alltoall(comm, null(), recv.as_mut_ptr(), 8, err.as_mut_ptr(), 256)
+                    }
+                };
+                // SAFETY: `comm` is live; freed once, here.
+                let class = unsafe { shmcoll_comm_last_error_class(comm) };
+                // SAFETY: as above.
+                unsafe { shmcoll_comm_free(comm) };
+                (rc, class, msg(&err), recv)
+            })
+        })
+        .collect();
+    for h in ranks {
+        let (rc, class, text, recv) = h.join().expect("rank");
+        assert_eq!(rc, Status::Rejected as c_int, "{text}");
+        assert_eq!(class, Class::Count as c_int, "{text}");
+        assert!(text.contains("recvcount -1 is negative"), "{text}");
+        assert_eq!(recv, [0u8; 16]);
+    }
+}
