@@ -187,14 +187,17 @@ static void bcast_cases(void)
     expect_error("Bcast, bad root on the root", rc, MPI_Wtime() - t, MPI_ERR_ROOT, b, bytes);
 
     /* A non-root passes a bad root. The root of a Bcast the engine serves one-sided has
-     * left by the time the rejection is published: it and the other ranks may complete.
-     * Only what a rank sees is checked: the rejecting rank fails, a rank that fails kept
-     * its buffer, a rank that succeeds got the root's data; and no rank waits. */
+     * left by the time the rejection is published: it and the other ranks may complete
+     * it, and then every rank fails its next call on the communicator instead (the
+     * notice of the rejection, with its class). What a rank sees of the first call: the
+     * rejecting rank fails, a rank that fails kept its buffer, a rank that succeeds got
+     * the root's data; and no rank waits. */
     for (int i = 0; i < N; i++)
         b[i] = rank == 0 ? 7 : (int)0x5a5a5a5a;
     t = MPI_Wtime();
     rc = MPI_Bcast(b, N, MPI_INT, rank == size - 1 ? -1 : 0, MPI_COMM_WORLD);
     double took = MPI_Wtime() - t;
+    int completed = rc == MPI_SUCCESS;
     if (rank == size - 1 || rc != MPI_SUCCESS) {
         expect_error("Bcast, bad root on a non-root", rc, took, MPI_ERR_ROOT, rank == 0 ? NULL : b, bytes);
     } else {
@@ -202,10 +205,35 @@ static void bcast_cases(void)
                        b[0] == 7 && b[N - 1] == 7 && took < MAX_SECONDS);
     }
 
-    for (int i = 0; i < N; i++)
-        b[i] = rank == 0 ? 11 : 0;
+    /* The next Bcast: the notice on every rank if some rank completed the first one. */
+    memset(b, SENTINEL, bytes);
+    for (int i = 0; rank == 0 && i < N; i++)
+        b[i] = 11;
+    t = MPI_Wtime();
     rc = MPI_Bcast(b, N, MPI_INT, 0, MPI_COMM_WORLD);
-    expect_success("Bcast after them", rc, b[0] == 11 && b[N - 1] == 11);
+    took = MPI_Wtime() - t;
+    int noticed = rc != MPI_SUCCESS;
+    if (noticed)
+        expect_error("Bcast after a one-sided Bcast a rank rejected", rc, took, MPI_ERR_ROOT, rank == 0 ? NULL : b,
+                     bytes);
+    else
+        expect_success("Bcast after them", rc, b[0] == 11 && b[N - 1] == 11);
+
+    /* Every rank agrees: some rank completed the first Bcast exactly when every rank got
+     * the notice; and the communicator works afterwards. */
+    int mine[2] = {completed, noticed}, all[2] = {0, 0}, every[2] = {1, 1};
+    rc = MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    expect_success("Allreduce after the notice", rc, 1);
+    rc = MPI_Allreduce(mine, every, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    expect_success("Allreduce after the notice", rc, 1);
+    cases++;
+    if (all[0] != every[1] || all[1] != every[1])
+        fail("the notice of a rejected one-sided Bcast", "some rank completed: %d, every rank noticed: %d", all[0],
+             every[1]);
+    for (int i = 0; i < N; i++)
+        b[i] = rank == 0 ? 13 : 0;
+    rc = MPI_Bcast(b, N, MPI_INT, 0, MPI_COMM_WORLD);
+    expect_success("Bcast after the notice", rc, b[0] == 13 && b[N - 1] == 13);
     free(b);
 }
 

@@ -487,8 +487,12 @@ impl Comm {
         }
         if c.flags & F_FULL != 0 {
             let d = Desc::slot(&self.seg, self.rank, (seq & 1) as usize);
-            if let Some(e) = err {
-                d.set_msg(&e.to_string());
+            match err {
+                // A notice passes the rejection on as it came (one_sided.rs): the peers
+                // name this rank as the one that told them.
+                Some(Error::Peer { msg, .. }) => d.set_msg(msg),
+                Some(e) => d.set_msg(&e.to_string()),
+                None => {}
             }
             d.set_core(&c);
             // The vector arrays are already in the slot (written before publishing).

@@ -252,10 +252,13 @@ impl Comm {
                     owed = Some(Error::Peer {
                         rank: j,
                         kind: ErrorKind::Notice,
+                        // Its message first, so that what classifies it (the C
+                        // ABI's class tags) still leads.
                         msg: format!(
-                            "it rejected call {} (a {} this rank completed without waiting for it): {msg}",
+                            "{msg} (in call {}, a {} that rank {} completed without waiting for it)",
                             u.seq,
-                            describe(&u.head)
+                            describe(&u.head),
+                            self.rank
                         ),
                     });
                 }

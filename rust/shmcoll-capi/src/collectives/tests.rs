@@ -104,12 +104,12 @@ fn reductions_need_known_codes_and_only_reductions_take_them() {
 }
 
 /// Per rank: the call's outcome, whether its buffer kept its contents, whether a barrier
-/// after it worked.
-type RankOutcome = (Result<(), (Status, Class)>, bool, bool);
+/// after it worked, and whether a second one did.
+type RankOutcome = (Result<(), (Status, Class)>, bool, bool, bool);
 
 /// A Bcast of `bytes` from rank 2 on 3 ranks, where rank `bad` rejects its root instead:
-/// per rank, its outcome, whether its buffer kept its contents, and whether a barrier
-/// after it works.
+/// per rank, its outcome, whether its buffer kept its contents, and whether two barriers
+/// after it work.
 fn bcast_with_a_bad_root(bad: usize, bytes: usize) -> Vec<RankOutcome> {
     on_ranks(3, move |r, c| {
         let mut buf = vec![if r == 2 { 9u8 } else { 7u8 }; bytes];
@@ -132,9 +132,11 @@ fn bcast_with_a_bad_root(bad: usize, bytes: usize) -> Vec<RankOutcome> {
             collective(c, call).map(|_| ())
         };
         let kept = buf.iter().all(|&b| b == if r == 2 { 9 } else { 7 });
+        let next = barrier(c).is_ok();
         (
             first.map_err(|f| (f.status, f.class)),
             kept,
+            next,
             barrier(c).is_ok(),
         )
     })
@@ -147,7 +149,7 @@ fn a_rank_with_a_bad_root_fails_the_call_on_every_rank() {
     for (r, out) in bcast_with_a_bad_root(2, 64).into_iter().enumerate() {
         assert_eq!(
             out,
-            (Err((Status::Rejected, Class::Root)), true, true),
+            (Err((Status::Rejected, Class::Root)), true, true, true),
             "rank {r}"
         );
     }
@@ -155,21 +157,25 @@ fn a_rank_with_a_bad_root_fails_the_call_on_every_rank() {
     for (r, out) in bcast_with_a_bad_root(0, 4 << 20).into_iter().enumerate() {
         assert_eq!(
             out,
-            (Err((Status::Rejected, Class::Root)), true, true),
+            (Err((Status::Rejected, Class::Root)), true, true, true),
             "rank {r}"
         );
     }
 }
 
 #[test]
-fn a_non_root_rejecting_a_small_bcast_fails_alone() {
+fn a_non_root_rejecting_a_small_bcast_fails_every_rank_by_the_next_call() {
     // The root of a small Bcast leaves as soon as it published (shmcoll-coll's one_sided.rs),
     // before it could learn of a rejection: the rejecting rank fails and keeps its buffer,
-    // the others complete, and the communicator stays usable.
+    // the others complete the Bcast and fail their next call (the notice of the rejection),
+    // and the communicator stays usable after that.
     let out = bcast_with_a_bad_root(0, 64);
-    assert_eq!(out[0], (Err((Status::Rejected, Class::Root)), true, true));
-    assert_eq!(out[1], (Ok(()), false, true));
-    assert_eq!(out[2], (Ok(()), true, true));
+    assert_eq!(
+        out[0],
+        (Err((Status::Rejected, Class::Root)), true, false, true)
+    );
+    assert_eq!(out[1], (Ok(()), false, false, true));
+    assert_eq!(out[2], (Ok(()), true, false, true));
 }
 
 #[test]
