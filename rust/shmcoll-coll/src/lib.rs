@@ -9,6 +9,7 @@ pub mod collectives;
 pub mod comm;
 pub mod config;
 pub mod desc;
+pub mod env_value;
 pub mod error;
 mod leave_order;
 mod one_sided;
