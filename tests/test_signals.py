@@ -40,15 +40,15 @@ def _raise_stop(signum: int, frame: Any) -> None:
     raise Stop(f"signal {signum}")
 
 
-def _interrupted_while_waiting(signum: int) -> dict[str, Any]:
+def _interrupted_while_waiting(signum: int, count: int) -> dict[str, Any]:
     """Rank 0 waits in an Alltoall that rank 1 joins late; a thread of rank 0 sends `signum`
     to its own process meanwhile. Rank 1 then calls and must learn of rank 0's abort
     without waiting for its deadline."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_stop)
     comm = shmcoll.Comm()
-    s = np.ones(comm.size * 16)
-    r = np.zeros(comm.size * 16)
+    s = np.ones(comm.size * count)
+    r = np.zeros(comm.size * count)
     comm.Barrier()
     exc: BaseException | None = None
     t_sent = [0.0]
@@ -97,8 +97,11 @@ def _interrupted_while_waiting(signum: int) -> dict[str, Any]:
     [(signal.SIGINT, "KeyboardInterrupt"), (signal.SIGTERM, "Stop")],
     ids=["sigint", "sigterm-handler"],
 )
-def test_a_rank_waiting_in_a_collective_runs_the_signal_handler(signum: int, raised: str) -> None:
-    res = run_ranks(2, _interrupted_while_waiting, signum, timeout=30, env=DEADLINE_ENV)
+# Small calls hold the GIL until they block and release it from the wait; large ones
+# release it before they start: the handlers must run on both paths.
+@pytest.mark.parametrize("count", [16, 1 << 16], ids=["gil-released-on-block", "gil-released-up-front"])
+def test_a_rank_waiting_in_a_collective_runs_the_signal_handler(signum: int, raised: str, count: int) -> None:
+    res = run_ranks(2, _interrupted_while_waiting, signum, count, timeout=30, env=DEADLINE_ENV)
     assert res[0]["exc"] == raised, res
     assert res[0]["elapsed"] < 1.0, f"rank 0 raised {res[0]['elapsed']:.2f} s after the signal"
     assert res[0]["next"] == "CommBrokenError", res
@@ -237,3 +240,34 @@ def test_mpiexec_ends_every_rank_on_ctrl_c(tmp_path: Path, group: bool) -> None:
     code, took, err = _signal_and_time(proc, signal.SIGINT, group)
     assert code != 0, err
     assert took < END_WITHIN_S, f"the job took {took:.2f} s to end\n{err}"
+
+
+def _terminated_peer(outdir: str) -> None:
+    """Rank 1 gets SIGTERM with its default action (death) 0.5 s after the barrier, while
+    rank 0 waits for it in an Alltoall; rank 0 writes what it raised and when."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    comm = shmcoll.Comm()
+    s = np.ones(comm.size * 16)
+    r = np.zeros(comm.size * 16)
+    comm.Barrier()
+    if comm.rank == 1:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        time.sleep(30)
+        return
+    t0 = time.monotonic()
+    try:
+        comm.Alltoall(s, r)
+        exc = "none"
+    except shmcoll.ShmcollError as e:
+        exc = type(e).__name__
+    Path(outdir, "rank0.txt").write_text(f"{exc} {time.monotonic() - t0}")
+
+
+@pytest.mark.timeout(40)
+def test_a_peer_killed_by_sigterm_is_a_failed_peer_at_once(tmp_path: Path) -> None:
+    with pytest.raises(shmcoll.SpawnError, match="rank 1: process exited with code -15"):
+        run_ranks(2, _terminated_peer, str(tmp_path), timeout=30, env=DEADLINE_ENV)
+    exc, waited = (tmp_path / "rank0.txt").read_text().split()
+    assert exc == "PeerFailedError"
+    # 0.5 s until the signal, then the next health check (every millisecond of the wait).
+    assert float(waited) < 1.0, f"rank 0 learnt of the death after {float(waited) - 0.5:.2f} s"
