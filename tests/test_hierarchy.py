@@ -33,4 +33,4 @@ def test_bad_node_split_is_a_clear_error() -> None:
         2, MPI_SCRIPTS / "hierarchy_vs_mpi.py", env={"SHMCOLL_NODE_SPLIT": "zero"}, check=False
     )
     assert proc.returncode != 0
-    assert "SHMCOLL_NODE_SPLIT='zero' is not a number of ranks per node" in proc.stdout + proc.stderr
+    assert "SHMCOLL_NODE_SPLIT='zero' is not a whole number; allowed: 1 to" in proc.stdout + proc.stderr

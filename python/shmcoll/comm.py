@@ -22,6 +22,7 @@ import numpy as np
 from . import _core
 from .buffers import is_in_place, parse_vector
 from .collectives import Collectives
+from .envvars import parse_whole
 from .errors import ArgumentError, BadBufferError, ShmcollError, UnsupportedError, as_shmcoll_error
 from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
@@ -33,6 +34,15 @@ from .tuning.lookup import INTERNAL
 ENV_SEGMENT = "SHMCOLL_SEGMENT"
 ENV_RANK = "SHMCOLL_RANK"
 ENV_SIZE = "SHMCOLL_SIZE"
+
+#: Ranks a launcher may number (the segment checks the rank against its own size).
+MAX_LAUNCH_RANKS = 1 << 20
+
+
+def _launch_rank() -> int:
+    """This process's rank as the standalone launcher set it (ArgumentError if garbled)."""
+    return parse_whole(ENV_RANK, os.environ.get(ENV_RANK, ""), 0, MAX_LAUNCH_RANKS - 1)
+
 
 #: Variables that MPI launchers set in every rank's environment.
 _MPI_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID")
@@ -237,7 +247,7 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
                 with _world_lock:
                     world = _world() if _world is not None else None
                     if world is None or world.freed:
-                        self._join(os.environ[ENV_SEGMENT], int(os.environ[ENV_RANK]))
+                        self._join(os.environ[ENV_SEGMENT], _launch_rank())
                         _world = weakref.ref(self)
                         return
                 self._join(_dup_segment(world), world.rank)

@@ -31,7 +31,6 @@ Scatter), and any call when nodes differ in size or are not numbered node by nod
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -39,25 +38,20 @@ import numpy as np
 
 from .buffers import is_in_place, parse_simple, parse_whole
 from .compress import compressible
-from .errors import ArgumentError
+from .envvars import env_whole
 from .ops import SUM, Op
 from .passthrough import COLLECTIVES, MPI4PY_NAMES, forward_missing, forward_type, lookup
 
 ENV_NODE_SPLIT = "SHMCOLL_NODE_SPLIT"
 
 
+#: The most ranks per fake node SHMCOLL_NODE_SPLIT may ask for.
+MAX_NODE_SPLIT = 1 << 20
+
+
 def node_split() -> int | None:
-    """``SHMCOLL_NODE_SPLIT`` as a positive int, or None."""
-    v = os.environ.get(ENV_NODE_SPLIT, "").strip()
-    if not v:
-        return None
-    try:
-        k = int(v)
-    except ValueError:
-        raise ArgumentError(f"{ENV_NODE_SPLIT}={v!r} is not a number of ranks per node") from None
-    if k < 1:
-        raise ArgumentError(f"{ENV_NODE_SPLIT}={v!r}: needs at least 1 rank per node")
-    return k
+    """``SHMCOLL_NODE_SPLIT`` as a number of ranks per node (1 to MAX_NODE_SPLIT), or None."""
+    return env_whole(ENV_NODE_SPLIT, 1, MAX_NODE_SPLIT)
 
 
 def node_color(mpi_comm: Any) -> int:

@@ -9,11 +9,13 @@ launcher unlinks it anyway on the way out, so that a failed start leaves nothing
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -125,11 +127,36 @@ def spawn(
         seg.unlink()
 
 
+#: Signals the launcher passes on to its ranks (and then ends with, as 128 + the number).
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: After a signal, how long the launcher lets the ranks end by themselves before it passes
+#: the signal on: a terminal's Ctrl-C reaches every process of the foreground job at once,
+#: and a second SIGINT could interrupt a rank's own clean-up.
+FORWARD_AFTER_S = 0.2
+
+#: How long ranks get to end after a forwarded signal before they are killed.
+KILL_AFTER_S = 2.0
+
+
 def run(n: int, argv: Sequence[str], *, timeout: float | None = None) -> int:
     """Start `n` copies of ``python argv...`` sharing a communicator; return the worst
-    exit code. A rank that fails makes the others raise (dead peer) rather than hang."""
+    exit code. A rank that fails makes the others raise (dead peer) rather than hang.
+
+    SIGINT and SIGTERM sent to the launcher (alone, or with its ranks as a terminal's
+    Ctrl-C does) reach every rank; ranks still running ``KILL_AFTER_S`` later are killed,
+    and the launcher returns 128 + the signal's number."""
     if n < 1:
         raise ArgumentError("run needs at least one rank")
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    # Python installs handlers from the main thread only; elsewhere signals keep their
+    # default action and this launcher is the caller's to stop.
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, on_signal) for s in FORWARDED_SIGNALS} if main else {}
     cpus = launch_cpus(n)
     seg = _core.SegmentHandle(n)
     procs: list[subprocess.Popen[bytes]] = []
@@ -141,16 +168,29 @@ def run(n: int, argv: Sequence[str], *, timeout: float | None = None) -> int:
                 procs.append(subprocess.Popen([sys.executable, *argv], env=env))
         deadline = None if timeout is None else time.monotonic() + timeout
         codes: list[int | None] = [None] * n
+        signalled_at: float | None = None
+        forwarded = False
         while any(c is None for c in codes):
             for r, p in enumerate(procs):
                 if codes[r] is None:
                     codes[r] = p.poll()
-            if deadline is not None and time.monotonic() > deadline:
-                for p in procs:
-                    if p.poll() is None:
-                        p.send_signal(signal.SIGKILL)
+            now = time.monotonic()
+            if received and signalled_at is None:
+                signalled_at = now
+            if signalled_at is not None:
+                # A second signal is a user who insists: pass it on at once.
+                if not forwarded and (len(received) > 1 or now - signalled_at >= FORWARD_AFTER_S):
+                    forwarded = True
+                    signalled_at = now
+                    _signal_running(procs, received[-1])
+                elif forwarded and now - signalled_at >= KILL_AFTER_S:
+                    _signal_running(procs, signal.SIGKILL)
+            if deadline is not None and now > deadline:
+                _signal_running(procs, signal.SIGKILL)
                 return 124
             time.sleep(0.01)
+        if received:
+            return 128 + received[0]
         return max(abs(c or 0) for c in codes)
     finally:
         for p in procs:
@@ -158,3 +198,12 @@ def run(n: int, argv: Sequence[str], *, timeout: float | None = None) -> int:
                 p.kill()
             p.wait()
         seg.unlink()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _signal_running(procs: Sequence[subprocess.Popen[bytes]], signum: int) -> None:
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # ended since the poll
+                p.send_signal(signum)

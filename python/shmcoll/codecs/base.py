@@ -10,7 +10,9 @@ methods, so that shmcoll's codecs work without numcodecs installed.
 
 from __future__ import annotations
 
+import operator
 import warnings
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,6 +20,9 @@ import numpy as np
 from ..errors import CodecError
 from . import frame
 from .arrays import byte_view, flat_out, host_input, is_cupy
+
+#: Bytes of a stream's start that ``Codec._check_stream`` may look at (mpc's header).
+STREAM_HEAD_BYTES = 24
 
 
 class LocalCodec:
@@ -105,6 +110,17 @@ class Codec(_Base):
         """Bytes of the raw stream of `n` elements of `dtype` (None if it varies)."""
         raise NotImplementedError
 
+    def _check_stream(self, nbytes: int, head: Callable[[], bytes], dt: np.dtype, n: int) -> None:
+        """Refuse a stream of `nbytes` bytes (starting with ``head()``, its first
+        STREAM_HEAD_BYTES) that cannot hold `n` elements of `dt`, before the output is
+        allocated. Here: a fixed-size codec's stream must be at least its exact size."""
+        need = self.compressed_size(n, dt)
+        if need is not None and nbytes < need:
+            raise CodecError(
+                f"corrupt {self.codec_id} stream: {n} elements of {dt} take {need} bytes, "
+                f"the stream has {nbytes}"
+            )
+
     def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
         """The stream of `x` as bytes, or written into `out` (returning its byte count)."""
         raise NotImplementedError
@@ -159,8 +175,25 @@ class Codec(_Base):
         """Decode a bare stream of `n` elements of `dtype`; into `out` (any writable buffer of
         exactly that size) when given. CuPy in (`buf` or `out`), CuPy out."""
         dt = self._dtype(dtype)
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise CodecError(f"{self.codec_id}: the element count must be an integer, not {n!r}") from None
         if n < 0:
             raise CodecError(f"{self.codec_id}: negative element count {n}")
+        if n * dt.itemsize > frame.MAX_DECODED_BYTES:
+            limit = frame.MAX_DECODED_BYTES
+            raise CodecError(f"{self.codec_id}: {n} elements of {dt} is more than {limit} bytes")
+        # Before anything is allocated: a stream too short for `n` elements is refused here,
+        # so that a corrupt count costs no memory (the codec checks the stream in full later).
+        if is_cupy(buf):
+            import cupy
+
+            b = cupy.asarray(buf).reshape(-1).view(cupy.uint8)
+            self._check_stream(int(b.size), lambda: cupy.asnumpy(b[:STREAM_HEAD_BYTES]).tobytes(), dt, n)
+        else:
+            v = byte_view(buf)
+            self._check_stream(int(v.size), v[:STREAM_HEAD_BYTES].tobytes, dt, n)
         if is_cupy(buf) or is_cupy(out):
             return self._decode_device(buf, dt, n, out)
         o = np.empty(n, dt) if out is None else flat_out(out, dt, n)

@@ -14,6 +14,13 @@ Layout (little-endian)::
     ..      zero bytes up to a multiple of 16, so that the stream is as aligned as the
             frame (the CUDA kernels load words)
     ..      the raw stream (``encode_raw``), to the end
+
+A frame may come from anywhere (a file, a peer, an attacker), so :func:`unpack` trusts
+none of it: the dtype string is looked up in a fixed table of the dtypes the codecs
+take (never handed to ``np.dtype``, which parses commas, brackets and sizes of its own),
+and the element count is bounded before any code multiplies it. Whether the stream after
+the header is long enough for that count is the codec's to check (``Codec.decode``),
+before it allocates the output.
 """
 
 from __future__ import annotations
@@ -31,6 +38,35 @@ VERSION = 1
 _HEAD = struct.Struct("<4sBBBBQ")
 MAX_NDIM = 32
 ALIGN = 16
+
+#: The dtypes a frame may name, by their ``dtype.str`` in either byte order: what the
+#: codecs take (zfp, bq and cast: float32/float64; mpc: 4-, 8- and 16-byte numbers,
+#: datetimes and timedeltas). Nothing else is ever parsed.
+_TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as")
+_ALLOWED_NAMES = (
+    ["f4", "f8", "f16", "i4", "i8", "u4", "u8", "c8", "c16", "c32"]
+    + [f"M8[{u}]" for u in _TIME_UNITS]
+    + [f"m8[{u}]" for u in _TIME_UNITS]
+)
+
+
+def _allowed() -> dict[str, np.dtype]:
+    table = {}
+    for name in _ALLOWED_NAMES:
+        for order in "<>":
+            try:  # f16/c32 (long double) exist on some platforms only
+                dt = np.dtype(order + name)
+            except TypeError:
+                continue
+            table[dt.str] = dt
+    return table
+
+
+DTYPES: dict[str, np.dtype] = _allowed()
+
+#: The most bytes a frame may decode to (256 TiB): far beyond any real array, small enough
+#: that sizes computed from it fit every integer type on the way.
+MAX_DECODED_BYTES = 1 << 48
 
 
 @dataclass(frozen=True)
@@ -72,12 +108,23 @@ def unpack(head: bytes | memoryview) -> Frame:
     end = _HEAD.size + 8 * ndim + dlen
     if len(head) < end + (-end % ALIGN):
         raise CodecError("corrupt shmcoll codec frame: truncated header")
-    shape = struct.unpack_from(f"<{ndim}Q", head, _HEAD.size)
-    try:
-        dtype = np.dtype(bytes(head[_HEAD.size + 8 * ndim : end]).decode("ascii"))
-    except (TypeError, ValueError, UnicodeDecodeError) as e:
-        raise CodecError(f"corrupt shmcoll codec frame: bad dtype ({e})") from None
-    return Frame(codec, params, dtype, tuple(int(s) for s in shape), end + (-end % ALIGN))
+    shape = tuple(int(x) for x in struct.unpack_from(f"<{ndim}Q", head, _HEAD.size))
+    name = bytes(head[_HEAD.size + 8 * ndim : end])
+    dtype = DTYPES.get(name.decode("ascii", "replace"))
+    if dtype is None:
+        raise CodecError(f"corrupt shmcoll codec frame: dtype {name[:32]!r} is not one the codecs take")
+    # Bounded one factor at a time (32 factors of up to 2**64 would make a huge integer),
+    # zero extents counted as one: NumPy refuses an empty shape whose other extents
+    # multiply beyond its index type.
+    span = 1
+    for extent in shape:
+        span *= max(extent, 1)
+        if span * dtype.itemsize > MAX_DECODED_BYTES:
+            raise CodecError(
+                f"corrupt shmcoll codec frame: shape {shape[:8]}{'...' if len(shape) > 8 else ''} of "
+                f"{dtype} is more than {MAX_DECODED_BYTES} bytes"
+            )
+    return Frame(codec, params, dtype, shape, end + (-end % ALIGN))
 
 
 def header_bound(ndim_max: int = MAX_NDIM) -> int:

@@ -3,6 +3,8 @@ documentation of rust/shmcoll-codec/src/mpc.rs)."""
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -10,6 +12,10 @@ import numpy as np
 from .. import _core
 from ..errors import CodecError
 from .base import Codec
+
+#: The word count n of an mpc stream's header (offset 16, after magic, version, word size,
+#: dim and chunk size; rust/shmcoll-codec/src/mpc.rs).
+_MPC_HEAD = struct.Struct("<16xQ")
 
 
 def word_bytes(dtype: np.dtype) -> int:
@@ -46,6 +52,19 @@ class Mpc(Codec):
 
     def compressed_size(self, n: int, dtype: Any = np.float32) -> None:
         self._dtype(dtype)
+
+    def _check_stream(self, nbytes: int, head: Callable[[], bytes], dt: np.dtype, n: int) -> None:
+        # The stream's header states its word size and count: they must be `n` x `dt`, and
+        # a count beyond what the stream's length can hold (a chunk of C words takes at
+        # least C/8 bytes, its bitmap) is corrupt; the Rust decoder checks the rest.
+        h = head()
+        if len(h) < _MPC_HEAD.size or h[:4] != b"MPC\x01":
+            raise CodecError("corrupt mpc stream: no MPC header")
+        word, words = h[4], _MPC_HEAD.unpack_from(h)[0]
+        if words > 8 * nbytes:
+            raise CodecError(f"corrupt mpc stream: {words} words cannot fit in {nbytes} bytes")
+        if word != word_bytes(dt) or words * word != n * dt.itemsize:
+            raise CodecError(f"the mpc stream holds {words} {word}-byte words, not {n} x {dt}")
 
     def max_compressed_size(self, n: int, dtype: Any = np.float32) -> int:
         """The largest stream of `n` elements of `dtype`."""

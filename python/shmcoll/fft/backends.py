@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..envvars import env_whole
 from ..errors import ArgumentError, ShmcollError
 
 #: The backends PFFT knows, in the order `available_backends` lists them.
@@ -29,10 +30,14 @@ class BackendUnavailableError(ShmcollError, ImportError):
     """The FFT library a backend needs is not installed."""
 
 
+#: The most threads SHMCOLL_FFT_THREADS may ask for.
+MAX_FFT_THREADS = 1024
+
+
 def _threads() -> int:
     """Threads for the local transforms: one per rank by default (ranks already fill the
-    cores); ``SHMCOLL_FFT_THREADS`` overrides."""
-    return max(1, int(os.environ.get("SHMCOLL_FFT_THREADS", "1")))
+    cores); ``SHMCOLL_FFT_THREADS`` (1 to MAX_FFT_THREADS) overrides."""
+    return env_whole("SHMCOLL_FFT_THREADS", 1, MAX_FFT_THREADS) or 1
 
 
 class Backend:

@@ -8,21 +8,22 @@ use shmcoll_shm::placement::BindPolicy;
 use shmcoll_shm::{shm_free_bytes, Sizes, WaitConfig};
 
 use crate::collectives::{CollAlgo, CollOp};
+use crate::env_value::{env_bytes, env_real, env_whole};
 use crate::error::{Error, Result};
 use crate::registry::Forced;
 
 /// (name, meaning) of every environment variable the engine reads.
 pub const SETTINGS: &[(&str, &str)] = &[
-    ("SHMCOLL_TIMEOUT", "seconds a rank waits for a peer before raising (default 60)"),
-    ("SHMCOLL_SPIN_US", "microseconds of busy waiting before yielding the core (default 50, 0 when ranks outnumber cores)"),
-    ("SHMCOLL_YIELD_US", "microseconds of waiting (in total) before sleeping on a futex (default 5000)"),
-    ("SHMCOLL_LEAVE_YIELDS", "yields a rank leaving a call spends letting the ranks bound to its CPU that arrived before it leave first (default 4, 0 turns it off)"),
-    ("SHMCOLL_INLINE_BYTES", "bytes per rank for payloads carried inline in the segment (default 64K)"),
-    ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M)"),
-    ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 4G, or less if /dev/shm is small; sparse until used)"),
-    ("SHMCOLL_ARENA_BYTES", "bytes of address space of the arena shmcoll.shared_arrays() allocates NumPy arrays from (default 64G; sparse until used)"),
-    ("SHMCOLL_CHUNK_BYTES", "pipelining chunk of the staging algorithm (default 64K)"),
-    ("SHMCOLL_NT_THRESHOLD", "bytes written per call from which the hybrid store policy streams (default from caches)"),
+    ("SHMCOLL_TIMEOUT", "seconds a rank waits for a peer before raising (default 60; 0 < value <= 31536000, a year)"),
+    ("SHMCOLL_SPIN_US", "microseconds of busy waiting before yielding the core (default 50, 0 when ranks outnumber cores; 0 to 1000000)"),
+    ("SHMCOLL_YIELD_US", "microseconds of waiting (in total) before sleeping on a futex (default 5000; 0 to 3600000000)"),
+    ("SHMCOLL_LEAVE_YIELDS", "yields a rank leaving a call spends letting the ranks bound to its CPU that arrived before it leave first (default 4, 0 turns it off; at most 10000)"),
+    ("SHMCOLL_INLINE_BYTES", "bytes per rank for payloads carried inline in the segment (default 64K; at most 1G)"),
+    ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M; at most 64G)"),
+    ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 4G, or less if /dev/shm is small; sparse until used; at most 1T)"),
+    ("SHMCOLL_ARENA_BYTES", "bytes of address space of the arena shmcoll.shared_arrays() allocates NumPy arrays from (default 64G; sparse until used; 1M to 64T)"),
+    ("SHMCOLL_CHUNK_BYTES", "pipelining chunk of the staging algorithm (default 64K; 64 to 1G)"),
+    ("SHMCOLL_NT_THRESHOLD", "bytes written per call from which the hybrid store policy streams (default from caches; at most 1T)"),
     ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma, cma-push"),
     ("SHMCOLL_ALLTOALL_ORDER", "force the copy order: linear, shifted, reverse-shifted, xor, morton"),
     ("SHMCOLL_ALLTOALL_STORE", "force the store policy: temporal, nt, hybrid"),
@@ -53,39 +54,73 @@ pub struct Config {
     pub bind: BindPolicy,
 }
 
-fn env_bytes(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => hw::parse_bytes(v.trim()).map(Some).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{name}={v:?} is not a byte count (e.g. 4096, 64K, 16M)"
-            ))
-        }),
-        _ => Ok(None),
-    }
-}
+/// The range of every numeric setting (SETTINGS states them too). Wide enough for any
+/// real use, narrow enough that no product with the number of ranks or conversion to a
+/// duration can overflow.
+pub mod ranges {
+    use crate::env_value::{Reals, Whole};
 
-fn env_count(name: &str) -> Result<Option<u32>> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse::<u32>().map(Some).map_err(|_| {
-            Error::InvalidArgument(format!("{name}={v:?} is not a count (0, 1, 2, ...)"))
-        }),
-        _ => Ok(None),
-    }
-}
+    const GIB: u64 = 1 << 30;
+    const TIB: u64 = 1 << 40;
 
-fn env_f64(name: &str) -> Result<Option<f64>> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite() && *x >= 0.0)
-            .map(Some)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!("{name}={v:?} is not a non-negative number"))
-            }),
-        _ => Ok(None),
-    }
+    /// One year: a deadline beyond it is no deadline.
+    pub const TIMEOUT_S: Reals = Reals {
+        lo: 0.0,
+        lo_open: true,
+        hi: 31_536_000.0,
+        unit: "seconds",
+    };
+    /// A second of spinning is already a core burnt for nothing.
+    pub const SPIN_US: Reals = Reals {
+        lo: 0.0,
+        lo_open: false,
+        hi: 1e6,
+        unit: "microseconds",
+    };
+    /// An hour of yielding before the first sleep.
+    pub const YIELD_US: Reals = Reals {
+        lo: 0.0,
+        lo_open: false,
+        hi: 3.6e9,
+        unit: "microseconds",
+    };
+    pub const LEAVE_YIELDS: Whole = Whole {
+        lo: 0,
+        hi: 10_000,
+        unit: "yields",
+    };
+    pub const INLINE_BYTES: Whole = Whole {
+        lo: 0,
+        hi: GIB,
+        unit: "bytes per rank",
+    };
+    pub const STAGING_BYTES: Whole = Whole {
+        lo: 0,
+        hi: 64 * GIB,
+        unit: "bytes per rank",
+    };
+    /// Sparse until used, but /dev/shm must be able to hold what is used.
+    pub const HEAP_BYTES: Whole = Whole {
+        lo: 0,
+        hi: TIB,
+        unit: "bytes per rank",
+    };
+    pub const CHUNK_BYTES: Whole = Whole {
+        lo: 64,
+        hi: GIB,
+        unit: "bytes",
+    };
+    pub const NT_THRESHOLD: Whole = Whole {
+        lo: 0,
+        hi: TIB,
+        unit: "bytes",
+    };
+    /// Address space only; x86-64 gives a process 128 TiB.
+    pub const ARENA_BYTES: Whole = Whole {
+        lo: 1 << 20,
+        hi: 64 * TIB,
+        unit: "bytes",
+    };
 }
 
 /// `SHMCOLL_<FAMILY>_ALGORITHM` for every collective family.
@@ -115,17 +150,18 @@ impl Config {
     pub fn from_env(nranks: usize) -> Result<Config> {
         let m = hw::machine();
         let mut wait = WaitConfig::defaults(nranks, m.logical_cpus);
-        if let Some(s) = env_f64("SHMCOLL_TIMEOUT")? {
+        if let Some(s) = env_real("SHMCOLL_TIMEOUT", ranges::TIMEOUT_S)? {
             wait.timeout = Duration::from_secs_f64(s);
         }
-        if let Some(us) = env_f64("SHMCOLL_SPIN_US")? {
+        if let Some(us) = env_real("SHMCOLL_SPIN_US", ranges::SPIN_US)? {
             wait.spin = Duration::from_secs_f64(us * 1e-6);
         }
-        if let Some(us) = env_f64("SHMCOLL_YIELD_US")? {
+        if let Some(us) = env_real("SHMCOLL_YIELD_US", ranges::YIELD_US)? {
             wait.yield_until = Duration::from_secs_f64(us * 1e-6);
         }
-        if let Some(n) = env_count("SHMCOLL_LEAVE_YIELDS")? {
-            wait.leave_yields = n;
+        if let Some(n) = env_whole("SHMCOLL_LEAVE_YIELDS", ranges::LEAVE_YIELDS)? {
+            // Within u32 by its range.
+            wait.leave_yields = u32::try_from(n).unwrap_or(u32::MAX);
         }
         wait.check_every = wait
             .check_every
@@ -136,15 +172,18 @@ impl Config {
             let cap = shm_free_bytes().map_or(1 << 30, |f| (f / 2 / nranks.max(1) as u64) as usize);
             (4usize << 30).min(cap) / 4096 * 4096
         };
+        // The kernels read it themselves (and ignore a bad one); checked here so that a
+        // bad value is an error rather than silently the default.
+        env_bytes("SHMCOLL_NT_THRESHOLD", ranges::NT_THRESHOLD)?;
         Ok(Config {
-            inline_bytes: env_bytes("SHMCOLL_INLINE_BYTES")?.unwrap_or(64 << 10),
-            staging_bytes: env_bytes("SHMCOLL_STAGING_BYTES")?
+            inline_bytes: env_bytes("SHMCOLL_INLINE_BYTES", ranges::INLINE_BYTES)?
+                .unwrap_or(64 << 10),
+            staging_bytes: env_bytes("SHMCOLL_STAGING_BYTES", ranges::STAGING_BYTES)?
                 .unwrap_or(4 << 20)
                 .max(4096 * nranks.max(1)),
-            heap_bytes: env_bytes("SHMCOLL_HEAP_BYTES")?.unwrap_or(heap_default),
-            chunk_bytes: env_bytes("SHMCOLL_CHUNK_BYTES")?
-                .unwrap_or(64 << 10)
-                .max(64),
+            heap_bytes: env_bytes("SHMCOLL_HEAP_BYTES", ranges::HEAP_BYTES)?
+                .unwrap_or(heap_default),
+            chunk_bytes: env_bytes("SHMCOLL_CHUNK_BYTES", ranges::CHUNK_BYTES)?.unwrap_or(64 << 10),
             nt_threshold: hw::nt_threshold_per_rank(nranks),
             wait,
             alltoall_forced: Forced::from_env("SHMCOLL_ALLTOALL")?,

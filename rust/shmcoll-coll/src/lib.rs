@@ -11,6 +11,7 @@ pub mod config;
 #[cfg(test)]
 mod corrupt;
 pub mod desc;
+pub mod env_value;
 pub mod error;
 pub mod extent;
 mod leave_order;

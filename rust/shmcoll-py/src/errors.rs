@@ -27,6 +27,8 @@ fn class_name(e: &Error) -> &'static str {
             ShmError::Timeout { .. } => "ShmcollTimeoutError",
             ShmError::PeerDied { .. } | ShmError::PeerAborted { .. } => "PeerFailedError",
             ShmError::HeapExhausted { .. } => "HeapExhaustedError",
+            // Only when no handler's exception was kept (see to_py).
+            ShmError::Interrupted { .. } => "CommBrokenError",
             ShmError::Config(_) => "ArgumentError",
             ShmError::Os { .. } | ShmError::BadSegment { .. } => "SegmentError",
         },
@@ -35,6 +37,13 @@ fn class_name(e: &Error) -> &'static str {
 
 /// Convert, looking the class up in `shmcoll.errors` (imported once).
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    // A wait interrupted by a signal raises what the signal's handler raised
+    // (KeyboardInterrupt for Ctrl-C), as Python code interrupted there would.
+    if let Error::Shm(ShmError::Interrupted { .. }) = &e {
+        if let Some(err) = crate::gil::take_pending_signal() {
+            return err;
+        }
+    }
     let module = ERRORS.get_or_try_init(py, || {
         PyModule::import(py, "shmcoll.errors").map(|m| m.unbind())
     });

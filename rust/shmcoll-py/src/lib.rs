@@ -89,6 +89,7 @@ fn copy(
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    gil::install_signal_check(m.py())?;
     // The source tree this module was built from (workspace root): the PMPI library
     // (python/shmcoll/pmpi) builds rust/shmcoll-capi from it on demand.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

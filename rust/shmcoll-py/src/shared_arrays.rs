@@ -193,13 +193,15 @@ pub fn _set_shared_arrays(
     min_bytes: usize,
     arena_bytes: Option<usize>,
 ) -> PyResult<(Py<PyAny>, usize)> {
-    let len = arena_bytes
-        .or_else(|| {
-            std::env::var("SHMCOLL_ARENA_BYTES")
-                .ok()
-                .and_then(|v| shmcoll_kernels::hw::parse_bytes(&v))
-        })
-        .unwrap_or(DEFAULT_ARENA_BYTES);
+    let len = match arena_bytes {
+        Some(n) => n,
+        None => shmcoll_coll::env_value::env_bytes(
+            "SHMCOLL_ARENA_BYTES",
+            shmcoll_coll::config::ranges::ARENA_BYTES,
+        )
+        .py_err(py)?
+        .unwrap_or(DEFAULT_ARENA_BYTES),
+    };
     shared_arena::ensure(len)
         .map_err(shmcoll_coll::Error::from)
         .py_err(py)?;

@@ -29,6 +29,10 @@ pub enum ShmError {
     /// A peer gave up on the communicator (its own timeout, death of a third rank, ...).
     #[error("rank {peer} aborted the communicator while this rank waited for it ({what})")]
     PeerAborted { what: &'static str, peer: usize },
+    /// The process was interrupted (a signal such as SIGINT) while it waited; the
+    /// embedder's interrupt check holds the details (the Python exception to raise).
+    #[error("interrupted while waiting for rank {peer} ({what})")]
+    Interrupted { what: &'static str, peer: usize },
     /// The segment is not one of ours, or of another version.
     #[error("shared-memory segment {name}: {reason}")]
     BadSegment { name: String, reason: String },

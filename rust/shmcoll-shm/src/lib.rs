@@ -23,6 +23,6 @@ pub use heap::HeapAlloc;
 pub use layout::{Layout, Sizes, LINE};
 pub use segment::{shm_free_bytes, Segment, NAME_PREFIX};
 pub use wait::{
-    bound_apart, set_block_hook, shares_cpu, wait_counter, wait_until, Peers, WaitConfig,
-    BLOCK_HOOK_AFTER,
+    bound_apart, set_block_hook, set_interrupt_check, shares_cpu, wait_counter, wait_until, Peers,
+    WaitConfig, BLOCK_HOOK_AFTER, INTERRUPT_CHECK_EVERY,
 };

@@ -320,9 +320,29 @@ fn threaded_streams_equal_the_serial_stream() {
         encode_serial(&x64, rate, &mut serial);
         assert_eq!(threaded, serial, "f64 rate {rate}");
     }
-    assert!(threads_for(n) >= 1 && threads_for(10) == 1);
+    assert!(threads_for(n).unwrap() >= 1 && threads_for(10).unwrap() == 1);
     for rate in 1..=64 {
         let per = piece_values(n, rate, 3);
         assert_eq!((per / 4 * 4 * rate as usize) % 64, 0, "rate {rate}");
+    }
+}
+
+proptest! {
+    /// Any text in SHMCOLL_CODEC_THREADS is a count within range or an InvalidArgument
+    /// that names the variable; never a panic, never an absurd number of threads.
+    #[test]
+    fn codec_threads_text_is_a_bounded_count_or_an_error(
+        s in prop_oneof![
+            Just("0".to_string()), Just("-1".to_string()), Just("1e300".to_string()),
+            Just("nan".to_string()), Just("99999999999999999999999".to_string()),
+            Just("+4".to_string()), Just("４".to_string()),
+            "\\PC*", "[0-9]{1,25}",
+        ]
+    ) {
+        match codec_threads(&s) {
+            Ok(k) => prop_assert!((1..=MAX_CODEC_THREADS).contains(&k)),
+            Err(CodecError::InvalidArgument(m)) => prop_assert!(m.contains("SHMCOLL_CODEC_THREADS")),
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
     }
 }
