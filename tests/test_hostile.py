@@ -10,14 +10,17 @@ also the matching built-in (an `ArgumentError` is a ValueError, a wrong type a T
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import shmcoll
-from conftest import run_ranks
+from conftest import MPI_SCRIPTS, run_mpiexec, run_ranks
 
 N = 4  # elements per block in the scenarios
 BIG = (2**31 - 1, 2**31 + 1, 2**32, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 2**64)
@@ -309,6 +312,7 @@ CASES: dict[str, Callable[[shmcoll.Comm, int], dict[str, Any]]] = {
     "bcast_root_huge": lambda c, b: bcast_root(c, b, 2**64),
     "allreduce_op_bogus": lambda c, b: allreduce_op(c, b, "bogus"),
     "allreduce_op_int": lambda c, b: allreduce_op(c, b, 5),
+    "allreduce_op_unsupported": lambda c, b: allreduce_op(c, b, shmcoll.BAND),
     "allreduce_algorithm_int": lambda c, b: allreduce_algorithm(c, b, 5),
     "allreduce_algorithm_bogus": lambda c, b: allreduce_algorithm(c, b, "bogus"),
     "alltoall_algorithm_int": lambda c, b: alltoall_algorithm(c, b, 5),
@@ -376,3 +380,129 @@ def test_hostile_cases(p: int) -> None:
             if w:
                 wrong[(name, bad)] = w
     assert not wrong, "\n".join(f"{k}: {v}" for k, v in wrong.items())
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_fallback_to_mpi_on_some_ranks_raises_on_every_rank(n: int) -> None:
+    """A user-defined operator on rank 0 only: rank 0 would hand the call to MPI while the
+    others run it on shmcoll, each waiting for the other; the ranks agree first, so every
+    rank raises at once and nothing is written. With the operator on every rank, MPI
+    serves it."""
+    proc = run_mpiexec(n, MPI_SCRIPTS / "fallback_agreement.py", timeout=60, env={"SHMCOLL_TIMEOUT": "120"})
+    # The ranks' lines may interleave in mpiexec's output.
+    found = re.findall(r"rank (\d+): (\w+) / (ok|\w+)", proc.stdout)
+    assert sorted(int(r) for r, _, _ in found) == list(range(n)), proc.stdout + proc.stderr
+    for rank, mixed, agreed in found:
+        assert mixed in ("MismatchError", "PeerRejectedError"), (rank, mixed)
+        assert agreed == "ok", (rank, agreed)
+
+
+# -- property: extreme counts and displacements in every collective's arguments -----------
+EXTREMES: tuple[Any, ...] = (
+    0,
+    1,
+    3,
+    2**31 - 1,
+    2**31,
+    2**31 + 1,
+    2**62,
+    2**63 - 1,
+    2**63,
+    2**64 // 2,
+    2**64 // 3,
+    2**64 - 1,
+    2**64,
+    -1,
+    -(2**31),
+    -(2**63),
+    2.0,
+    2.5,
+    float("nan"),
+    np.int8(3),
+    np.uint64(2**64 - 1),
+    np.int64(-1),
+    np.float32(1.0),
+    True,
+)
+
+#: (collective, what the extreme value replaces)
+TARGETS = (
+    ("Alltoallv", "count"),
+    ("Alltoallv", "displ"),
+    ("Allgatherv", "count"),
+    ("Allgatherv", "displ"),
+    ("Gatherv", "count"),
+    ("Scatterv", "displ"),
+    ("Reduce_scatter", "count"),
+    ("Alltoall", "spec"),
+    ("Bcast", "spec"),
+    ("Allreduce", "spec"),
+    ("Gather", "spec"),
+)
+
+
+def _extreme_call(
+    comm: shmcoll.Comm, target: tuple[str, str], value: Any, bad: int, entry: int
+) -> dict[str, Any]:
+    """`target`'s call with entry `entry` of its counts or displacements (or the count of
+    its specification) replaced by `value` on rank `bad` (-1: every rank); the root, for the
+    rooted ones, is `max(bad, 0)`."""
+    p, me = comm.size, comm.rank
+    name, what = target
+    mine = bad < 0 or me == bad
+    root = max(bad, 0)
+    counts: list[Any] = [N] * p
+    displs: list[Any] = [N * j for j in range(p)]
+    if mine and what == "count":
+        counts[entry % p] = value
+    if mine and what == "displ":
+        displs[entry % p] = value
+    cnt = value if mine and what == "spec" else N
+    s = np.full(p * N, me + 1.0)
+    r = _sentinel(p * N)
+    calls: dict[str, Callable[[], Any]] = {
+        "Alltoallv": lambda: comm.Alltoallv([s, (counts, displs), "d"], [r, [N] * p, "d"]),
+        "Allgatherv": lambda: comm.Allgatherv(s[:N], [r, (counts, displs), "d"]),
+        "Gatherv": lambda: comm.Gatherv(s[:N], [r, (counts, displs), "d"], root=root),
+        "Scatterv": lambda: comm.Scatterv([s, (counts, displs), "d"], r[:N], root=root),
+        "Reduce_scatter": lambda: comm.Reduce_scatter(s, r[:N], recvcounts=counts),
+        "Alltoall": lambda: comm.Alltoall([s, N, "d"], [r, cnt, "d"]),
+        "Bcast": lambda: comm.Bcast([r if me != root else s, cnt, "d"], root=root),
+        "Allreduce": lambda: comm.Allreduce([s, cnt, "d"], [r, N, "d"]),
+        "Gather": lambda: comm.Gather([s, cnt, "d"], r, root=root),
+    }
+    return _attempt(comm, calls[name], [r])
+
+
+def _one_extreme(target: tuple[str, str], value: Any, bad: int, entry: int) -> dict[str, Any]:
+    comm = shmcoll.Comm()
+    try:
+        return _extreme_call(comm, target, value, bad, entry)
+    finally:
+        comm.Free()
+
+
+@pytest.mark.parametrize("p", [2, 3])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    target=st.sampled_from(TARGETS),
+    value=st.sampled_from(EXTREMES),
+    bad=st.integers(-1, 2),
+    entry=st.integers(0, 2),
+)
+def test_extreme_counts_either_serve_or_fail_on_every_rank(
+    p: int, target: tuple[str, str], value: Any, bad: int, entry: int
+) -> None:
+    """No crash; every rank succeeds, or every rank raises a ShmcollError (a one-sided
+    Bcast's by its next call) with its receive buffer as it was."""
+    bad = min(bad, p - 1)
+    outs = run_ranks(p, _one_extreme, target, value, bad, entry, timeout=60, env={"SHMCOLL_TIMEOUT": "10"})
+    raised = [o["exc"] is not None for o in outs]
+    late = [o for o in outs if o["exc"] is None]
+    if any(raised):
+        assert all("ShmcollError" in o.get("next_mro", []) for o in late), outs
+    for r, o in enumerate(outs):
+        if o["exc"] is not None:
+            assert "ShmcollError" in o["mro"], (r, o)
+            assert o["untouched"], (r, o)

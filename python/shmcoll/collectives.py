@@ -61,6 +61,8 @@ class Collectives:
 
         def _coll(self, *args: Any) -> None: ...  # _core.CommBase
 
+        def _fallback_agree(self, op: str, why: str) -> None: ...  # _core.CommBase
+
         def _reject_with(self, op: str, e: BaseException) -> NoReturn: ...  # Comm
 
     # -- compressed calls (compress= / traffic=, routed here by the native methods) -----
@@ -176,6 +178,9 @@ class Collectives:
         return (None if s is None else s.buf), r, dtype_name(dt), str(o)
 
     def _fallback(self, name: str, *args: Any, **kw: Any) -> None:
+        """Hand the call to MPI, once every rank agreed to (a rank that ran it on shmcoll
+        while this one went to MPI would leave both waiting)."""
+        self._fallback_agree(name, "an operator or datatype shmcoll does not reduce")
         getattr(self._mpi, name)(*[_mpi_spec(a) for a in args], **kw)
 
     def _mpi_op(self, op: Any) -> Any:

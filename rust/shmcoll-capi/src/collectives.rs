@@ -2,6 +2,7 @@
 //! and Barrier, on raw byte buffers, with reductions named by the engine's dtype and
 //! operator codes. As in engine.rs, a call this layer cannot build is rejected through
 //! the engine, so that the peers fail in the same call.
+#![deny(clippy::arithmetic_side_effects)]
 
 use shmcoll_coll::{Blocks, CollCall, CollOp, Comm, Error, RawBuf};
 use shmcoll_kernels::{Dtype, Op};
@@ -122,4 +123,5 @@ pub fn barrier(comm: &mut Comm) -> Outcome<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests;

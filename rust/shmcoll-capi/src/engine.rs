@@ -5,6 +5,7 @@
 //! that the peers fail in the same call instead of waiting for this rank until the
 //! deadline: arguments this layer cannot turn into a call become the call's rejection
 //! (`Comm::alltoall(Err(..))`), which the engine publishes to every peer.
+#![deny(clippy::arithmetic_side_effects)]
 
 use std::sync::Arc;
 
@@ -325,4 +326,5 @@ pub fn reject(comm: &mut Comm, call: Rejected, class: Class, msg: &str) -> Failu
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests;

@@ -1,6 +1,7 @@
 //! The `extern "C"` functions of include/shmcoll_capi.h. Everything unsafe of the crate is
 //! here: turning the caller's pointers into references and slices, and writing messages
 //! into the caller's buffers. Panics never cross the boundary: they become SHMCOLL_FATAL.
+#![deny(clippy::arithmetic_side_effects)]
 
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -33,7 +34,8 @@ fn write_msg(err: *mut c_char, cap: usize, msg: &str) {
     if err.is_null() || cap == 0 {
         return;
     }
-    let n = msg.len().min(cap - 1);
+    // cap >= 1 (above).
+    let n = msg.len().min(cap.saturating_sub(1));
     // SAFETY: the caller promised `err` points to `cap` writable bytes (header contract);
     // n + 1 <= cap, and a &str never overlaps a buffer the caller handed us for writing.
     unsafe {
@@ -533,4 +535,5 @@ fn coll_algo_cstr(name: &str) -> &'static CStr {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)]
 mod tests;

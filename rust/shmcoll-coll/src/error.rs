@@ -48,6 +48,10 @@ pub enum Error {
     /// unusable, since its shared state can no longer be trusted.
     #[error("shared state of the communicator is corrupt: {0}; the communicator is unusable")]
     Corrupt(String),
+    /// Not an error of the call: what a rank publishes when it hands the call to MPI
+    /// (`Comm::agree_fallback`); the peers that did not raise `Error::Peer` with it.
+    #[error("it hands this call to MPI: {0}")]
+    FallsBack(String),
     /// A bug of shmcoll (a panic in the engine), turned into an error at the boundary.
     #[error("internal error of shmcoll: {0}; the communicator is unusable (please report this)")]
     Internal(String),
@@ -67,6 +71,8 @@ pub enum ErrorKind {
     /// call, that a rank rejected an earlier one-sided call this rank had completed
     /// (one_sided.rs). Never answered with a notice of its own.
     Notice = 7,
+    /// Not a rejection: this rank hands the call to MPI (`Comm::agree_fallback`).
+    Fallback = 8,
 }
 
 impl ErrorKind {
@@ -78,6 +84,7 @@ impl ErrorKind {
             4 => ErrorKind::Unsupported,
             5 => ErrorKind::CannotServe,
             7 => ErrorKind::Notice,
+            8 => ErrorKind::Fallback,
             _ => ErrorKind::Other,
         }
     }
@@ -91,6 +98,7 @@ impl Error {
             Error::Mismatch(_) | Error::Diverged(_) => ErrorKind::Mismatch,
             Error::Unsupported(_) => ErrorKind::Unsupported,
             Error::CannotServe { .. } => ErrorKind::CannotServe,
+            Error::FallsBack(_) => ErrorKind::Fallback,
             Error::Peer { kind, .. } => *kind,
             _ => ErrorKind::Other,
         }

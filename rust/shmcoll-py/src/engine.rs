@@ -879,6 +879,21 @@ impl CommBase {
         r.py_err(py)
     }
 
+    /// This rank hands the collective `op` to MPI (`why`: the operator or datatype shmcoll
+    /// does not serve): agree on it with every rank first (raises unless every rank does
+    /// the same, see shmcoll_coll's `Comm::agree_fallback`).
+    #[pyo3(name = "_fallback_agree")]
+    fn fallback_agree(&mut self, py: Python<'_>, op: &str, why: &str) -> PyResult<()> {
+        let Some(op) = CollOp::parse(op) else {
+            return Err(to_py(
+                py,
+                Error::InvalidArgument(format!("unknown collective {op:?}")),
+            ));
+        };
+        let comm = self.comm(py)?;
+        py.detach(|| comm.agree_fallback(op, why)).py_err(py)
+    }
+
     /// One of the other collectives (Bcast, Allgather(v), Gather(v), Scatter(v),
     /// Reduce_scatter(_block), Allreduce, Reduce) on resolved buffers; sizes in bytes.
     /// `block` gives uniform blocks, `counts` and `displs` vector ones.

@@ -21,6 +21,7 @@ fn class_name(e: &Error) -> &'static str {
         Error::CannotServe { .. } => "AlgorithmError",
         Error::Broken(_) | Error::Corrupt(_) => "CommBrokenError",
         Error::Internal(_) => "InternalError",
+        Error::FallsBack(_) => "UnsupportedError",
         Error::Diverged(_) => "CallsDivergedError",
         Error::PeerFailed { .. } => "PeerFailedError",
         Error::Shm(s) => match s {

@@ -8,6 +8,11 @@
 //! (`shmcoll.buffers.parse_vector`) costs ten or more with NumPy counts. Anything else
 //! (derived datatypes, negative or wrong-length counts, other sequences) returns None,
 //! and the Python parser resolves it or raises its own error.
+//!
+//! Counts, displacements and sizes here are the caller's, so they are computed with checked
+//! arithmetic only (the lint below keeps it so): one that does not fit sends the call to
+//! the Python parser, which raises.
+#![deny(clippy::arithmetic_side_effects)]
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};

@@ -34,7 +34,7 @@ use crate::desc::{
     unpack_extra, Arr, Desc, DescCore, F_FULL, F_IN_PLACE, F_RECV_HEAP, F_ROOT_ONLY, F_SEND_HEAP,
     F_STREAMED, F_VECTOR, LINE_PAYLOAD,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use checks::bad;
 
 /// The collectives of this module, with mpi4py's names.
@@ -434,6 +434,44 @@ impl Comm {
         };
         self.record_coll(choice);
         Ok(choice)
+    }
+
+    /// This rank hands call `op` to MPI (an operator or a datatype shmcoll does not
+    /// serve; `why` says which). A call served by MPI on some ranks and by shmcoll on
+    /// others would leave both waiting (MPI's forever), so the ranks agree first: each one
+    /// that falls back takes part in this call, publishing the fallback where a rejection
+    /// would go. When every rank falls back, it returns Ok and MPI serves the call; when
+    /// some rank runs `op` on shmcoll instead, that rank sees this one's fallback as a
+    /// rejection (`Error::Peer`) and this one sees a `Mismatch`: every rank raises.
+    pub fn agree_fallback(&mut self, op: CollOp, why: &str) -> Result<()> {
+        self.run_call(|c, seq| {
+            let core = DescCore {
+                op: op.code(),
+                ..DescCore::default()
+            };
+            c.publish_arrive(seq, &core, Some(&Error::FallsBack(why.to_string())));
+            c.wait_arrivals(seq)?;
+            for j in 0..c.size {
+                let at = c.seg.arrive_seq(j, seq).load(std::sync::atomic::Ordering::Acquire);
+                let h = crate::desc::ArriveLine::of(&c.seg, j, seq).head();
+                if at == seq && h.op == op.code() && h.status == ErrorKind::Fallback as u32 {
+                    continue;
+                }
+                if at == seq && h.status != 0 {
+                    return Err(Error::Peer {
+                        rank: j,
+                        kind: ErrorKind::from_code(h.status),
+                        msg: Desc::slot(&c.seg, j, (seq & 1) as usize).msg(),
+                    });
+                }
+                return Err(Error::Mismatch(format!(
+                    "rank {j} runs this {} on shmcoll while rank {} hands it to MPI ({why}); ranks must call it alike",
+                    op.name(),
+                    c.rank
+                )));
+            }
+            Ok(())
+        })
     }
 
     fn select_coll(&self, op: CollOp, f: &CollFacts, forced: Option<CollAlgo>) -> Result<CollAlgo> {
