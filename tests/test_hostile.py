@@ -10,8 +10,14 @@ also the matching built-in (an `ArgumentError` is a ValueError, a wrong type a T
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shmcoll
-from conftest import MPI_SCRIPTS, run_mpiexec, run_ranks
+from conftest import MPI_SCRIPTS, run_mpiexec, run_ranks, subprocess_env
 
 N = 4  # elements per block in the scenarios
 BIG = (2**31 - 1, 2**31 + 1, 2**32, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 2**64)
@@ -506,3 +512,57 @@ def test_extreme_counts_either_serve_or_fail_on_every_rank(
         if o["exc"] is not None:
             assert "ShmcollError" in o["mro"], (r, o)
             assert o["untouched"], (r, o)
+
+
+_LINGERING_RANK = """
+import atexit, sys, time
+import numpy as np
+import shmcoll
+
+comm = shmcoll.Comm()
+comm.Barrier()
+if comm.rank == 1:
+    # As a rank that finalizes MPI for a while after an uncaught Ctrl-C: alive, gone.
+    atexit.register(time.sleep, 30)
+    raise KeyboardInterrupt
+t = time.monotonic()
+try:
+    comm.Allreduce(np.ones(4), np.zeros(4))
+    print("rank 0: no error", flush=True)
+except shmcoll.ShmcollError as e:
+    print(f"rank 0: {type(e).__name__} after {time.monotonic() - t:.2f} s", flush=True)
+sys.exit(0)
+"""
+
+
+def test_an_uncaught_exception_aborts_the_ranks_communicators(tmp_path: Path) -> None:
+    """A rank whose process ends with an uncaught exception (Ctrl-C between two calls)
+    while it lingers (finalizing MPI, say) aborts its communicators first: a peer waiting
+    for it in a call raises PeerFailedError at once, not at its deadline."""
+    script = tmp_path / "lingering.py"
+    script.write_text(_LINGERING_RANK)
+    env = subprocess_env({"SHMCOLL_TIMEOUT": "60"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shmcoll.cli", "run", "-n", "2", str(script)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out = ""
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 20
+        while "rank 0:" not in out and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            out += line
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    m = re.search(r"rank 0: (\w+) after ([\d.]+) s", out)
+    assert m, out
+    assert m.group(1) == "PeerFailedError", out
+    assert float(m.group(2)) < 5, out

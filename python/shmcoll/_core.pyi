@@ -261,6 +261,8 @@ class CommBase:
         """Take part in a collective whose arguments this rank rejected (the peers raise
         too); `kind` is "argument", "buffer" or "unsupported"."""
 
+    def _abort(self, why: str) -> None:
+        """Break the communicator and tell the peers (they fail at once)."""
     def _fallback_agree(self, op: str, why: str) -> None:
         """Agree with every rank that collective `op` goes to MPI (raises unless all do)."""
     def _coll(

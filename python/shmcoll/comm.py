@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -67,6 +68,24 @@ def under_mpi_launcher() -> bool:
 
 _world_lock = threading.Lock()
 _world: weakref.ref[Comm] | None = None
+
+#: Every communicator of this process that is not freed (see `_abort_on_uncaught`).
+_live: weakref.WeakSet[Comm] = weakref.WeakSet()
+
+
+def _abort_on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+    """An exception that ends the process (Ctrl-C between two calls, say) first aborts its
+    communicators, so that peers waiting for it in a call raise PeerFailedError at once
+    rather than at their deadline (this process may still be alive for a while, finalizing
+    MPI). Then the previous hook reports the exception as usual."""
+    for c in list(_live):
+        with contextlib.suppress(Exception):
+            c._abort(f"its process ended with {exc_type.__name__}")
+    _previous_excepthook(exc_type, exc, tb)
+
+
+_previous_excepthook = sys.excepthook
+sys.excepthook = _abort_on_uncaught
 
 
 def _mpi_segment(mpi_comm: Any) -> Any:
@@ -225,6 +244,7 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
         self._mpi = None
         self._owned_mpi: Any = None  # an MPI communicator this one made (Dup, Split)
         self._join_for(comm)
+        _live.add(self)
         mpi_ops_by_id()  # lets the native fast path recognise mpi4py's operators
         from .tuning import bind
 

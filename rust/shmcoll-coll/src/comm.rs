@@ -207,6 +207,13 @@ impl Comm {
         self.broken.as_deref()
     }
 
+    /// This rank leaves the communicator for good (its process ends with an error, say):
+    /// break it here and tell the peers, which then fail their calls at once
+    /// (PeerAborted) instead of waiting for this rank until their deadline.
+    pub fn abort(&mut self, why: &str) {
+        let _ = self.poison::<()>(Err(Error::Broken(why.to_string())));
+    }
+
     /// Reserve `len` bytes of this rank's shared heap.
     pub fn heap_alloc(&self, len: usize) -> Result<HeapBlock> {
         let heap_off = self

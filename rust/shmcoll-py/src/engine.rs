@@ -1169,6 +1169,15 @@ impl CommBase {
         Ok((0..comm.size()).map(|r| comm.pid_of(r)).collect())
     }
 
+    /// Break the communicator and tell the peers, which fail their calls at once (this
+    /// process is ending with an error; see `shmcoll.comm`).
+    #[pyo3(name = "_abort")]
+    fn abort(&mut self, why: &str) {
+        if let Some(c) = self.comm.as_mut() {
+            c.abort(why);
+        }
+    }
+
     /// Leave the communicator (no collective; the segment goes once nobody maps it).
     /// Heap arrays stay valid while referenced.
     #[pyo3(name = "Free")]
