@@ -51,7 +51,23 @@ def _attempt(comm: shmcoll.Comm, call: Callable[[], Any], recvs: list[np.ndarray
     except Exception as e:
         out["next"] = type(e).__name__
         out["next_mro"] = [c.__name__ for c in type(e).__mro__]
+    # A bad argument never breaks the communicator: a third call works on every rank.
+    out["after"] = None
+    try:
+        comm.Barrier()
+    except Exception as e:
+        out["after"] = type(e).__name__
     return out
+
+
+def reduce_scatter_mixed_in_place(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
+    """IN_PLACE on the bad rank(s) only (MPI's in-place form is IN_PLACE on every rank)."""
+    p = comm.size
+    r = _sentinel(p * N)
+    s = np.ones(p * N)
+    if comm.rank == max(bad, 0):
+        return _attempt(comm, lambda: comm.Reduce_scatter_block(shmcoll.IN_PLACE, r), [r])
+    return _attempt(comm, lambda: comm.Reduce_scatter_block(s, r[:N]), [r])
 
 
 def _sentinel(n: int, dtype: Any = np.float64) -> np.ndarray:
@@ -309,6 +325,7 @@ CASES: dict[str, Callable[[shmcoll.Comm, int], dict[str, Any]]] = {
     "gatherv_overlapping_displs": gatherv_overlapping_displs,
     "allgather_not_a_buffer": allgather_not_a_buffer,
     "allreduce_dtype_mismatch": allreduce_dtype_mismatch,
+    "reduce_scatter_mixed_in_place": reduce_scatter_mixed_in_place,
     "alltoallv_hostile_dtype": alltoallv_hostile_dtype,
     "bcast_root_negative": lambda c, b: bcast_root(c, b, -1),
     "bcast_root_size": lambda c, b: bcast_root(c, b, c.size),
@@ -338,7 +355,12 @@ CASES: dict[str, Callable[[shmcoll.Comm, int], dict[str, Any]]] = {
 #: no-op on every rank is fine): the ones that must succeed.
 MUST_SUCCEED = {"alltoallv_numpy_int_counts"}
 #: Cases that are a disagreement between ranks, hence need two.
-NEEDS_TWO = {"allreduce_dtype_mismatch", "allgatherv_overlapping_displs", "gatherv_overlapping_displs"}
+NEEDS_TWO = {
+    "allreduce_dtype_mismatch",
+    "allgatherv_overlapping_displs",
+    "gatherv_overlapping_displs",
+    "reduce_scatter_mixed_in_place",
+}
 CASES["alltoallv_numpy_int_counts"] = alltoallv_numpy_int_counts
 
 
@@ -363,6 +385,8 @@ def _verdict(name: str, outs: list[dict[str, Any]]) -> list[str]:
         if not all("ShmcollError" in o.get("next_mro", []) for o in late):
             wrong.append(f"not every rank raised: {[(o['exc'], o['next']) for o in outs]}")
     for r, o in enumerate(outs):
+        if o["after"] is not None:
+            wrong.append(f"rank {r}: the communicator does not work afterwards ({o['after']})")
         if o["exc"] is not None and "ShmcollError" not in o["mro"]:
             wrong.append(f"rank {r} raised {o['exc']}, not a ShmcollError: {o['msg']}")
         if o["exc"] is not None and not o["untouched"]:
@@ -566,3 +590,38 @@ def test_an_uncaught_exception_aborts_the_ranks_communicators(tmp_path: Path) ->
     assert m, out
     assert m.group(1) == "PeerFailedError", out
     assert float(m.group(2)) < 5, out
+
+
+def _rejected_bcast_then_its_root(bad: int) -> list[Any]:
+    """Rank `bad` rejects a small (one-sided) Bcast from rank 0, then is the root of the next
+    small Bcast: (first call's outcome, second call's outcome, a third call's) per rank."""
+    comm = shmcoll.Comm()
+    out: list[Any] = []
+    try:
+        buf = np.full(N, 7.0) if comm.rank == 0 else _sentinel(N)
+        for root in (comm.size if comm.rank == bad else 0, bad):
+            try:
+                comm.Bcast(buf, root=root)
+                out.append("ok")
+            except shmcoll.ShmcollError as e:
+                out.append(type(e).__name__)
+        try:
+            comm.Barrier()
+            out.append("ok")
+        except shmcoll.ShmcollError as e:
+            out.append(type(e).__name__)
+        return out
+    finally:
+        comm.Free()
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_a_rank_that_rejected_a_one_sided_bcast_reads_the_notice_as_the_next_root(p: int) -> None:
+    """The ranks that completed the one-sided Bcast publish a notice at their next call;
+    the rejecting rank, root of that next Bcast, must not leave it early (it would return
+    success from a Bcast that reached nobody): every rank fails the second call, and the
+    third works."""
+    outs = run_ranks(p, _rejected_bcast_then_its_root, p - 1, timeout=60, env={"SHMCOLL_TIMEOUT": "10"})
+    assert outs[p - 1][0] == "ArgumentError", outs
+    assert all(o[1] != "ok" for o in outs), outs
+    assert all(o[2] == "ok" for o in outs), outs

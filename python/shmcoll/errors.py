@@ -105,13 +105,14 @@ class SpawnError(ShmcollError, RuntimeError):
     """One or more ranks of :func:`shmcoll.spawn` failed; the message holds their tracebacks."""
 
 
-def as_shmcoll_error(e: BaseException) -> ShmcollError:
-    """`e` as the shmcoll error a rejected call raises: itself when it is one, else the
-    class of the same built-in family (TypeError: ArgumentTypeError, BufferError:
-    BadBufferError, NotImplementedError: UnsupportedError, anything else: ArgumentError),
-    with `e` as its cause. A rank that rejects its arguments raises this, and its peers a
-    PeerRejectedError naming it, so that ``except ShmcollError`` sees every rank fail."""
-    if isinstance(e, ShmcollError):
+def as_shmcoll_error(e: BaseException) -> BaseException:
+    """`e` as the error a rank raises for a call it rejected: itself when it is a shmcoll
+    error or not about the arguments at all (KeyboardInterrupt, MemoryError...), else the
+    shmcoll class of the same built-in family (TypeError: ArgumentTypeError, BufferError:
+    BadBufferError, NotImplementedError: UnsupportedError, any other: ArgumentError) with
+    `e` as its cause. Its peers raise PeerRejectedError naming the rank, so that
+    ``except ShmcollError`` sees every rank fail."""
+    if isinstance(e, ShmcollError) or not isinstance(e, Exception) or isinstance(e, MemoryError):
         return e
     cls: type[ShmcollError]
     if isinstance(e, TypeError):

@@ -47,11 +47,7 @@ fn write_msg(err: *mut c_char, cap: usize, msg: &str) {
 /// Run `f`, turning a panic into a fatal failure.
 fn caught<T>(f: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let what = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
+        let what = shmcoll_coll::error::panic_message(&*p);
         Err(Failure::fatal(format!("internal error in shmcoll: {what}")))
     })
 }

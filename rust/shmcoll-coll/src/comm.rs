@@ -67,6 +67,9 @@ pub struct Comm {
     pub(crate) requests: u32,
     /// Ranks bound to this rank's CPU, which leave calls in arrival order (leave_order.rs).
     mates: CpuMates,
+    /// The call in which the peers will publish a notice of this rank's rejection of a
+    /// one-sided call (one_sided.rs): this rank must not leave that call early.
+    pub(crate) notice_due_at: Option<u64>,
 }
 
 /// A block of this rank's shared heap; freed when dropped.
@@ -164,6 +167,7 @@ impl Comm {
             streamed: 0,
             requests: 0,
             mates,
+            notice_due_at: None,
         };
         c.attach_shared_arrays()?;
         Ok(c)
@@ -255,6 +259,21 @@ impl Comm {
         Desc::slot(&self.seg, j, (seq & 1) as usize)
             .verified_core(seq)
             .map_err(|why| Error::Corrupt(format!("rank {j}'s descriptor of call {seq}: {why}")))
+    }
+
+    /// Every rank's full descriptor for call `seq`, verified with its vector arrays, into
+    /// `cores`: for the algorithms that copy straight from and into peers' buffers (the
+    /// arrays place the blocks there). The same check on every rank, before data moves.
+    pub(crate) fn verified_cores(&self, seq: u64, cores: &mut [DescCore]) -> Result<()> {
+        for (j, c) in cores.iter_mut().enumerate() {
+            *c = self.verified_core(j, seq)?;
+            Desc::slot(&self.seg, j, (seq & 1) as usize)
+                .verify_arrays(c)
+                .map_err(|why| {
+                    Error::Corrupt(format!("rank {j}'s descriptor of call {seq}: {why}"))
+                })?;
+        }
+        Ok(())
     }
 
     /// `len` bytes at `off` of rank j's `side` buffer, as its descriptor `d` registered it:
@@ -419,7 +438,7 @@ impl Comm {
     pub(crate) fn run_call<T>(&mut self, f: impl FnOnce(&mut Comm, u64) -> Result<T>) -> Result<T> {
         let seq = self.begin()?;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self, seq)))
-            .unwrap_or_else(|panic| Err(Error::Internal(panic_message(&*panic))));
+            .unwrap_or_else(|panic| Err(Error::Internal(crate::error::panic_message(&*panic))));
         self.leave(seq);
         if r.is_err() {
             self.stats.rejected += 1;
@@ -501,15 +520,34 @@ impl Comm {
                 Some(e) => d.set_msg(&e.to_string()),
                 None => {}
             }
-            d.set_core(&c);
             // The vector arrays are already in the slot (written before publishing).
-            d.seal();
+            d.set_sealed(&c);
             #[cfg(test)]
             crate::corrupt::after_seal(self.seg.name(), self.rank, &d);
         }
         ArriveLine::of(&self.seg, self.rank, seq).set_head(&LineHead::of(&c));
         self.mates.arriving(&self.seg, seq);
         self.seg.publish(self.seg.arrive_seq(self.rank, seq), seq);
+    }
+
+    /// Take part in call `seq` (operation code `op`) as this rank's rejection `e` (or its
+    /// fallback to MPI): publish it where the descriptor goes, wait for every rank's
+    /// arrival. A root that left this call early (one_sided.rs) cannot have seen the
+    /// rejection, so the ranks that completed the call will publish a notice at their next
+    /// one; this rank then must not leave its next call early (`notice_due_at`).
+    pub(crate) fn publish_rejection(&mut self, seq: u64, op: u32, e: &Error) -> Result<()> {
+        let core = DescCore {
+            op,
+            ..DescCore::default()
+        };
+        self.publish_arrive(seq, &core, Some(e));
+        self.wait_arrivals(seq)?;
+        let early = (0..self.size)
+            .any(|j| ArriveLine::of(&self.seg, j, seq).head().flags & F_ROOT_ONLY != 0);
+        if early {
+            self.notice_due_at = Some(seq + 1);
+        }
+        Ok(())
     }
 
     /// Wait until every rank arrived at `seq`.
@@ -697,7 +735,11 @@ impl Comm {
         let mut cores = std::mem::take(&mut self.scratch);
         let r = self.read_descs(seq, OP_BARRIER, &mut cores);
         self.scratch = cores;
-        r
+        if r.is_err() {
+            self.stats.rejected += 1;
+        }
+        // A descriptor found corrupt or a diverged one-sided call breaks the communicator.
+        self.poison(r)
     }
 
     pub(crate) fn record(&mut self, choice: Choice) {
@@ -784,13 +826,4 @@ pub(crate) enum Side {
 pub(crate) struct PeerRange {
     pub local: Option<usize>,
     pub remote: usize,
-}
-
-/// The message of a caught panic.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
 }

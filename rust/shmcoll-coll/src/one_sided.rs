@@ -33,9 +33,11 @@
 //! while the ranks that left early returned success. They learn it while settling, and
 //! their next call is the notice: each publishes, instead of that call, a rejection of
 //! kind `ErrorKind::Notice` naming the rank and its reason, so that every rank of the next
-//! call (the rejecting one included) raises `Error::Peer` there. The communicator stays
-//! usable. A notice is never answered with a notice (settling skips them), so it ends
-//! after one call.
+//! call (the rejecting one included) raises `Error::Peer` there. The rejecting rank knows
+//! the notice is coming (a root of its call left early) and does not leave that next call
+//! early itself, even as a Bcast's root, so that it reads the notice too. The communicator
+//! stays usable. A notice is never answered with a notice (settling skips them), so it
+//! ends after one call.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -121,8 +123,19 @@ fn describe(h: &LineHead) -> String {
 impl Comm {
     /// Whether the root of `op` may leave once it has published: a Bcast whose payload it
     /// copied inline (`core.flags`), so that its buffer is free again at once.
-    pub(crate) fn root_may_leave(&self, op: CollOp, root: usize, core: &DescCore) -> bool {
-        op == CollOp::Bcast && self.rank == root && core.flags & (F_TINY | F_INLINE) != 0
+    /// Not when the ranks owe this rank a notice in this call (`notice_due_at`): it would
+    /// leave before reading it.
+    pub(crate) fn root_may_leave(
+        &self,
+        seq: u64,
+        op: CollOp,
+        root: usize,
+        core: &DescCore,
+    ) -> bool {
+        op == CollOp::Bcast
+            && self.rank == root
+            && core.flags & (F_TINY | F_INLINE) != 0
+            && self.notice_due_at != Some(seq)
     }
 
     /// Record that this rank leaves call `seq` without the arrive round of all ranks.
@@ -170,10 +183,22 @@ impl Comm {
         }
         let n = core.send_bpp as usize;
         let line = ArriveLine::of(&self.seg, root, seq);
+        // The root's head says where its payload is; it must fit there (the root checked,
+        // but the head is shared memory).
+        let l = self.seg.layout();
+        let cap = if h.flags & F_TINY != 0 {
+            crate::desc::LINE_PAYLOAD
+        } else {
+            l.sizes.inline_bytes
+        };
+        if n > cap {
+            return Err(Error::Corrupt(format!(
+                "the root's one-sided payload of {n} bytes does not fit its area of {cap}"
+            )));
+        }
         let src = if h.flags & F_TINY != 0 {
             line.payload()
         } else {
-            let l = self.seg.layout();
             self.seg.ptr(l.inline(root, (seq & 1) as usize), n) as usize
         };
         // A streamed payload is copied chunk by chunk as the root publishes it; any other
@@ -190,6 +215,9 @@ impl Comm {
         while done < n {
             let k = chunk.min(n - done);
             if let Some((base, progress)) = streamed {
+                let target = base.checked_add((done + k) as u64).ok_or_else(|| {
+                    Error::Corrupt(format!("the root's stream base {base} overflows"))
+                })?;
                 wait_counter(
                     &self.seg,
                     Some(&self.peers),
@@ -197,7 +225,7 @@ impl Comm {
                     "payload",
                     root,
                     progress,
-                    base + (done + k) as u64,
+                    target,
                 )?;
             }
             // SAFETY: the root's payload is n bytes (its head says so and matches ours) in

@@ -149,16 +149,31 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
     drop(held);
     match (r, pyerr) {
         (Ok(_), _) => Ok(()),
-        (Err(_), Some(pe)) => Err(crate::errors::as_shmcoll(py, pe)),
+        (Err(e), Some(pe)) => Err(outcome(py, Err(e), crate::errors::as_shmcoll(py, pe))),
         (Err(e), None) => Err(to_py(py, e)),
     }
 }
 
-/// Take part in a collective whose arguments Python rejected.
+/// Take part in call `op` ("Alltoall", "Alltoallv" or a collective of this module) as
+/// this rank's rejection `err`: the peers raise too. Returns what the call returned (the
+/// rejection, a peer's, or a failure of the communicator).
 pub fn reject(comm: &mut Comm, op: &str, err: Error) -> Result<(), Error> {
-    match CollOp::parse(op) {
-        Some(o) => comm.collective(o, Err(err)).map(|_| ()),
-        None => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
+    match op {
+        "Alltoall" | "Alltoallv" => comm.alltoall(Err(err)).map(|_| ()),
+        _ => match CollOp::parse(op) {
+            Some(o) => comm.collective(o, Err(err)).map(|_| ()),
+            None => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
+        },
+    }
+}
+
+/// What a call whose arguments this rank rejected raises: this rank's own error (`own`),
+/// unless the call failed for a reason that outweighs it (the communicator broke, a peer
+/// died, the wait was interrupted by a signal), which `engine` then carries.
+pub fn outcome(py: Python<'_>, engine: Result<(), Error>, own: PyErr) -> PyErr {
+    match engine {
+        Err(e) if e.is_fatal() => to_py(py, e),
+        _ => own,
     }
 }
 

@@ -872,11 +872,8 @@ impl CommBase {
             "unsupported" => Error::Unsupported(message.to_string()),
             _ => Error::InvalidArgument(message.to_string()),
         };
-        let r = match op {
-            "Alltoall" | "Alltoallv" => py.detach(|| comm.alltoall(Err(err))).map(|_| ()),
-            _ => py.detach(|| crate::collectives::reject(comm, op, err)),
-        };
-        r.py_err(py)
+        py.detach(|| crate::collectives::reject(comm, op, err))
+            .py_err(py)
     }
 
     /// This rank hands the collective `op` to MPI (`why`: the operator or datatype shmcoll
@@ -1348,7 +1345,11 @@ fn vector_dispatch(
 fn finish(py: Python<'_>, r: Result<(), Error>, pyerr: Option<PyErr>) -> PyResult<()> {
     match (r, pyerr) {
         (Ok(()), _) => Ok(()),
-        (Err(_), Some(pe)) => Err(crate::errors::as_shmcoll(py, pe)),
+        (Err(e), Some(pe)) => Err(crate::collectives::outcome(
+            py,
+            Err(e),
+            crate::errors::as_shmcoll(py, pe),
+        )),
         (Err(e), None) => Err(to_py(py, e)),
     }
 }

@@ -45,13 +45,10 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             return err;
         }
     }
-    let module = ERRORS.get_or_try_init(py, || {
-        PyModule::import(py, "shmcoll.errors").map(|m| m.unbind())
-    });
     let msg = e.to_string();
-    let cls = module
+    let cls = errors_module(py)
         .ok()
-        .and_then(|m| m.bind(py).getattr(class_name(&e)).ok());
+        .and_then(|m| m.getattr(class_name(&e)).ok());
     match cls {
         Some(cls) => match cls.call1((msg.clone(),)) {
             Ok(exc) => {
@@ -66,6 +63,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     }
 }
 
+/// `shmcoll.errors`, imported once.
 fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     ERRORS
         .get_or_try_init(py, || {
@@ -114,12 +112,9 @@ impl<T> IntoPyResult<T> for Result<T, Error> {
 /// Convert a codec error: `shmcoll.errors.CodecError` (a ValueError).
 pub fn codec_to_py(py: Python<'_>, e: shmcoll_codec::CodecError) -> PyErr {
     let msg = e.to_string();
-    let module = ERRORS.get_or_try_init(py, || {
-        PyModule::import(py, "shmcoll.errors").map(|m| m.unbind())
-    });
-    match module
+    match errors_module(py)
         .ok()
-        .and_then(|m| m.bind(py).getattr("CodecError").ok())
+        .and_then(|m| m.getattr("CodecError").ok())
     {
         Some(cls) => match cls.call1((msg,)) {
             Ok(exc) => PyErr::from_value(exc),

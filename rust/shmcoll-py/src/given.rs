@@ -1,18 +1,17 @@
 //! Scalar arguments of the collectives (a root, an algorithm name...) as the caller gave
 //! them, converted in the call's body rather than by PyO3 before it.
 //!
-//! Why: PyO3 converts typed parameters before the method runs, so `root=-1` or
-//! `algorithm=5` on one rank raised a bare OverflowError or TypeError there, before the
-//! engine could publish anything, and the peers waited for that rank until their deadline.
-//! Taking the objects as they are and converting them here turns a bad one into the call's
-//! rejection: the peers raise `PeerRejectedError` in the same call, and this rank raises
-//! `ArgumentError` (a ValueError) or `ArgumentTypeError` (also a TypeError).
+//! Why: PyO3 converts typed parameters before the method runs, where a failure cannot be
+//! published to the peers, which would then wait for this rank until their deadline. Taken
+//! as the objects they are and converted here, a bad one becomes the call's rejection: the
+//! peers raise `PeerRejectedError` in the same call, and this rank raises `ArgumentError`
+//! (a ValueError) or `ArgumentTypeError` (also a TypeError).
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use shmcoll_coll::{CollOp, Comm, Error};
+use shmcoll_coll::{Comm, Error};
 
 /// An argument this rank rejects: the message, and whether its type was wrong (else its
 /// value).
@@ -34,10 +33,17 @@ impl BadArg {
     }
 }
 
-/// A rank argument (`root`): an integer of any integer type in `0..size` (the engine
-/// checks the upper bound on every rank); None means rank 0.
+/// A rank argument (`root`): an integer of any integer type (not a bool, as for the object
+/// collectives) in `0..size` (the engine checks the upper bound on every rank); None means
+/// rank 0.
 pub(crate) fn rank(obj: Option<&Bound<'_, PyAny>>, what: &str) -> Result<usize, BadArg> {
     let Some(obj) = obj else { return Ok(0) };
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(BadArg {
+            msg: format!("{what} must be an integer, not bool"),
+            wrong_type: true,
+        });
+    }
     match obj.extract::<i64>() {
         Ok(v) => usize::try_from(v).map_err(|_| BadArg {
             msg: format!("{what} {v} is not a rank (ranks are 0 and up)"),
@@ -82,19 +88,12 @@ pub(crate) fn name(obj: Option<&Bound<'_, PyAny>>, what: &str) -> Result<Option<
 }
 
 /// The call `op` (a collective's name, "Alltoall" or "Alltoallv") is rejected on this rank
-/// for `bad`: take part in it as a rejection (the peers raise too), then raise here.
+/// for `bad`: take part in it as a rejection (the peers raise too), then raise here (this
+/// rank's own error, unless the call failed for a reason that outweighs it).
 pub(crate) fn reject(py: Python<'_>, comm: &mut Comm, op: &str, bad: &BadArg) -> PyErr {
     let err = bad.to_engine();
-    // What the call itself returns is this rank's own rejection (or a peer's, or a broken
-    // communicator): this rank raises its own argument's error either way.
-    let _ = match op {
-        "Alltoall" | "Alltoallv" => py.detach(|| comm.alltoall(Err(err))).map(|_| ()),
-        _ => match CollOp::parse(op) {
-            Some(o) => py.detach(|| comm.collective(o, Err(err))).map(|_| ()),
-            None => Ok(()),
-        },
-    };
-    bad.to_py(py)
+    let r = py.detach(|| crate::collectives::reject(comm, op, err));
+    crate::collectives::outcome(py, r, bad.to_py(py))
 }
 
 /// The scalar arguments of one call, converted.

@@ -6,6 +6,7 @@ use super::{Blocks, Exchange, RawBuf};
 use crate::comm::Comm;
 use crate::desc::{Arr, ArriveLine, Desc, F_TINY, F_VECTOR, LINE_PAYLOAD};
 use crate::error::Result;
+use crate::extent;
 use crate::transfer::{resolve_store, Mover};
 use shmcoll_kernels::Store;
 
@@ -46,14 +47,16 @@ fn pack(c: &Comm, area: usize, send: RawBuf, blocks: &Blocks) {
     }
 }
 
-/// Where rank j packed its block for this rank.
+/// Where rank j packed its block for this rank, as rank j's descriptor says (saturated
+/// where it does not fit, so that the bounds check of `run` refuses it).
 fn packed_offset(c: &Comm, x: &Exchange, j: usize) -> usize {
     let core = &x.cores[j];
     if core.flags & F_VECTOR != 0 {
         let d = Desc::slot(&c.seg, j, (x.seq & 1) as usize);
-        (0..c.rank).map(|k| d.get(Arr::SendCounts, k)).sum()
+        extent::sum((0..c.rank).map(|k| d.get(Arr::SendCounts, k))).unwrap_or(usize::MAX)
     } else {
-        c.rank * core.send_bpp as usize
+        let bpp = extent::from_shared(core.send_bpp).unwrap_or(usize::MAX);
+        extent::uniform_offset(c.rank, bpp).unwrap_or(usize::MAX)
     }
 }
 
@@ -85,9 +88,9 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
             let a = c.seg.ptr(l.inline(j, parity), l.sizes.inline_bytes) as usize;
             (a, l.sizes.inline_bytes)
         };
-        if at + len > cap {
-            err = Some(crate::error::Error::Mismatch(format!(
-                "rank {j}'s inline payload is larger than its area"
+        if !extent::within(at, len, cap) {
+            err = Some(crate::error::Error::Corrupt(format!(
+                "rank {j}'s inline payload ({len} bytes at {at}) does not fit its area of {cap}"
             )));
             return;
         }

@@ -101,7 +101,7 @@ pub(crate) struct Exchange<'a> {
 
 impl Exchange<'_> {
     /// Rank j's full descriptor (buffer offsets, addresses and registered lengths), as
-    /// checked when the algorithm was chosen (`full_cores`).
+    /// checked when the algorithm was chosen (`Comm::verified_cores`).
     pub fn full(&self, j: usize) -> DescCore {
         self.cores[j]
     }
@@ -202,12 +202,7 @@ impl Comm {
         let call = match call {
             Ok(c) => c,
             Err(e) => {
-                let core = DescCore {
-                    op,
-                    ..DescCore::default()
-                };
-                self.publish_arrive(seq, &core, Some(&e));
-                self.wait_arrivals(seq)?;
+                self.publish_rejection(seq, op, &e)?;
                 return Err(e);
             }
         };
@@ -296,9 +291,7 @@ impl Comm {
                 choice.algo,
                 Algo::Pull | Algo::Push | Algo::Cma | Algo::CmaPush
             ) {
-                for (j, c) in cores.iter_mut().enumerate() {
-                    *c = self.verified_core(j, seq)?;
-                }
+                self.verified_cores(seq, &mut cores)?;
             }
             Ok(choice)
         });

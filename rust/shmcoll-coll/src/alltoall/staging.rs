@@ -15,7 +15,7 @@ use shmcoll_shm::{wait_until, Layout, Segment};
 
 use super::Exchange;
 use crate::comm::Comm;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::transfer::{resolve_store, Mover};
 
 /// Bytes of each pair's ring.
@@ -52,6 +52,22 @@ fn ring_read(m: &mut Mover, ring: usize, cap: usize, pos: u64, dst: usize, n: us
     }
 }
 
+/// Bytes in the ring between the running totals `produced` and `consumed` of the pair
+/// with rank j. One of the two is a peer's counter in shared memory: one behind the other,
+/// or ahead by more than the ring holds, is corrupt (and would otherwise make a copy run
+/// past the ring).
+fn in_ring(produced: u64, consumed: u64, cap: usize, j: usize) -> Result<usize> {
+    produced
+        .checked_sub(consumed)
+        .and_then(crate::extent::from_shared)
+        .filter(|&n| n <= cap)
+        .ok_or_else(|| {
+            Error::Corrupt(format!(
+                "the ring with rank {j} holds {produced} - {consumed} bytes, not 0 to {cap}"
+            ))
+        })
+}
+
 pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let (p, me) = (c.size, c.rank);
     let seg = c.seg.clone();
@@ -86,7 +102,7 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
             if sdone[j] < slen {
                 let consumed_ctr = seg.consumed(j, me);
                 let consumed = consumed_ctr.load(Ordering::Acquire);
-                let space = cap - (c.sent[j] - consumed) as usize;
+                let space = cap - in_ring(c.sent[j], consumed, cap, j)?;
                 let want = (slen - sdone[j]).min(chunk);
                 if space >= want {
                     ring_write(
@@ -110,7 +126,7 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
             if rdone[j] < rlen {
                 let produced_ctr = seg.produced(j, me);
                 let produced = produced_ctr.load(Ordering::Acquire);
-                let mut n = ((produced - c.recvd[j]) as usize).min(rlen - rdone[j]);
+                let mut n = in_ring(produced, c.recvd[j], cap, j)?.min(rlen - rdone[j]);
                 if x.in_place {
                     n = n.min(sdone[j] - rdone[j]);
                 }

@@ -399,6 +399,16 @@ impl Comm {
                     }
                 }
                 let reduce = matches!(op, CollOp::ReduceScatterBlock | CollOp::ReduceScatter);
+                // MPI's in-place Reduce_scatter is IN_PLACE on every rank; the algorithms
+                // take different steps for the two forms, so a mix would leave ranks
+                // waiting for each other.
+                let in_place = |j: usize| peers[j].flags & F_IN_PLACE != 0;
+                if let Some(j) = (0..p).find(|&j| reduce && in_place(j) != in_place(0)) {
+                    return mismatch(format!(
+                        "{}: rank {j} passes IN_PLACE and rank 0 does not, or the other way round; pass it on every rank or on none",
+                        op.name()
+                    ));
+                }
                 let total = if reduce {
                     // Rank 0 summed its counts with checks before publishing them; a sum
                     // that does not fit means its descriptor was changed since.

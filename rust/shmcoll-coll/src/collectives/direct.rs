@@ -79,7 +79,7 @@ fn bcast(r: &mut Reach, x: &Call) {
     if !split {
         if me != root {
             let store = resolve_store(Store::Hybrid, n, r.c.cfg.nt_threshold);
-            r.read(x, at(root, Side::Contrib, 0), x.recv, n, store);
+            r.read(x, at(root, Side::Send, 0), x.recv, n, store);
         }
         return;
     }
@@ -88,14 +88,14 @@ fn bcast(r: &mut Reach, x: &Call) {
     let store = resolve_store(Store::Hybrid, len * (p - 1), r.c.cfg.nt_threshold);
     let forwards = !root_in_heap && me != root;
     let src = if root_in_heap {
-        match r.local(x, root, Side::Contrib, off, len) {
+        match r.local(x, root, Side::Send, off, len) {
             Some(a) => a,
             None => return, // refused: reported in the done round
         }
     } else if me == root {
         x.contrib + off
     } else {
-        r.read(x, at(root, Side::Contrib, off), x.recv + off, len, store);
+        r.read(x, at(root, Side::Send, off), x.recv + off, len, store);
         x.recv + off
     };
     // Chunk by chunk to every destination: the part is read from memory once, not once per
@@ -162,7 +162,7 @@ fn allgather(r: &mut Reach, x: &Call) {
         if j == me && x.in_place {
             continue;
         }
-        r.read(x, at(j, Side::Contrib, 0), x.recv + o, l, store);
+        r.read(x, at(j, Side::Send, 0), x.recv + o, l, store);
     }
 }
 
@@ -171,7 +171,7 @@ fn gather(r: &mut Reach, x: &Call) {
     if me == x.root {
         if !x.in_place {
             let (o, l) = x.my_block(me);
-            r.read(x, at(me, Side::Contrib, 0), x.recv + o, l, Store::Temporal);
+            r.read(x, at(me, Side::Send, 0), x.recv + o, l, Store::Temporal);
         }
         return;
     }
@@ -199,7 +199,7 @@ fn scatter(r: &mut Reach, x: &Call) {
     if me == root {
         if x.recv != 0 {
             let (o, l) = x.my_block(me);
-            r.read(x, at(me, Side::Contrib, o), x.recv, l, Store::Temporal);
+            r.read(x, at(me, Side::Send, o), x.recv, l, Store::Temporal);
         }
         if push {
             for j in (1..p).map(|k| (me + k) % p) {
@@ -214,7 +214,7 @@ fn scatter(r: &mut Reach, x: &Call) {
     }
     let (o, l) = blocks[me];
     let store = resolve_store(Store::Hybrid, l, r.c.cfg.nt_threshold);
-    r.read(x, at(root, Side::Contrib, o), x.recv, l, store);
+    r.read(x, at(root, Side::Send, o), x.recv, l, store);
 }
 
 /// Whether the senders can push: every destination is in the heap (a memcpy), or CMA

@@ -10,6 +10,7 @@ use super::{Call, CollCall, CollOp, TINY};
 use crate::comm::Comm;
 use crate::desc::{ArriveLine, DescCore, F_INLINE, F_STREAMED, F_TINY};
 use crate::error::{Error, Result};
+use crate::extent;
 use crate::transfer::Mover;
 
 /// Copy this rank's contribution into the segment, if it has one and it fits; sets
@@ -90,15 +91,16 @@ fn payload_of(c: &Comm, x: &Call, j: usize) -> (usize, usize) {
     }
 }
 
-/// `off..off+len` of rank j's inline copy, bounds-checked.
+/// `off..off+len` of rank j's inline copy, bounds-checked (with checked arithmetic: the
+/// sizes come from descriptors in shared memory).
 fn src(c: &Comm, x: &Call, j: usize, off: usize, len: usize) -> Result<usize> {
     let (a, cap) = payload_of(c, x, j);
-    if off + len > cap {
-        return Err(Error::Mismatch(format!(
-            "rank {j}'s inline payload is larger than its area"
+    if !extent::within(off, len, cap) {
+        return Err(Error::Corrupt(format!(
+            "rank {j}'s inline payload ({len} bytes at {off}) does not fit its area of {cap}"
         )));
     }
-    Ok(a + off)
+    Ok(a.saturating_add(off))
 }
 
 pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
@@ -131,7 +133,7 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
         }
         CollOp::Scatter | CollOp::Scatterv => {
             let rb = x.blocks_of(c, x.root);
-            let at: usize = rb[..me].iter().map(|b| b.1).sum();
+            let at = extent::sum(rb[..me].iter().map(|b| b.1)).unwrap_or(usize::MAX);
             let l = rb[me].1;
             if x.recv != 0 {
                 let s = src(c, x, x.root, at, l)?;
@@ -140,7 +142,7 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
             }
         }
         CollOp::ReduceScatterBlock | CollOp::ReduceScatter => {
-            let off: usize = (0..me).map(|k| x.my_block(k).1).sum();
+            let off = extent::sum((0..me).map(|k| x.my_block(k).1)).unwrap_or(usize::MAX);
             let len = x.my_block(me).1;
             combine(c, x, off, len, x.recv)?;
         }

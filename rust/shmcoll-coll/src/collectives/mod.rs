@@ -319,12 +319,7 @@ impl Comm {
         let (call, mut core) = match prepared {
             Ok(x) => x,
             Err(e) => {
-                let core = DescCore {
-                    op: op.code(),
-                    ..DescCore::default()
-                };
-                self.publish_arrive(seq, &core, Some(&e));
-                self.wait_arrivals(seq)?;
+                self.publish_rejection(seq, op.code(), &e)?;
                 return Err(e);
             }
         };
@@ -350,7 +345,7 @@ impl Comm {
         }
         // A small Bcast is one-sided (crate::one_sided): the root leaves once published,
         // non-roots once they copied from it.
-        let root_leaves = self.root_may_leave(op, call.root, &core);
+        let root_leaves = self.root_may_leave(seq, op, call.root, &core);
         if root_leaves {
             core.flags |= F_ROOT_ONLY;
         }
@@ -390,9 +385,7 @@ impl Comm {
         // than cores is a miss after every switch.
         let checked = checked.and_then(|algo| {
             if matches!(algo, CollAlgo::Direct | CollAlgo::Cma) {
-                for (j, c) in cores.iter_mut().enumerate() {
-                    *c = self.verified_core(j, seq)?;
-                }
+                self.verified_cores(seq, &mut cores)?;
             }
             Ok(algo)
         });
@@ -445,12 +438,7 @@ impl Comm {
     /// rejection (`Error::Peer`) and this one sees a `Mismatch`: every rank raises.
     pub fn agree_fallback(&mut self, op: CollOp, why: &str) -> Result<()> {
         self.run_call(|c, seq| {
-            let core = DescCore {
-                op: op.code(),
-                ..DescCore::default()
-            };
-            c.publish_arrive(seq, &core, Some(&Error::FallsBack(why.to_string())));
-            c.wait_arrivals(seq)?;
+            c.publish_rejection(seq, op.code(), &Error::FallsBack(why.to_string()))?;
             for j in 0..c.size {
                 let at = c.seg.arrive_seq(j, seq).load(std::sync::atomic::Ordering::Acquire);
                 let h = crate::desc::ArriveLine::of(&c.seg, j, seq).head();

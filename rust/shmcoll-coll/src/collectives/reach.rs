@@ -10,14 +10,9 @@ use crate::comm::Comm;
 use crate::error::Error;
 use crate::transfer::{cma_error, Mover};
 
-/// Which of a peer's buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Side {
-    /// Its contribution (send block, or inside its receive buffer in place).
-    Contrib,
-    /// Its receive buffer.
-    Recv,
-}
+/// Which of a peer's buffers: `Send` is its contribution (its send block, or inside its
+/// receive buffer in place).
+pub(super) use crate::comm::Side;
 
 /// A place in a peer's buffer: rank, which buffer, byte offset.
 #[derive(Clone, Copy, Debug)]
@@ -65,17 +60,13 @@ impl<'c> Reach<'c> {
         let d = &x.peers[j];
         if j == self.c.rank {
             let addr = match side {
-                Side::Contrib => d.send_addr,
+                Side::Send => d.send_addr,
                 Side::Recv => d.recv_addr,
             };
             // Our own buffer, checked by prepare before it was published.
             return Some(Loc::Here((addr as usize).saturating_add(off)));
         }
-        let which = match side {
-            Side::Contrib => crate::comm::Side::Send,
-            Side::Recv => crate::comm::Side::Recv,
-        };
-        match self.c.peer_range(j, d, which, off, len) {
+        match self.c.peer_range(j, d, side, off, len) {
             Ok(r) => Some(r.local.map_or(Loc::There(r.remote), Loc::Here)),
             Err(e) => {
                 self.failure.get_or_insert(e);
@@ -227,7 +218,7 @@ impl<'c> Reach<'c> {
             return;
         }
         if p == 1 {
-            let s = self.view(x, 0, Side::Contrib, off, len, &mut tmps[0]);
+            let s = self.view(x, 0, Side::Send, off, len, &mut tmps[0]);
             if s != dst {
                 // SAFETY: s and dst are distinct ranges of len bytes (caller's contract).
                 unsafe { self.m.copy(dst, s, len, Store::Temporal) };
@@ -235,13 +226,13 @@ impl<'c> Reach<'c> {
             return;
         }
         let [t0, t1] = tmps;
-        let a = self.view(x, 0, Side::Contrib, off, len, t0);
-        let b = self.view(x, 1, Side::Contrib, off, len, t1);
+        let a = self.view(x, 0, Side::Send, off, len, t0);
+        let b = self.view(x, 1, Side::Send, off, len, t1);
         // SAFETY: a, b are readable for len bytes (views), dst writable (caller); dst equals
         // a or b exactly or overlaps neither (caller's contract).
         unsafe { reduce3_raw(dt, op, dst as *mut u8, a as *const u8, b as *const u8, n) };
         for j in 2..p {
-            let s = self.view(x, j, Side::Contrib, off, len, t1);
+            let s = self.view(x, j, Side::Send, off, len, t1);
             // SAFETY: as above; s does not overlap dst.
             unsafe { reduce_into_raw(dt, op, dst as *mut u8, s as *const u8, n) };
         }
