@@ -117,8 +117,18 @@ pub(crate) struct Objects<'a, 'py> {
 }
 
 impl Objects<'_, '_> {
-    /// Every argument converted, or the first that is bad.
+    /// Every argument converted, or the first that is bad. Most calls give none of them:
+    /// that case costs one comparison per argument (it is on every call's path).
     pub(crate) fn convert(&self) -> Result<Scalars, BadArg> {
+        let given = |o: Option<&Bound<'_, PyAny>>| o.is_some_and(|o| !o.is_none());
+        if !(given(self.root)
+            || given(self.algorithm)
+            || given(self.order)
+            || given(self.store)
+            || given(self.traffic))
+        {
+            return Ok(Scalars::default());
+        }
         Ok(Scalars {
             root: rank(self.root, "root")?,
             algorithm: name(self.algorithm, "algorithm")?,
