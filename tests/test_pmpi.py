@@ -523,6 +523,58 @@ def test_erroneous_calls_under_open_mpi(openmpi: Mpi) -> None:
     assert_aborts(openmpi, 2, "fatal-alltoallv")
 
 
+#: The default pass-through windows (small Bcast and Allreduce go to MPI), with the
+#: engine's deadline far above the job's limit, as ERRORS_ENV.
+WINDOW_ENV = {"SHMCOLL_TIMEOUT": "60"}
+
+
+def outcomes(p: subprocess.CompletedProcess[str]) -> list[str]:
+    """The per-rank outcome lines of errors_check's window mode, sorted (ranks interleave)."""
+    return sorted(line for line in p.stdout.splitlines() if line.startswith("rank "))
+
+
+def assert_small_wrong_calls_behave_as_mpi(mpi: Mpi, n: int, *args: str) -> None:
+    """Every rank takes MPI's path for a small call that one rank gets wrong: that rank gets
+    MPI's own error at once, and the outcome of every rank is the one without the library."""
+    prog = mpi.compile("errors_check")
+    p = mpi.run(n, prog, "window", *args, env=WINDOW_ENV, timeout=ERRORS_JOB_SECONDS)
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    plain = mpi.run(n, prog, "window", *args, preload=False, timeout=ERRORS_JOB_SECONDS)
+    assert ", 0 failures" in plain.stdout, plain.stdout + plain.stderr
+    assert outcomes(p) == outcomes(plain), p.stdout + plain.stdout
+    s = stats(p.stderr)
+    for r in range(n):
+        assert (r, "MPI_Bcast") in s, f"rank {r}: no Bcast through the library\n{p.stderr}"
+        for op in ("MPI_Bcast", "MPI_Allreduce"):
+            c = s.get((r, op), {"passed": 1})  # no Allreduce without the NULL buffers
+            # No rejection through the engine; the wrong calls went to MPI.
+            assert c.get("errors", 0) == 0 and c["passed"] > 0, (r, op, c)
+    assert "failed, no data moved" not in p.stderr
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_small_call_one_rank_gets_wrong_goes_to_mpi_on_every_rank(mpich: Mpi, n: int) -> None:
+    """Under the default windows a bad root, a NULL buffer or a negative count on one rank
+    in a small Bcast or Allreduce (and a negative count beside peers the engine serves)
+    neither leaves that rank in the engine until its deadline nor its peers in PMPI_."""
+    assert_small_wrong_calls_behave_as_mpi(mpich, n)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_small_wrong_bcast_aborts_through_mpi_under_errors_are_fatal(mpich: Mpi, n: int) -> None:
+    p = mpich.run(
+        n, mpich.compile("errors_check"), "fatal-small-bcast", env=WINDOW_ENV, timeout=ERRORS_JOB_SECONDS,
+        expect_rc=None,
+    )  # fmt: skip
+    # The wrong rank never returns (its peers, the root's eager send done, may).
+    assert f"rank {n - 1} returned from the erroneous call" not in p.stdout, p.stdout + p.stderr
+    assert "failed, no data moved" not in p.stderr
+
+
+def test_small_wrong_calls_under_open_mpi(openmpi: Mpi) -> None:
+    assert_small_wrong_calls_behave_as_mpi(openmpi, 2, "nonull")
+
+
 # -- the shared arena of large allocations -------------------------------------------------
 
 

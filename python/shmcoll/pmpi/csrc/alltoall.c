@@ -5,8 +5,9 @@
  * a program that mixes derived and contiguous types across ranks for one call times out
  * in the engine with a clear message instead of hanging). Arguments a rank finds wrong
  * (negative counts, send and receive sizes that differ, NULL buffers or count arrays, a
- * null datatype) are rejected through the engine after those decisions, so that every
- * rank fails the call with the same MPI error (dispatch.c). */
+ * null datatype) are rejected through the engine after those decisions and the size
+ * window, so that every rank fails the call with the same MPI error (dispatch.c); at a
+ * size the window sends to PMPI_, every rank goes there, the wrong one included. */
 #include "shim.h"
 
 /* MPI_SUCCESS, an MPI error, or SHIM_PASS (the caller hands the call to PMPI). */
@@ -22,13 +23,20 @@ static int serve_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendt
         goto pass;
     int types = shim_types(in_place, sendtype, recvtype, &ssize, &rsize);
     if (types < 0)
-        return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_TYPE, "a datatype is MPI_DATATYPE_NULL");
+        return shim_reject_unsized(s, OP_ALLTOALL, SHMCOLL_CLASS_TYPE, "a datatype is MPI_DATATYPE_NULL");
     if (!types)
         goto pass;
-    if (recvcount < 0 || (!in_place && sendcount < 0))
-        return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_COUNT, "negative count (sendcount %d, recvcount %d)",
-                           sendcount, recvcount);
+    if (recvcount < 0)
+        return shim_reject_unsized(s, OP_ALLTOALL, SHMCOLL_CLASS_COUNT, "recvcount %d is negative", recvcount);
+    /* The window counts what each rank receives from each: the same on every rank, so a
+     * rank whose other arguments are wrong still goes where its peers go (collectives.c). */
     size_t bpp = (size_t)recvcount * rsize;
+    if (shim_mpi_faster(OP_ALLTOALL, bpp)) {
+        why = R_MPI_FASTER;
+        goto pass;
+    }
+    if (!in_place && sendcount < 0)
+        return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_COUNT, "sendcount %d is negative", sendcount);
     if (!in_place && (size_t)sendcount * ssize != bpp)
         return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_COUNT,
                            "sends %zu bytes to each rank but receives %zu from each",
@@ -37,10 +45,6 @@ static int serve_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendt
         return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
     if (bpp > 0 && !in_place && !sendbuf)
         return shim_reject(s, OP_ALLTOALL, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
-    if (shim_mpi_faster(OP_ALLTOALL, bpp)) {
-        why = R_MPI_FASTER;
-        goto pass;
-    }
     int rc = shmcoll_alltoall(s->engine, in_place ? NULL : shim_send_ptr(sendbuf), recvbuf, bpp, err, sizeof err);
     rc = shim_finish(s, OP_ALLTOALL, rc, err);
     if (rc == MPI_SUCCESS)

@@ -34,10 +34,14 @@ __attribute__((noinline)) static int engine_call(shim_comm *s, enum shim_op op, 
 
 /* Each wrapper asks a serve_ function, whose locals (their addresses escape) stay in its
  * own frame, so that the wrapper's call to PMPI_ becomes a jump. The order of the checks
- * matters: first what sends a call to PMPI on data every rank of a correct call shares
- * (communicator, datatypes, operator), then what a rank rejects in its own arguments
- * (rejected through the engine, so the peers fail the same call), then the size windows,
- * which only a valid size can be judged by. */
+ * matters, because every rank must take the same path (engine or PMPI_) for a call,
+ * whatever its own arguments: first what sends a call to PMPI on data every rank of a
+ * correct call shares (communicator, datatypes, operator); then the size and its window,
+ * which every rank computes alike from the count and datatype, so that a rank whose other
+ * arguments are wrong (root, buffers) goes where its peers go: to PMPI_, whose own checks
+ * report the error as MPI does, or to the engine, which rejects the call on every rank.
+ * A rank whose size itself is wrong (a negative count, a null datatype) cannot know its
+ * peers' decision: shim_reject_unsized. */
 static int serve_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     enum shim_reason why = R_DATATYPE;
@@ -47,21 +51,21 @@ static int serve_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
         goto pass;
     int types = shim_types(1, MPI_DATATYPE_NULL, datatype, &size, &size);
     if (types < 0)
-        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_TYPE, "the datatype is MPI_DATATYPE_NULL");
+        return shim_reject_unsized(s, OP_BCAST, SHMCOLL_CLASS_TYPE, "the datatype is MPI_DATATYPE_NULL");
     if (!types)
         goto pass;
-    if (root < 0 || root >= s->size)
-        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_ROOT, "root %d is not a rank of this %d-rank communicator",
-                           root, s->size);
     if (count < 0)
-        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_COUNT, "count %d is negative", count);
+        return shim_reject_unsized(s, OP_BCAST, SHMCOLL_CLASS_COUNT, "count %d is negative", count);
     size_t bytes = (size_t)count * size;
-    if ((bytes > 0 && !buffer) || buffer == MPI_IN_PLACE)
-        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_BUFFER, "the buffer is NULL or MPI_IN_PLACE");
     if (shim_mpi_faster(OP_BCAST, bytes)) {
         why = R_MPI_FASTER;
         goto pass;
     }
+    if (root < 0 || root >= s->size)
+        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_ROOT, "root %d is not a rank of this %d-rank communicator",
+                           root, s->size);
+    if ((bytes > 0 && !buffer) || buffer == MPI_IN_PLACE)
+        return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_BUFFER, "the buffer is NULL or MPI_IN_PLACE");
     return engine_call(s, OP_BCAST, SHMCOLL_BCAST, NULL, buffer, bytes, root, -1, -1, bytes);
 pass:
     shim_count_passed(OP_BCAST, why);
@@ -87,13 +91,19 @@ static int serve_allgather(const void *sendbuf, int sendcount, MPI_Datatype send
         goto pass;
     int types = shim_types(in_place, sendtype, recvtype, &ssize, &rsize);
     if (types < 0)
-        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_TYPE, "a datatype is MPI_DATATYPE_NULL");
+        return shim_reject_unsized(s, OP_ALLGATHER, SHMCOLL_CLASS_TYPE, "a datatype is MPI_DATATYPE_NULL");
     if (!types)
         goto pass;
-    if (recvcount < 0 || (!in_place && sendcount < 0))
-        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_COUNT, "negative count (sendcount %d, recvcount %d)",
-                           sendcount, recvcount);
+    if (recvcount < 0)
+        return shim_reject_unsized(s, OP_ALLGATHER, SHMCOLL_CLASS_COUNT, "recvcount %d is negative", recvcount);
+    /* The window counts what each rank receives from each: the same on every rank. */
     size_t bytes = (size_t)recvcount * rsize;
+    if (shim_mpi_faster(OP_ALLGATHER, bytes)) {
+        why = R_MPI_FASTER;
+        goto pass;
+    }
+    if (!in_place && sendcount < 0)
+        return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_COUNT, "sendcount %d is negative", sendcount);
     if (!in_place && (size_t)sendcount * ssize != bytes)
         return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_COUNT, "sends %zu bytes but receives %zu from each rank",
                            (size_t)sendcount * ssize, bytes);
@@ -101,10 +111,6 @@ static int serve_allgather(const void *sendbuf, int sendcount, MPI_Datatype send
         return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
     if (bytes > 0 && !in_place && !sendbuf)
         return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
-    if (shim_mpi_faster(OP_ALLGATHER, bytes)) {
-        why = R_MPI_FASTER;
-        goto pass;
-    }
     return engine_call(s, OP_ALLGATHER, SHMCOLL_ALLGATHER, in_place ? NULL : shim_send_ptr(sendbuf), recvbuf,
                        bytes, 0, -1, -1, bytes * (size_t)s->size);
 pass:
@@ -132,15 +138,22 @@ static int serve_reduction(enum shim_op which, int code, const void *sendbuf, vo
     if (!s)
         goto pass;
     if (t == MPI_DATATYPE_NULL)
-        return shim_reject(s, which, SHMCOLL_CLASS_TYPE, "the datatype is MPI_DATATYPE_NULL");
-    if (op == MPI_OP_NULL)
-        return shim_reject(s, which, SHMCOLL_CLASS_OP, "the operator is MPI_OP_NULL");
+        return shim_reject_unsized(s, which, SHMCOLL_CLASS_TYPE, "the datatype is MPI_DATATYPE_NULL");
+    /* A type the engine does not reduce passes whatever the operator, on every rank; a
+     * null operator is this rank's mistake, judged after the window as a bad buffer is
+     * (its peers, with an operator the engine reduces, decide by the size alone). */
     int dtype = shim_reduce_dtype(t, &size), redop = engine_op(op);
-    if (dtype < 0 || redop < 0 || !shmcoll_reduction_supported(dtype, redop))
+    if (dtype < 0 || (op != MPI_OP_NULL && (redop < 0 || !shmcoll_reduction_supported(dtype, redop))))
         goto pass;
     if (count < 0)
-        return shim_reject(s, which, SHMCOLL_CLASS_COUNT, "count %d is negative", count);
+        return shim_reject_unsized(s, which, SHMCOLL_CLASS_COUNT, "count %d is negative", count);
     size_t bytes = (size_t)count * size;
+    if (shim_mpi_faster(which, bytes)) {
+        why = R_MPI_FASTER;
+        goto pass;
+    }
+    if (op == MPI_OP_NULL)
+        return shim_reject(s, which, SHMCOLL_CLASS_OP, "the operator is MPI_OP_NULL");
     /* Reduce_scatter_block sends a block for every rank. */
     size_t sent = which == OP_REDUCE_SCATTER_BLOCK ? bytes * (size_t)s->size : bytes;
     int in_place = sendbuf == MPI_IN_PLACE;
@@ -148,10 +161,6 @@ static int serve_reduction(enum shim_op which, int code, const void *sendbuf, vo
         return shim_reject(s, which, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
     if (sent > 0 && !in_place && !sendbuf)
         return shim_reject(s, which, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
-    if (shim_mpi_faster(which, bytes)) {
-        why = R_MPI_FASTER;
-        goto pass;
-    }
     const void *send = in_place ? NULL : shim_send_ptr(sendbuf);
     return engine_call(s, which, code, send, recvbuf, bytes, 0, dtype, redop, bytes);
 pass:

@@ -1,9 +1,12 @@
 /* What every wrapper asks first (does shmcoll serve this communicator?) and last (what to
  * do with the engine's verdict), and how a call is rejected. Once a communicator is
- * served, a call the engine or this library finds wrong fails on every rank within the
- * call, through the engine, and returns an MPI error there; it never goes to PMPI_, which
- * would move data on arguments known to be wrong, nor returns early on one rank, which
- * would leave the peers waiting in the engine until its deadline. */
+ * served, a call the engine or this library finds wrong at a size the engine serves fails
+ * on every rank within the call, through the engine, and returns an MPI error there; it
+ * never returns early on one rank, which would leave the peers waiting in the engine until
+ * its deadline. A wrong call at a size its pass-through window sends to PMPI_ goes there
+ * on every rank, the wrong one included: its peers are in PMPI_ too, and PMPI_'s own
+ * checks report the error as MPI does (see shim_reject_unsized for a size a rank cannot
+ * compute). */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -86,7 +89,8 @@ int shim_finish(shim_comm *s, enum shim_op op, int rc, const char *err)
     }
 }
 
-int shim_reject(shim_comm *s, enum shim_op op, int cls, const char *fmt, ...)
+/* shim_reject's body, on a va_list. */
+static int vreject(shim_comm *s, enum shim_op op, int cls, const char *fmt, va_list ap)
 {
     static const int engine_op[OP_COUNT] = {
         [OP_ALLTOALL] = SHMCOLL_ALLTOALL, [OP_ALLTOALLV] = SHMCOLL_ALLTOALLV,
@@ -95,14 +99,33 @@ int shim_reject(shim_comm *s, enum shim_op op, int cls, const char *fmt, ...)
         [OP_BARRIER] = -1,
     };
     char why[256], err[SHIM_ERR_CAP];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
     int rc = shmcoll_reject(s->engine, engine_op[op], cls, why, err, sizeof err);
     if (rc != SHMCOLL_REJECTED)
         rc = SHMCOLL_FATAL; /* a rejection that did not reach the peers leaves them waiting */
     return shim_finish(s, op, rc, err);
+}
+
+int shim_reject(shim_comm *s, enum shim_op op, int cls, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vreject(s, op, cls, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int shim_reject_unsized(shim_comm *s, enum shim_op op, int cls, const char *fmt, ...)
+{
+    if (shim_window_open(op)) {
+        shim_count_passed(op, R_MPI_FASTER);
+        return SHIM_PASS;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vreject(s, op, cls, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 const void *shim_send_ptr(const void *sendbuf)

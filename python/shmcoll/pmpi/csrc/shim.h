@@ -105,6 +105,20 @@ shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why);
 int shim_types(int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype, size_t *ssize, size_t *rsize);
 /* Whether `bytes` falls in the range where MPI was measured faster for `op` (window.c). */
 int shim_mpi_faster(enum shim_op op, size_t bytes);
+/* Whether some size of `op` goes to PMPI (its window is not empty): then a rank that
+ * cannot compute its call's size cannot know where its peers went either. */
+int shim_window_open(enum shim_op op);
+/* A rank's call of `op` is wrong in the very argument its size depends on (a negative
+ * count, MPI_DATATYPE_NULL), so it cannot take the window decision its peers take. With
+ * no window (every size served) its peers are in the engine: reject it there, as
+ * shim_reject, and return the MPI error. Otherwise return SHIM_PASS, counted: PMPI_
+ * reports the error on this rank as MPI does, and the call never starts there, so the
+ * peers wait for this rank's next call (in PMPI_ or in the engine, which both match calls
+ * in order, as MPI would without this library) or, in the engine, until SHMCOLL_TIMEOUT;
+ * a rejection through the engine would instead wait that long whenever they are in PMPI_,
+ * where MPI's own check aborts at once under MPI_ERRORS_ARE_FATAL. */
+int shim_reject_unsized(shim_comm *s, enum shim_op op, int cls, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), cold, noinline));
 /* A hash of the pass-through windows this process uses, for the setup agreement. */
 unsigned long long shim_windows_digest(void);
 
