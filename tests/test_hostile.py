@@ -625,3 +625,12 @@ def test_a_rank_that_rejected_a_one_sided_bcast_reads_the_notice_as_the_next_roo
     assert outs[p - 1][0] == "ArgumentError", outs
     assert all(o[1] != "ok" for o in outs), outs
     assert all(o[2] == "ok" for o in outs), outs
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_hostile_cases_under_mpich(n: int) -> None:
+    """The same cases on communicators over MPI.COMM_WORLD under mpiexec (MPICH's wheel):
+    MPI's bootstrap, and MPI there to fall back to."""
+    proc = run_mpiexec(n, MPI_SCRIPTS / "hostile_cases.py", timeout=300, env={"SHMCOLL_TIMEOUT": "10"})
+    assert "hostile cases: 0 wrong" in proc.stdout, proc.stdout + proc.stderr

@@ -22,7 +22,7 @@ import numpy as np
 
 from .buffers import IN_PLACE, Whole, in_bytes, is_in_place, parse_counts, parse_vector, parse_whole
 from .errors import ArgumentError, UnsupportedError
-from .ops import SUM, Op, dtype_name, note_fallback, op_name, supports
+from .ops import SUM, Op, check_operator, defined_in_mpi, dtype_name, note_fallback, op_name, supports
 
 
 @functools.lru_cache(maxsize=64)
@@ -164,8 +164,12 @@ class Collectives:
         s = None if is_in_place(sendbuf) else parse_whole(sendbuf, blocks=send_blocks)
         dt = (r.dtype if r is not None and r.dtype is not None else None) or (s.dtype if s else None)
         o = op_name(op)
+        if o is None:
+            check_operator(op)
         if dt is None:
             raise ArgumentError(f"{name}: cannot tell the element type; pass [buf, datatype]")
+        if o is not None and not defined_in_mpi(o, dt):
+            raise ArgumentError(f"{name}: {o.upper()} is not defined on {dt.name} (in MPI either)")
         if o is None or not supports(o, dt):
             order = "" if dt.isnative else " in non-native byte order"
             what = f"operator {op!r}" if o is None else f"{o.upper()} on {dt.name}{order}"

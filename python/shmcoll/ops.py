@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ArgumentError, ArgumentTypeError
+
 
 class Op(str):
     """A predefined reduction operator (a str subclass holding its name)."""
@@ -91,6 +93,36 @@ def supports(op: Op, dtype: np.dtype) -> bool:
     from . import _core
 
     return dtype.isnative and bool(_core.reduction_supported(str(op), dtype_name(dtype)))
+
+
+def check_operator(op: Any) -> None:
+    """Refuse what cannot be an operator anywhere: a string that names none of shmcoll's, or
+    an object that is neither one of them nor an mpi4py operator (those that shmcoll does
+    not implement go to MPI)."""
+    if isinstance(op, str):
+        if op.lower() not in OPS:
+            raise ArgumentError(f"unknown operator {op!r}; known: {', '.join(OPS)}")
+        return
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not isinstance(op, mpi.Op):
+        raise ArgumentTypeError(
+            f"op must be an operator (shmcoll.SUM, MPI.SUM, ...), not {type(op).__name__}"
+        )
+
+
+#: The (operator, kind of element) pairs MPI does not define either (MPI 4.1, 6.9.2):
+#: MIN/MAX need ordered numbers, the logical and bitwise operators integers (or booleans).
+_UNDEFINED_IN_MPI = {
+    **{(o, k): True for o in (MIN, MAX) for k in "cb"},
+    **{(o, k): True for o in (BAND, BOR, BXOR, LAND, LOR) for k in "fc"},
+    **{(o, "b"): True for o in (SUM, PROD)},
+}
+
+
+def defined_in_mpi(op: Op, dtype: np.dtype) -> bool:
+    """Whether MPI defines `op` on elements of `dtype` (else the call is wrong everywhere,
+    and handing it to MPI would only trade shmcoll's error for MPI's)."""
+    return (op, dtype.kind) not in _UNDEFINED_IN_MPI
 
 
 _warned: set[str] = set()
