@@ -60,6 +60,25 @@ def _attempt(comm: shmcoll.Comm, call: Callable[[], Any], recvs: list[np.ndarray
     return out
 
 
+def persistent_init(comm: shmcoll.Comm, bad: int, which: str) -> dict[str, Any]:
+    """A persistent request created with a bad root or count on the bad rank(s): creation
+    is collective, so every rank raises there."""
+    p = comm.size
+    r = _sentinel(p * N)
+    mine = _is_bad(comm, bad)
+
+    def create() -> None:
+        if which == "bcast_root":
+            req = comm.Bcast_init(r, root=-1 if mine else 0)
+        elif which == "allreduce_op":
+            req = comm.Allreduce_init(np.ones(N), r[:N], op="bogus" if mine else None)
+        else:
+            req = comm.Alltoall_init([np.ones(p * N), N, "d"], [r, 2**62 if mine else N, "d"])
+        req.Free()
+
+    return _attempt(comm, create, [r])
+
+
 def reduce_scatter_mixed_in_place(comm: shmcoll.Comm, bad: int) -> dict[str, Any]:
     """IN_PLACE on the bad rank(s) only (MPI's in-place form is IN_PLACE on every rank)."""
     p = comm.size
@@ -326,6 +345,9 @@ CASES: dict[str, Callable[[shmcoll.Comm, int], dict[str, Any]]] = {
     "allgather_not_a_buffer": allgather_not_a_buffer,
     "allreduce_dtype_mismatch": allreduce_dtype_mismatch,
     "reduce_scatter_mixed_in_place": reduce_scatter_mixed_in_place,
+    "bcast_init_root": lambda c, b: persistent_init(c, b, "bcast_root"),
+    "allreduce_init_op": lambda c, b: persistent_init(c, b, "allreduce_op"),
+    "alltoall_init_count": lambda c, b: persistent_init(c, b, "alltoall_count"),
     "alltoallv_hostile_dtype": alltoallv_hostile_dtype,
     "bcast_root_negative": lambda c, b: bcast_root(c, b, -1),
     "bcast_root_size": lambda c, b: bcast_root(c, b, c.size),

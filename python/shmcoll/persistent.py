@@ -17,7 +17,7 @@ import numpy as np
 from . import _core
 from ._core import Prequest
 from .buffers import is_in_place, parse_simple, parse_vector, parse_whole
-from .errors import ArgumentError, ShmcollError
+from .errors import ArgumentError, ShmcollError, as_shmcoll_error
 from .ops import SUM
 
 
@@ -51,7 +51,12 @@ class Persistent(_core.CommBase):
         everyone = np.empty(1, np.int32)
         self._coll("Allreduce", flag, everyone, 0, None, None, None, "int32", "max", "inline")
         if err is not None:
-            raise err
+            # As a rejected call raises (errors.as_shmcoll_error): a shmcoll error of the
+            # same built-in family.
+            mine = as_shmcoll_error(err)
+            if mine is err:
+                raise err
+            raise mine from err
         if everyone[0]:
             if req is not None:
                 req.Free()
