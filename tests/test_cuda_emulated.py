@@ -213,3 +213,27 @@ def test_codec_classes_take_the_device_path(gpu_mods: Any, monkeypatch: pytest.M
         out = _dev(np.empty_like(x))
         assert c.decode_raw(c.encode_raw(_dev(x)), np.float32, x.size, out=out) is out
     assert fallback_calls == before, "a device call fell back to the host"
+
+
+@pytest.mark.parametrize("offset", [1, 3, 5])
+def test_decoders_write_into_a_slice_at_any_element_offset(gpu_mods: Any, offset: int) -> None:
+    """The collectives decode each rank's piece into a slice of the receive buffer, which
+    starts on a 16-byte boundary only when the pieces before it happen to add up to one:
+    the decoders take any element offset and give the host path's bytes."""
+    n = 10  # float32 elements a piece: 40 bytes, so most pieces start off a 16-byte line
+    x = np.cumsum(np.random.default_rng(offset).standard_normal(n)).astype(np.float32)
+    cases = [
+        (Bq(bits=8, block=32), lambda f, y: gpu_mods.bq.decode(f, y, 8, 32), np.float32),
+        (Cast("bfloat16"), lambda f, y: gpu_mods.cast.decode(f, y, "bfloat16"), np.float32),
+        (Cast("float16"), lambda f, y: gpu_mods.cast.decode(f, y, "float16"), np.float64),
+        (Mpc(dim=1), lambda f, y: gpu_mods.mpc.decode(f, y, y.dtype.itemsize), np.float32),
+    ]
+    for codec, decode, dt in cases:
+        xi = x.astype(dt)
+        stream = codec.encode_raw(xi)
+        whole = _dev(np.zeros(n + 8, dt))
+        piece = whole[offset : offset + n]
+        assert piece.data.ptr % 16, "the slice must start off a 16-byte boundary"
+        decode(_dev(np.frombuffer(stream, np.uint8)), piece.view(np.uint32 if isinstance(codec, Mpc) else dt))
+        assert _bytes(piece) == codec.decode_raw(stream, dt, n).tobytes(), codec
+        assert not np.asarray(whole)[:offset].any() and not np.asarray(whole)[offset + n :].any(), codec

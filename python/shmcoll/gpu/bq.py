@@ -31,7 +31,7 @@ def decode(buf: Any, out: Any, bits: int, block: int) -> None:
     """Decode the bq stream in the CuPy uint8 array `buf` into the float32 CuPy array `out`."""
     from ..errors import CodecError
 
-    o = device_out(out, np.float32, out.size)
+    o = device_out(out, np.float32, out.size, align=4)
     n = o.size
     size = _core.bq_compressed_size(n, bits, block)
     b = device_flat(buf, np.uint8, "bq stream")

@@ -47,7 +47,7 @@ def decode(buf: Any, out: Any, fmt: str) -> None:
     """Widen the stream in the CuPy uint8 array `buf` into the float32/float64 CuPy `out`."""
     code = _fmt(fmt)
     suffix, bits = _kind(out.dtype)
-    o = device_out(out, out.dtype, out.size)
+    o = device_out(out, out.dtype, out.size, align=out.dtype.itemsize)
     n = o.size
     b = device_flat(buf, np.uint8, "cast stream")
     if b.size != 2 * n:

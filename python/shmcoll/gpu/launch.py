@@ -33,12 +33,15 @@ def device_flat(x: Any, dtype: Any, what: str) -> Any:
     return x
 
 
-def device_out(out: Any, dtype: Any, n: int, what: str = "output") -> Any:
-    """`out` checked to be a writable, flat-able CuPy array of `n` x `dtype`."""
+def device_out(out: Any, dtype: Any, n: int, what: str = "output", align: int = 16) -> Any:
+    """`out` checked to be a writable, flat-able CuPy array of `n` x `dtype` starting on an
+    `align`-byte boundary: 16 for a stream the encoders write in whole 16-byte words; a
+    decoder's output needs only its own elements' alignment (the decoders store element by
+    element), so that the collectives can decode into a slice at any element offset."""
     import cupy
 
     if not isinstance(out, cupy.ndarray) or out.dtype != dtype or out.size != n or not out.flags.c_contiguous:
         raise CodecError(f"the {what} must be a C-contiguous CuPy array of {n} x {cupy.dtype(dtype)}")
-    if out.data.ptr % 16:
-        raise CodecError(f"the {what} must start on a 16-byte boundary (the kernels store whole words)")
+    if out.data.ptr % align:
+        raise CodecError(f"the {what} must start on a {align}-byte boundary (the kernels store whole words)")
     return out.reshape(-1)

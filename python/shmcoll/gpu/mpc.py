@@ -78,7 +78,7 @@ def decode(buf: Any, out: Any, word: int) -> None:
     import cupy
 
     b = device_flat(buf, np.uint8, "mpc stream")
-    o = device_out(out, out.dtype, out.size).view(np.uint8)
+    o = device_out(out, out.dtype, out.size, align=word).view(np.uint8)
     head = cupy.asnumpy(b[:HEADER]).tobytes()
     sw, dim, chunk, n = _header(head)
     if sw != word or n * word != o.size:
