@@ -373,6 +373,9 @@ def test_cupy_arrays_fall_back_to_the_host_once_announced(monkeypatch: pytest.Mo
 
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     monkeypatch.setattr(gpu, "available", lambda: False)
+    # The reason too: the real probe would cache its verdict on the fake CuPy for the
+    # rest of the session (and a GPU machine's later tests would take the host path).
+    monkeypatch.setattr(gpu, "unavailable", lambda: "the GPU path is off in this test")
     monkeypatch.setattr(base, "_warned", set())
     before = fallback_calls.get("shmcoll.bq", 0)
     x = np.linspace(-1, 1, 1000, dtype=np.float32).view(_FakeDeviceArray)

@@ -237,3 +237,38 @@ def test_decoders_write_into_a_slice_at_any_element_offset(gpu_mods: Any, offset
         decode(_dev(np.frombuffer(stream, np.uint8)), piece.view(np.uint32 if isinstance(codec, Mpc) else dt))
         assert _bytes(piece) == codec.decode_raw(stream, dt, n).tobytes(), codec
         assert not np.asarray(whole)[:offset].any() and not np.asarray(whole)[offset + n :].any(), codec
+
+
+def test_a_device_whose_kernels_do_not_compile_falls_back_to_the_host(
+    emu: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver with devices but no NVRTC: the GPU path is not available (the kernels are
+    compiled once to find out), and the codecs serve CuPy arrays on the host, same bytes,
+    with one warning that says why."""
+    from shmcoll.codecs import GpuFallbackWarning
+    from shmcoll.gpu import kernels
+
+    fake = _fake_cupy()
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+
+    class NoCompiler:
+        def compile(self) -> None:
+            raise RuntimeError("libnvrtc.so.12: cannot open shared object file")
+
+    monkeypatch.setattr(kernels, "load_module", lambda _name: NoCompiler())
+    from shmcoll.codecs import base
+
+    monkeypatch.setattr(base, "_warned", set())  # warned once per process: a fresh slate
+    kernels.unavailable.cache_clear()
+    try:
+        why = kernels.unavailable()
+        assert why is not None and "do not compile" in why and "nvrtc" in why.lower()
+        assert not kernels.available()
+        x = np.cumsum(np.ones(300, np.float32))
+        c = Bq(bits=8, block=32)
+        with pytest.warns(GpuFallbackWarning, match="do not compile"):
+            dev = c.encode_raw(_dev(x))
+        assert _bytes(dev) == c.encode_raw(x)
+    finally:
+        kernels.unavailable.cache_clear()

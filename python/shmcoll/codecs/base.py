@@ -148,7 +148,8 @@ class Codec(_Base):
 
         if self._has_gpu and gpu.available():
             return True
-        note_fallback(self.codec_id, "no CUDA device or CuPy" if self._has_gpu else "no CUDA kernel yet")
+        why = (gpu.unavailable() or "the GPU path is off") if self._has_gpu else "no CUDA kernel yet"
+        note_fallback(self.codec_id, why)
         return False
 
     def encode_raw(self, arr: Any, out: Any | None = None) -> Any:

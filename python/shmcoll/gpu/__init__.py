@@ -8,6 +8,6 @@ byte-exact reference) when it cannot.
 
 from __future__ import annotations
 
-from .kernels import KERNEL_NAMES, NVRTC_OPTIONS, available, kernel_source, load_module
+from .kernels import KERNEL_NAMES, NVRTC_OPTIONS, available, kernel_source, load_module, unavailable
 
-__all__ = ["KERNEL_NAMES", "NVRTC_OPTIONS", "available", "kernel_source", "load_module"]
+__all__ = ["KERNEL_NAMES", "NVRTC_OPTIONS", "available", "kernel_source", "load_module", "unavailable"]

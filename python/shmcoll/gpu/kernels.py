@@ -37,14 +37,33 @@ def kernel_source(name: str) -> str:
 
 
 @functools.cache
-def available() -> bool:
-    """Whether CuPy imports and sees at least one CUDA device (checked once, lazily)."""
+def unavailable() -> str | None:
+    """Why the GPU path cannot run in this process, or None when it can: CuPy must import,
+    see a CUDA device, and compile every kernel (a driver without NVRTC has devices but
+    compiles nothing, and the codecs must then take the CPU path instead of failing).
+    Checked once, lazily, by the first call that could use the GPU; compiling the kernels
+    then is a cost that call would pay anyway."""
     try:
         import cupy  # type: ignore[import-not-found]
 
-        return bool(cupy.cuda.runtime.getDeviceCount() > 0)
-    except Exception:
-        return False
+        if cupy.cuda.runtime.getDeviceCount() <= 0:
+            return "no CUDA device"
+    except Exception as e:
+        return f"no CUDA device or CuPy ({type(e).__name__}: {e})"
+    for name in KERNEL_NAMES:
+        try:
+            load_module(name).compile()
+        except Exception as e:
+            return (
+                f"the CUDA kernels do not compile here ({name}.cu: {type(e).__name__}: {e}); "
+                "NVRTC comes with pip install 'shmcoll[gpu]'"
+            )
+    return None
+
+
+def available() -> bool:
+    """Whether the GPU path can run: a device is present and the kernels compile."""
+    return unavailable() is None
 
 
 @functools.cache
