@@ -6,26 +6,21 @@
 //! call complete and leaves; if that is the later arrival, the earlier one waits until its
 //! mate has returned to the application and given the CPU up again (typically inside the
 //! next MPI or shmcoll call). The earlier arrival has been in the call longest, so that
-//! wait lands on the call's slowest rank: in an 8-byte Allgather at 4 ranks on 2 CPUs the
-//! median of the slowest rank's time was ~6 µs longer in the iterations where rank 0 left
-//! after its mate (a third of them) than in the others.
+//! wait lands on the call's slowest rank.
 //!
 //! So a rank that is about to leave yields, a bounded number of times, while a mate that
 //! had arrived before it has not left yet. The mate was waiting, runs, sees the call
-//! complete and leaves; the later arrival follows one switch later. Measured at 4 ranks on
-//! 2 CPUs against MPICH in the same launch (`shmcoll bench <op> -n 4 -m 8:4K`, medians of
-//! six alternating launches with `SHMCOLL_LEAVE_YIELDS` 0 and 4), 8 B to 4 KiB: Allgather
-//! 2.62x-3.16x -> 2.71x-3.50x, Reduce_scatter 2.79x-3.02x -> 2.94x-3.25x.
+//! complete and leaves; the later arrival follows one switch later (figures in
+//! docs/results-collectives.md, "Ranks that share a CPU leave in arrival order").
 //!
 //! A barrier is the exception: its CPU-mates leave in rank order. Nobody times a barrier
 //! alone; what it decides is the order in which the next call starts, and arrival order
 //! made that order feed on itself. A barrier's arrival order is the previous call's leave
 //! order, so whichever mate went first kept going first for whole launches. When that was
-//! the root's mate, the 8-byte Bcast after the benchmark's barrier cost the mate two
-//! context switches inside its call (it yields to the root for the payload and gets its
-//! CPU back after the root; 2.5 µs each in this VM): a launch measured 10-12 µs where one
-//! with the root first measured 2-3 µs. Rank order is the same at every barrier, and it
-//! puts rank 0, the usual root, first on its CPU.
+//! the root's mate, a small Bcast after the barrier cost the mate two context switches
+//! inside its call (it yields to the root for the payload and gets its CPU back after the
+//! root). Rank order is the same at every barrier, and it puts rank 0, the usual root,
+//! first on its CPU.
 //!
 //! Nothing here is needed for correctness: a rank leaves after at most
 //! `WaitConfig::leave_yields` yields (`SHMCOLL_LEAVE_YIELDS`, default 4: a mate that has

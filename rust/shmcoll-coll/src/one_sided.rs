@@ -59,7 +59,7 @@ use crate::transfer::Mover;
 pub(crate) const STREAM_FROM: usize = 2 * STREAM_CHUNK;
 
 /// The smallest chunk. Each publish costs a fence and a cache-line transfer to every
-/// reader; a page (0.2 to 0.5 µs of copying here) keeps that to a small fraction.
+/// reader; a page of copying keeps that to a small fraction.
 const STREAM_CHUNK: usize = 4 << 10;
 
 /// The chunk of an `n`-byte payload: an eighth of it (whole cache lines), at least a page,
@@ -71,10 +71,9 @@ fn chunk_of(n: usize) -> usize {
 /// How long a non-root spins for a root bound to another CPU before it yields (when ranks
 /// outnumber CPUs; otherwise the longer spin of `WaitConfig` applies). The root waits for
 /// nobody, so it is running on its CPU or about to (its CPU-mate yields to it at once); a
-/// yield here hands our CPU to our own mate instead and costs a context switch each way
-/// (2.5 µs in this VM). Measured at 4 ranks on 2 CPUs with the barrier in rank order
-/// (leave_order.rs), 8-byte Bcast, slowest rank: yielding, 7-10 µs in launches where a
-/// non-root left the barrier before the root; spinning 3, 5 or 10 µs, 2.1-3.2 µs in all.
+/// yield here hands our CPU to our own mate instead and costs a context switch each way,
+/// several times the few microseconds the root needs (figures in
+/// docs/results-collectives.md, "A barrier releases CPU-mates in rank order").
 const ROOT_SPIN: Duration = Duration::from_micros(5);
 
 /// The waiting of a non-root for its root's payload: `wait`, with at least `ROOT_SPIN` of

@@ -79,11 +79,9 @@ pub fn nt_threshold_from(m: &Machine, env: Option<&str>) -> usize {
 }
 
 /// [`nt_threshold_per_rank`] as a pure function. The cache budget is a CPU's, so ranks that
-/// take turns on one CPU split it: at 4 ranks on the 2-CPU Zen 4 VM a rank streams from
-/// 8 MiB. Measured there (4 ranks, heap buffers, `SHMCOLL_NT_THRESHOLD` forced), a Bcast
-/// of 4 MiB, which writes 3 MiB per rank, took 383-394 µs streamed and 128 µs cached; one
-/// of 16 MiB, 12 MiB per rank, 1.1-1.5 ms streamed and 2.4-2.5 ms cached. Never below
-/// 256 KiB, where streaming stores lose everywhere.
+/// take turns on one CPU split it (figures in docs/results-collectives.md, "Streaming
+/// stores from a CPU's share of the L3"). Never below 256 KiB, where streaming stores lose
+/// everywhere.
 pub fn nt_threshold_per_rank_from(m: &Machine, env: Option<&str>, ranks: usize) -> usize {
     if let Some(t) = env.and_then(parse_bytes) {
         return t;
@@ -95,17 +93,10 @@ pub fn nt_threshold_per_rank_from(m: &Machine, env: Option<&str>, ranks: usize) 
 /// Default NT threshold of a copy with a CPU to itself, from a small cache model (at least
 /// 1 MiB):
 ///
-/// * the L3 share looks real (at most 32x the L2): the share. On the 2-CPU Zen 4 VMs this
-///   project runs on (1 or 2 MiB L2, the CCD's 32 MiB L3 for 2 CPUs: 16 MiB) every core
-///   copies at once in a collective, and the cached copy wins while each writes less than
-///   its share: 2 ranks, heap buffers, an Allgather writing 8 MiB per rank took 214-413 µs
-///   cached and 433-455 streamed, one writing 16 MiB 920-1020 µs streamed and 1075-1555
-///   cached, one writing 4 MiB 70-82 µs cached and 208-223 streamed; an Alltoall writing
-///   2 MiB per rank 43-49 µs cached and 53-102 streamed;
+/// * the L3 share looks real (at most 32x the L2): the share. Every core copies at once in
+///   a collective, and the cached copy wins while each writes less than its share;
 /// * the L3 share looks absurd (over 32x the L2): the L2. VMs report the host's whole L3
-///   (this project's 2-vCPU Xeon VM claims 480 MiB shared by 2 CPUs) and share it with
-///   other tenants, so only the private L2 can be relied on; measured there, streaming
-///   already wins when a call writes 1-2 MiB per core.
+///   and share it with other tenants, so only the private L2 can be relied on.
 ///
 /// Unknown sizes (0) fall back to 8 MiB. Streaming pays off once the destination would not
 /// stay in cache anyway: a temporal copy then costs a read-for-ownership of every

@@ -88,8 +88,8 @@ static DTYPES: std::sync::Mutex<Vec<(Py<PyAny>, Dtype)>> = std::sync::Mutex::new
 const DTYPES_CAP: usize = 32;
 
 /// The element type of a NumPy array (None for anything else). The dtype object is looked
-/// up by identity first: formatting its `str` ("<f8", "|u1", ...) costs ~0.5 µs a call,
-/// more than the rest of an 8-byte Allreduce's overhead together.
+/// up by identity first: formatting its `str` ("<f8", "|u1", ...) costs more than the rest
+/// of a small call's overhead together.
 pub(crate) fn dtype(arr: &Bound<'_, PyAny>) -> Option<Dtype> {
     let py = arr.py();
     let dt = match exact_ndarray(arr) {

@@ -282,8 +282,8 @@ impl Segment {
     }
 
     /// Back `[off, off+len)` with pages now, so that the first collectives do not pay a
-    /// page fault per 4 KiB of staging ring (measured: a 64 KiB chunk into fresh pages
-    /// costs ~35 µs instead of ~8).
+    /// page fault per 4 KiB of staging ring (a chunk into fresh pages costs several times
+    /// one into backed pages).
     pub fn prefault(&self, off: usize, len: usize) {
         if len == 0 {
             return;

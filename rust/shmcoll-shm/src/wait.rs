@@ -86,9 +86,8 @@ impl WaitConfig {
     pub fn defaults(nranks: usize, cpus: usize) -> WaitConfig {
         let oversubscribed = nranks > cpus.max(1);
         WaitConfig {
-            // Oversubscribed, every spin is time the rank we wait for may need: measured at
-            // 4 ranks on a 2-CPU VM, a 0.5 µs spin before each yield made small
-            // collectives 10-25% slower than yielding at once.
+            // Oversubscribed, every spin is time the rank we wait for may need on this
+            // very CPU: yield at once.
             spin: if oversubscribed {
                 Duration::ZERO
             } else {
@@ -221,11 +220,9 @@ pub fn wait_until(
         return Ok(());
     }
     // Yield, then sleep; check health and deadline every `check_every`, and whether the
-    // process was interrupted every INTERRUPT_CHECK_EVERY. The block hook
-    // waits for BLOCK_HOOK_AFTER here too: with more ranks than CPUs nearly every wait
-    // yields once, and releasing the GIL around each of those cost ~7% of a small
-    // collective at 4 ranks on 2 CPUs (alternating launches, 8-byte Allgather: 11.9
-    // against 12.8 µs, medians of nine).
+    // process was interrupted every INTERRUPT_CHECK_EVERY. The block hook waits for
+    // BLOCK_HOOK_AFTER here too: with more ranks than CPUs nearly every wait yields once,
+    // and releasing the GIL around each of those costs a visible share of a small call.
     let mut last_check = Instant::now();
     let mut last_interrupt_check = start;
     loop {
@@ -273,8 +270,8 @@ fn spin_phase(start: Instant, spin: Duration, ready: &mut impl FnMut() -> bool) 
         }
         std::hint::spin_loop();
         i = i.wrapping_add(1);
-        // Read the clock every few pauses only: a pause costs ~25 ns on recent x86 and a
-        // clock read ~45 ns. Every 64 pauses made the shortest spin ~1.7 µs.
+        // Read the clock every few pauses only: a clock read costs more than a pause, and
+        // reading it too rarely would stretch the shortest spin.
         if i.is_multiple_of(SPIN_CHECK_EVERY) {
             let waited = start.elapsed();
             if waited >= BLOCK_HOOK_AFTER {

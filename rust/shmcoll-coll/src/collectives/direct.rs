@@ -109,10 +109,7 @@ fn bcast(r: &mut Reach, x: &Call) {
 
 /// Below this, one reader beats splitting the copy (the split costs a line of every
 /// part on two cores). From it the split wins, since the root's own part is pushed from
-/// its cache: 2 ranks on 2 CPUs, split against one reader, heap buffers 3.4-3.7 against
-/// 4.1-4.5 µs at 8 KiB and 6.6-7.1 against 7.8-8.8 at 32 KiB; private buffers (CMA)
-/// 7.3-8.2 against 8.5-9.8 µs at 16 KiB and 9.5-10.5 against 12.6-13.3 at 32 KiB. At 2
-/// and 4 KiB the two were even.
+/// its cache and every core copies at once (figures in docs/results-collectives.md).
 const SPLIT_MIN: usize = 8 << 10;
 
 /// Part k of `n` bytes cut into `p` cache-line aligned parts: (offset, length).

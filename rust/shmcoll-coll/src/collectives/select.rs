@@ -78,38 +78,27 @@ pub fn model_coll_table(
     let p = p.max(1);
     let l1 = m.l1d_bytes.max(16 << 10);
     // Counted in contributions read from peers: a rank's own inline copy is still in its
-    // cache. Counting it too (p), inline ended at 6 KiB at 4 ranks on 2 CPUs, where it was
-    // ahead of direct at 8 KiB (heap buffers, three launches each, inline against direct:
-    // Allreduce 8.1-11.7 against 10.7-12.6 µs, Allgather 8.2-8.7 against 8.2-12.1), even at
-    // 16 KiB; at 2 ranks on 2 CPUs the two were even from 512 B to 2 KiB.
+    // cache, so counting it would stop inline before it stops paying (the inline and
+    // direct figures are in docs/results-collectives.md).
     let reads_all = match family {
         CollOp::Allreduce | CollOp::Reduce => p - 1,
         // Every rank receives every peer's contribution.
         CollOp::Allgather | CollOp::Gather => p - 1,
         // A rank reads only its own block of each contribution: one contribution's worth.
-        // Counted as p before, inline ended at 6 KiB at 4 ranks on 2 CPUs, where it was
-        // ahead of direct to 32 KiB (heap buffers, 8 KiB: 8.9 against 12.3 µs; 16 KiB: 9.6
-        // against 12.6).
         _ => 1,
     }
     .max(1);
     use CollAlgo::{Cma, Direct, Inline, Staging};
     let oversubscribed = p > m.logical_cpus.max(1);
-    // With more ranks than CPUs a round is a context switch on each CPU (a few µs with
-    // the caches it leaves cold), not a cache line's trip, so inline pays for 16 times
-    // more copying: 4 ranks on 2 CPUs, heap buffers, inline against direct: Allgather
-    // 16.8-21.3 against 22.5-23.3 µs at 512 B to 4 KiB per rank, direct ahead from 8 KiB;
-    // Allreduce ahead to 4 KiB, even at 8 KiB; Reduce_scatter ahead to 8 KiB; Bcast ahead
-    // to 16 KiB (15.8-23.3 against 27.0-34.9 µs), even at 32 KiB.
+    // With more ranks than CPUs a round is a context switch on each CPU (with the caches
+    // it leaves cold), not a cache line's trip, so inline pays for 16 times more copying.
     let share = if oversubscribed { 2 } else { 32 };
     let limit = match family {
         // One-sided and streamed (crate::one_sided): the root leaves once its payload is
         // out, where direct's round costs a context switch on each CPU, so with more
-        // ranks than CPUs heap buffers too stay inline to the whole inline area (4 ranks
-        // on 2 CPUs, heap buffers, against direct: 32 KiB 4.6 against 15.8 µs, 64 KiB
-        // 10.6 against 20.3), and private ones too, ahead of CMA and the staging pipeline
-        // (32 and 64 KiB: 16.7-45.5 µs, staging 25.4-48.4, CMA 43.6-58.0). With a CPU
-        // each, direct's single copy wins from 16 KiB.
+        // ranks than CPUs heap buffers too stay inline to the whole inline area, and
+        // private ones too, ahead of CMA and the staging pipeline. With a CPU each,
+        // direct's single copy wins once the payload outgrows a share of L1.
         CollOp::Bcast if oversubscribed => inline_bytes,
         _ => (l1 / share / reads_all).max(TINY).min(inline_bytes),
     };
@@ -117,9 +106,8 @@ pub fn model_coll_table(
     // private buffers stay inline for longer: up to a sixth of L1 per rank. A Bcast's
     // inline payload is one-sided and, above 8 KiB, streamed (crate::one_sided): its two
     // copies overlap, which matches the split CMA copy (direct::bcast) up to a third of
-    // L1 (2 ranks on 2 CPUs, private buffers, 16 KiB: 6.0-8.1 µs against 6.0-8.2) and
-    // loses beyond it (32 KiB: 10.7-13.8 against 9.5-10.5; 64 KiB: 13.4-20.2 against
-    // 11.0-12.0). (With more ranks than CPUs, `limit` is already the whole inline area.)
+    // L1 and loses beyond it, where the two copies no longer stay in cache. (With more
+    // ranks than CPUs, `limit` is already the whole inline area.)
     let cma_from = match family {
         CollOp::Bcast => (l1 / 3).max(limit).min(inline_bytes),
         _ => (l1 / 6).max(limit).min(inline_bytes),
