@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import conftest
 import shmcoll
 from conftest import SHM_DIR, dead_pid, find_tool, mpi_available, subprocess_env
 
@@ -231,20 +232,54 @@ def test_bench_forced_variants(tmp_path: Path) -> None:
     assert all(r["valid"] is True and r["median_us"] > 0 for r in variants.values()), variants
 
 
+@pytest.mark.parametrize("op", ["alltoall", "allreduce"])
+def test_bench_prints_each_sizes_floor_and_the_ratio_to_it(op: str) -> None:
+    """The floors come from the machine state (conftest's, through SHMCOLL_BENCH_MACHINE):
+    at 8 B the synchronisation (two line trips, 0.20 µs), at 1 MiB the writes beyond the
+    caches at the write ceiling; `--no-floors` leaves them out."""
+    args = [
+        "bench",
+        op,
+        "-n",
+        "2",
+        "-m",
+        "8:1M",
+        "-i",
+        "5",
+        "-x",
+        "1",
+        "--no-mpi",
+        "--launcher",
+        "standalone",
+    ]
+    extra = ["--no-ceiling"] if op == "alltoall" else []
+    p = cli(*args, *extra, timeout=90)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "shmcoll/floor" in p.stdout and "floors from `shmcoll bench machine`" in p.stdout, p.stdout
+    rows = {ln.split("│")[1].strip(): ln for ln in p.stdout.splitlines() if ln.count("│") > 3}
+    assert "0.20" in rows["8"], rows
+    from shmcoll.bench.machine_state import MachineState, floor_us
+
+    st = MachineState.from_dict(conftest.BENCH_MACHINE)
+    assert f"{floor_us(op, 1 << 20, 2, st):.2f}" in rows["1M"], rows
+    q = cli(*args, *extra, "--no-floors", timeout=90)
+    assert q.returncode == 0 and "floor" not in q.stdout, q.stdout + q.stderr
+
+
 @pytest.mark.parametrize("op", ["alltoall", "allgather"])
-def test_bench_shared_arrays(tmp_path: Path, op: str) -> None:
-    """`--shared-arrays` adds ordinary arrays allocated under shmcoll.shared_arrays(),
-    validated like the others."""
-    csv_path = tmp_path / "shared.csv"
+def test_bench_private_arrays(tmp_path: Path, op: str) -> None:
+    """`--private` adds NumPy arrays outside the shared-array arena, validated like the
+    others."""
+    csv_path = tmp_path / "private.csv"
     extra = ["--no-ceiling"] if op == "alltoall" else []
     p = cli(
         "bench", op, "-n", "2", "-m", "64K:128K", "-i", "10", "-x", "1", "-c", "--no-mpi",
-        "--launcher", "standalone", "--shared-arrays", "--csv", str(csv_path), *extra, timeout=60,
+        "--launcher", "standalone", "--private", "--csv", str(csv_path), *extra, timeout=60,
     )  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
     with csv_path.open() as f:
         recs = list(csv.DictReader(f))
-    assert {r["variant"] for r in recs} == {"shmcoll", "shmcoll heap", "shmcoll shared"}, recs
+    assert {r["variant"] for r in recs} == {"shmcoll", "shmcoll heap", "shmcoll private"}, recs
     assert all(r["valid"] == "True" and float(r["median_us"]) > 0 for r in recs), recs
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import shmcoll
-from conftest import mpi_available, run_ranks
+from conftest import mpi_available, private_empty, run_ranks
 from shmcoll import _core
 from shmcoll.bench.sizes import fmt_size
 from shmcoll.tuning import table, tuner
@@ -231,7 +231,7 @@ def _choices_in_ranks(sizes: list[int]) -> dict[str, Any]:
             if heap:
                 s, r = comm.empty(p * n, np.uint8), comm.empty(p * n, np.uint8)
             else:
-                s, r = np.empty(p * n, np.uint8), np.empty(p * n, np.uint8)
+                s, r = private_empty(p * n, np.uint8), private_empty(p * n, np.uint8)
             s[:] = comm.rank + 1
             comm.Alltoall(s, r)
             assert (r.reshape(p, n) == np.arange(1, p + 1, dtype=np.uint8)[:, None]).all()

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import shmcoll
-from conftest import check_all, run_ranks
+from conftest import check_all, private_empty, run_ranks
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -534,7 +534,8 @@ def failed_push(op: str) -> str:
     n = 16 * page  # per block: small enough for a Scatter root to push
     area = mmap.mmap(-1, 2 * n)
     recv = np.frombuffer(area, np.uint8)
-    send = np.full(2 * n, me + 1, np.uint8)
+    with shmcoll.private_arrays():  # reached through CMA, not the shared-array arena
+        send = np.full(2 * n, me + 1, np.uint8)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     # The block rank 1 writes: Alltoall's and Allgather's block 1, all of a Scatter's.
@@ -727,8 +728,8 @@ def test_environment_forces_the_algorithm() -> None:
 def auto_choice(nbytes: int, heap: bool) -> str:
     comm = shmcoll.Comm()
     n = nbytes // 8
-    x = comm.empty(n) if heap else np.empty(n)
-    y = comm.empty(n) if heap else np.empty(n)
+    x = comm.empty(n) if heap else private_empty(n)
+    y = comm.empty(n) if heap else private_empty(n)
     x[:] = 1
     comm.Allreduce(x, y)
     c = comm.last_choice()

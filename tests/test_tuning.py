@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shmcoll
-from conftest import ALGORITHMS, ORDERS, STORES, run_ranks, shm_segments
+from conftest import ALGORITHMS, ORDERS, STORES, private_empty, run_ranks, shm_segments
 from shmcoll import _core
 from shmcoll.errors import ForeignTableWarning, MismatchError, TuningTableError
 from shmcoll.tuning import lookup, table
@@ -736,7 +736,7 @@ def _selection_probe() -> dict[str, Any]:
         if kind == "heap":
             s, r = comm.empty(p * n, np.uint8), comm.empty(p * n, np.uint8)
         else:
-            s, r = np.empty(p * n, np.uint8), np.empty(p * n, np.uint8)
+            s, r = private_empty(p * n, np.uint8), private_empty(p * n, np.uint8)
         s[:] = comm.rank
         comm.Alltoall(s, r)
         assert (r.reshape(p, n) == np.arange(p, dtype=np.uint8)[:, None]).all()

@@ -31,6 +31,7 @@ from .errors import (
     PeerFailedError,
     PeerRejectedError,
     SegmentError,
+    SharedArraysWarning,
     ShmcollError,
     ShmcollTimeoutError,
     SpawnError,
@@ -39,7 +40,15 @@ from .errors import (
 )
 from .launch import spawn
 from .ops import BAND, BOR, BXOR, LAND, LOR, MAX, MIN, PROD, SUM, Op
-from .shared_arrays import enable_shared_arrays, in_shared_arena, shared_arrays, shared_arrays_info
+from .shared_arrays import (
+    _enable_by_default,
+    disable_shared_arrays,
+    enable_shared_arrays,
+    in_shared_arena,
+    private_arrays,
+    shared_arrays,
+    shared_arrays_info,
+)
 
 __version__: str = _core.__version__
 
@@ -98,6 +107,7 @@ __all__ = [
     "PeerRejectedError",
     "Prequest",
     "SegmentError",
+    "SharedArraysWarning",
     "ShmcollError",
     "ShmcollTimeoutError",
     "SpawnError",
@@ -105,10 +115,15 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "copy",
+    "disable_shared_arrays",
     "enable_shared_arrays",
     "in_shared_arena",
     "machine",
+    "private_arrays",
     "shared_arrays",
     "shared_arrays_info",
     "spawn",
 ]
+
+# NumPy arrays come from the shared-array arena from here on (shared_arrays.py).
+_enable_by_default()

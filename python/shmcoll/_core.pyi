@@ -19,8 +19,10 @@ __all__ = [
     "SegmentHandle",
     "__version__",
     "_in_shared_arena",
-    "_restore_handler",
-    "_set_shared_arrays",
+    "_install_shared_arrays",
+    "_numpy_handler",
+    "_shared_arrays_bounds",
+    "_shared_arrays_env_bounds",
     "algorithms",
     "bq_compressed_size",
     "bq_decode",
@@ -394,12 +396,19 @@ def reduction_supported(op: str, dtype: str) -> bool:
 def register_mpi(in_place: Any, ops: list[tuple[Any, str]]) -> None:
     """Tell the native fast path mpi4py's IN_PLACE and predefined operators."""
 
-def _set_shared_arrays(min_bytes: int, arena_bytes: int | None = None) -> tuple[Any, int]:
-    """Create the shared-array arena if needed, make `min_bytes` the threshold and install
-    the NumPy allocator in the current context; returns (previous handler, threshold)."""
+def _install_shared_arrays(arena_bytes: int | None = None) -> str | None:
+    """Create the shared-array arena and install the NumPy allocator for the whole process
+    (serving nothing until bounds are set); the arena's sizing if limits made it smaller."""
 
-def _restore_handler(handler: Any, min_bytes: int) -> None:
-    """Put back what `_set_shared_arrays` returned."""
+def _numpy_handler() -> Any:
+    """NumPy's current handler capsule (PyDataMem_GetHandler)."""
+
+def _shared_arrays_bounds(min_bytes: int, max_bytes: int) -> tuple[int, int]:
+    """Serve NumPy arrays of min_bytes <= nbytes < max_bytes from the arena; returns the
+    previous bounds."""
+
+def _shared_arrays_env_bounds() -> tuple[int, int]:
+    """SHMCOLL_SHARED_ARRAYS_MIN/MAX, or the defaults."""
 
 def _in_shared_arena(addr: int) -> bool:
     """Whether the address lies in this process's shared-array arena."""

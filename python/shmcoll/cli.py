@@ -130,10 +130,15 @@ def _bench_options(size_help: str) -> Any:
         click.option("--no-heap", is_flag=True, help="skip heap buffers (--algorithms then on ordinary)"),
         click.option("--no-ordinary", is_flag=True, help="skip ordinary NumPy buffers"),
         click.option(
-            "--shared-arrays",
-            "shared",
+            "--no-floors",
             is_flag=True,
-            help="also time ordinary NumPy arrays allocated under shmcoll.shared_arrays()",
+            help="skip measuring the machine's floors (`shmcoll bench machine`) before the launch",
+        ),
+        click.option(
+            "--private",
+            "private",
+            is_flag=True,
+            help="also time NumPy arrays private to each rank (outside the shared-array arena)",
         ),
     ]
 
@@ -176,7 +181,8 @@ def bench_alltoall(
     no_ordinary: bool,
     no_ceiling: bool,
     persistent: bool,
-    shared: bool,
+    private: bool,
+    no_floors: bool,
     plot_path: str | None,
     profile: str | None,
 ) -> None:
@@ -212,15 +218,36 @@ def bench_alltoall(
         ordinary=not no_ordinary,
         heap=not no_heap,
         persistent=persistent,
-        shared=shared,
+        private=private,
         variants=forced,
         percentiles=percentiles,
         csv=csv_path,
         json_out=json_path,
         ceiling=not no_ceiling,
         plot=plot_path,
+        machine=_machine_floors(no_floors),
     )
     _launch_bench("shmcoll.bench.alltoall", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
+
+
+def _machine_floors(skip: bool) -> dict[str, Any] | None:
+    """The machine's state for the table's floors: the file SHMCOLL_BENCH_MACHINE names (as
+    `shmcoll bench machine --json` writes it), else measured now, before the ranks start
+    (not inside a launch, where the probes would compete with the ranks)."""
+    from dataclasses import asdict
+
+    from .bench.machine_state import load, measure
+    from .comm import under_mpi_launcher
+
+    if skip:
+        return None
+    path = os.environ.get("SHMCOLL_BENCH_MACHINE")
+    if path:
+        return asdict(load(path))
+    if under_mpi_launcher():
+        return None
+    click.echo("measuring the machine's floors (shmcoll bench machine; --no-floors skips)", err=True)
+    return asdict(measure())
 
 
 def _launch_bench(
@@ -299,13 +326,14 @@ def _collective_bench(op: str) -> None:
         algorithms: str,
         compress: str | None,
         persistent: bool,
-        shared: bool,
+        private: bool,
         csv_path: str | None,
         launcher: str,
         mpiexec: str | None,
         no_mpi: bool,
         no_heap: bool,
         no_ordinary: bool,
+        no_floors: bool,
     ) -> None:
         from .bench.collective import Options, options_json
 
@@ -334,7 +362,8 @@ def _collective_bench(op: str) -> None:
             csv=csv_path,
             compress=_codec_json(compress),
             persistent=persistent,
-            shared=shared,
+            private=private,
+            machine=_machine_floors(no_floors),
         )
         _launch_bench("shmcoll.bench.collective", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
 

@@ -97,6 +97,11 @@ class ForeignTableWarning(UserWarning):
     """A tuning table measured on other hardware (its fingerprint differs) is in use."""
 
 
+class SharedArraysWarning(UserWarning):
+    """NumPy arrays are not (all) served from the shared-array arena as configured: the
+    process's limits made the arena smaller or left no room for it, or a setting was bad."""
+
+
 class CodecError(ShmcollError, ValueError):
     """A codec parameter outside its domain, an output buffer too small, or a corrupt stream."""
 
@@ -143,6 +148,7 @@ __all__ = [
     "PeerFailedError",
     "PeerRejectedError",
     "SegmentError",
+    "SharedArraysWarning",
     "ShmcollError",
     "ShmcollTimeoutError",
     "SpawnError",

@@ -1,77 +1,146 @@
 """Ordinary NumPy arrays that peers can reach directly: NumPy's allocator (NEP 49) backed by
-a shared arena.
+a shared arena, on by default.
 
 A collective on a private NumPy array reaches the peers' memory through kernel copies
 (CMA), which cost a system call and page pinning per transfer and, for large arrays, a
 read of every destination line. Arrays in the shared heap (``comm.empty``) avoid that,
-but code has to allocate them there. Inside ``shared_arrays()``, every array NumPy
-allocates with at least ``min_bytes`` of data (``np.empty``, ``np.zeros``, results of
-arithmetic, ``np.concatenate``...) comes from this process's arena instead, a memfd that
-the peers of every communicator created afterwards map; collectives on those arrays take
-the same single-copy paths as heap arrays. Smaller arrays are NumPy's as usual.
+but code would have to allocate them there. So from ``import shmcoll`` on, every array
+NumPy allocates with ``min_bytes <= nbytes < max_bytes`` of data (``np.empty``,
+``np.zeros``, results of arithmetic, ``np.concatenate``..., in every thread) comes from
+this process's arena: a memfd that the peers of every communicator map when they first
+meet a buffer in it, so collectives on those arrays take the same single-copy paths as
+heap arrays, whether the arrays were allocated before or after the communicator. Other
+arrays are NumPy's as usual, and so is everything allocated before ``import shmcoll``
+(served through the private-buffer paths).
 
-    with shmcoll.shared_arrays():
-        comm = shmcoll.Comm(MPI.COMM_WORLD)   # created inside: it maps the peers' arenas
-        x = np.random.default_rng().random(1 << 22)
-        comm.Allreduce(x, y := np.empty_like(x))
+Bounds (process-wide): ``SHMCOLL_SHARED_ARRAYS_MIN`` (default 16 KiB) and
+``SHMCOLL_SHARED_ARRAYS_MAX`` (default 4 MiB: from there NumPy puts arrays on transparent
+huge pages, which a memfd does not get on most systems, and element-wise work over large
+arrays runs up to twice as slow on 4 KiB pages; raise it where collectives on large arrays
+matter more than arithmetic on them). Opting out: ``SHMCOLL_SHARED_ARRAYS=0`` before the import, or
+``disable_shared_arrays()``, or ``with private_arrays():`` for a block;
+``shared_arrays(min_bytes, max_bytes)`` sets other bounds for a block.
 
-Rules:
+Behaviour, as with NumPy's own allocator:
 
-- Create the communicator after the arena exists (inside the block, or after
-  ``enable_shared_arrays()``): a communicator maps the arenas its ranks had when it was
-  created. Arrays in an arena a communicator does not know are served as private
-  arrays, correctly but through CMA.
-- The handler applies to the current thread's context (NumPy keeps it in a
-  ``contextvars.ContextVar``), so arrays allocated by other threads are NumPy's own. The
-  threshold is process-wide: the block entered last sets it, until it ends.
-- Arrays keep working after the block ends and after the communicator is freed: the arena
-  lives as long as the process. Freed blocks are reused; freed blocks of 32 MiB or more
-  are given back to the kernel.
-- fork(): the arena is not inherited (MADV_DONTFORK, as for the PMPI library's arena). A
-  forked child that touches its parent's arena arrays crashes; one that only execs, or
-  uses its own arrays, is unaffected. Prefer the ``spawn`` or ``forkserver`` start
-  methods of ``multiprocessing`` with shared arrays.
-- ``SHMCOLL_ARENA_BYTES`` sets the arena's size (default 64 GiB of address space; only
-  touched pages are memory). A request the arena cannot serve is NumPy's (counted as
-  ``refused`` in ``shared_arrays_info()``).
+- fork(): a child made by ``os.fork`` or ``multiprocessing`` ('fork') gets a private copy
+  of the arena's live arrays, made while the parent waits in fork (time proportional to
+  the arrays' touched bytes), so the child sees the values at the fork and neither sees
+  the other's later writes. exec'ing children are unaffected.
+- Memory: freed blocks are reused; freed blocks of 32 MiB or more go back to the kernel
+  (as glibc unmaps its largest chunks); ``shared_arrays_info()`` has the counters.
+- Limits: under ``ulimit -v`` the arena takes at most a quarter of the address space (and
+  no more than ``ulimit -f``); where no useful arena fits, arrays stay NumPy's. Either way
+  one :class:`~shmcoll.errors.SharedArraysWarning` says so. A request the arena cannot
+  serve is NumPy's (counted as ``refused``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from . import _core
+from .errors import ArgumentError, SharedArraysWarning, ShmcollError
 
 DEFAULT_MIN_BYTES = 16 << 10
+DEFAULT_MAX_BYTES = 4 << 20
+_NOTHING = (1, 0)  # bounds that serve no request
+
+_state: dict[str, Any] = {"installed": False, "failed": None}
 
 
-def _check_min(min_bytes: int) -> int:
-    n = int(min_bytes)
-    if n < 1:
-        from .errors import ArgumentError
-
+def _bounds(min_bytes: int | None, max_bytes: int | None) -> tuple[int, int]:
+    lo = DEFAULT_MIN_BYTES if min_bytes is None else int(min_bytes)
+    hi = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
+    if lo < 1:
         raise ArgumentError(f"min_bytes must be at least 1, not {min_bytes!r}")
-    return n
+    if hi < lo:
+        raise ArgumentError(f"max_bytes ({max_bytes!r}) must not be below min_bytes ({lo})")
+    return lo, hi
+
+
+def _install() -> bool:
+    """Create the arena and install the handler (once); False, with one warning, when the
+    process's limits leave no room for an arena."""
+    if _state["installed"]:
+        return True
+    if _state["failed"] is not None:
+        return False
+    try:
+        reduced = _core._install_shared_arrays()
+    except ArgumentError:
+        raise
+    except ShmcollError as e:
+        _state["failed"] = str(e)
+        warnings.warn(
+            f"shmcoll: NumPy arrays stay private to this process (no shared-array arena: {e})",
+            SharedArraysWarning,
+            stacklevel=3,
+        )
+        return False
+    if reduced:
+        warnings.warn(f"shmcoll: the shared-array arena is {reduced}", SharedArraysWarning, stacklevel=3)
+    _state["installed"] = True
+    return True
+
+
+def _enable_by_default() -> None:
+    """At import: on unless SHMCOLL_SHARED_ARRAYS says off. A bad setting warns instead of
+    failing the import (the explicit calls raise)."""
+    raw = os.environ.get("SHMCOLL_SHARED_ARRAYS", "").strip().lower()
+    if raw in ("0", "off", "false", "no"):
+        return
+    try:
+        if raw not in ("", "1", "on", "true", "yes"):
+            raise ArgumentError(f"environment: SHMCOLL_SHARED_ARRAYS={raw!r}: expected 0/off or 1/on")
+        lo, hi = _core._shared_arrays_env_bounds()
+        if _install():
+            _core._shared_arrays_bounds(lo, hi)
+    except ArgumentError as e:
+        warnings.warn(f"shmcoll: shared arrays off: {e}", SharedArraysWarning, stacklevel=2)
 
 
 @contextlib.contextmanager
-def shared_arrays(min_bytes: int = DEFAULT_MIN_BYTES) -> Iterator[None]:
-    """Within the block, NumPy arrays of at least `min_bytes` are allocated in the shared
-    arena (see the module documentation); the previous allocator is restored after it."""
-    old, old_min = _core._set_shared_arrays(_check_min(min_bytes))
+def shared_arrays(min_bytes: int | None = None, max_bytes: int | None = None) -> Iterator[None]:
+    """Within the block, NumPy arrays of ``min_bytes <= nbytes < max_bytes`` come from the
+    shared arena (process-wide; the previous bounds return after it)."""
+    lo, hi = _bounds(min_bytes, max_bytes)
+    old = _core._shared_arrays_bounds(lo, hi) if _install() else None
     try:
         yield
     finally:
-        _core._restore_handler(old, old_min)
+        if old is not None:
+            _core._shared_arrays_bounds(*old)
 
 
-def enable_shared_arrays(min_bytes: int = DEFAULT_MIN_BYTES) -> None:
-    """``shared_arrays()`` for the rest of the current context (a script's main thread)."""
-    _core._set_shared_arrays(_check_min(min_bytes))
+@contextlib.contextmanager
+def private_arrays() -> Iterator[None]:
+    """Within the block, NumPy allocates every array itself (process-wide)."""
+    old = _core._shared_arrays_bounds(*_NOTHING)
+    try:
+        yield
+    finally:
+        _core._shared_arrays_bounds(*old)
+
+
+def enable_shared_arrays(min_bytes: int | None = None, max_bytes: int | None = None) -> None:
+    """Serve NumPy arrays of ``min_bytes <= nbytes < max_bytes`` from the shared arena from
+    now on (the default after import, with the environment's bounds)."""
+    lo, hi = _bounds(min_bytes, max_bytes)
+    if _install():
+        _core._shared_arrays_bounds(lo, hi)
+
+
+def disable_shared_arrays() -> None:
+    """NumPy allocates every new array itself from now on; arrays already in the arena
+    keep working."""
+    _core._shared_arrays_bounds(*_NOTHING)
 
 
 def in_shared_arena(a: Any) -> bool:
@@ -81,16 +150,20 @@ def in_shared_arena(a: Any) -> bool:
 
 
 def shared_arrays_info() -> dict[str, Any]:
-    """The arena's counters: exists, capacity, in_use (bytes of live arrays), cached (bytes
-    of freed blocks kept for reuse), served and refused (allocations), min_bytes (the
-    active threshold, None if never enabled)."""
+    """The arena's counters: exists, installed, capacity, in_use (bytes of live arrays),
+    cached (bytes of freed blocks kept for reuse), resident (bytes of the memfd in memory),
+    served and refused (allocations), min_bytes and max_bytes (the bounds in force, None
+    when it serves nothing)."""
     return dict(_core.shared_arrays_info())
 
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "DEFAULT_MIN_BYTES",
+    "disable_shared_arrays",
     "enable_shared_arrays",
     "in_shared_arena",
+    "private_arrays",
     "shared_arrays",
     "shared_arrays_info",
 ]

@@ -516,26 +516,42 @@ static void forks(void)
     if (pid == 0)
         _exit(0);
     check(pid > 0 && wait_child(pid) == 0, "a forked child _exits", 0);
-    /* A child that goes on: no arena there (MADV_DONTFORK); freeing the parent's block does
-     * nothing, and its own large blocks are glibc's. */
+    /* A child that goes on: a copy of the arena as it was at the fork (the parent rewrites
+     * `keep` only after the child has checked it), its own from then on: its writes stay
+     * its own, its large blocks come from its copy, freeing the parent's block is its own
+     * business. */
+    int go[2], done[2];
+    check(pipe(go) == 0 && pipe(done) == 0, "pipes", 0);
     pid = fork();
     if (pid == 0) {
         int bad = 0;
+        char byte;
+        bad |= (!intact(keep, 2 * t, 30)) << 0;
+        fill(keep, 2 * t, 32);
+        if (write(go[1], "x", 1) != 1 || read(done[0], &byte, 1) != 1)
+            bad |= 1 << 1;
+        bad |= (!intact(keep, 2 * t, 32)) << 2; /* the parent's write is not seen */
         arena_lo = arena_hi = 0;
-        bad |= find_arena() << 0;
-        free(keep);
         unsigned char *c = malloc(3 * MiB);
-        bad |= (!c) << 1;
+        bad |= (!c) << 3;
         if (c) {
             fill(c, 3 * MiB, 31);
-            bad |= (!intact(c, 3 * MiB, 31)) << 2;
+            bad |= (!intact(c, 3 * MiB, 31)) << 4;
+            bad |= (had_arena && !in_arena(c)) << 5;
             free(c);
         }
+        free(keep);
         _exit(bad);
     }
+    char byte;
+    check(pid > 0 && read(go[0], &byte, 1) == 1, "the child checked its copy", 0);
+    check(intact(keep, 2 * t, 30), "the child's write is not seen by the parent", 2 * t);
+    fill(keep, 2 * t, 33);
+    check(write(done[1], "x", 1) == 1, "pipe", 0);
     int rc = pid > 0 ? wait_child(pid) : -1;
-    check(rc == 0, "a forked child has no arena and allocates from glibc", (size_t)rc);
-    check(intact(keep, 2 * t, 30), "the parent's block is intact after the children", 2 * t);
+    check(rc == 0, "a forked child keeps its copy of the arena and allocates from it", (size_t)rc);
+    check(intact(keep, 2 * t, 33), "the parent's block is intact after the children", 2 * t);
+    close(go[0]), close(go[1]), close(done[0]), close(done[1]);
     check(system("true") == 0, "system() works", 0);
     if (had_arena) {
         find_arena();

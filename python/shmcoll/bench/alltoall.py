@@ -2,8 +2,10 @@
 
 Runs on every rank (under mpiexec, or under the standalone launcher without MPI). Rank 0
 prints the table: median latency per size for MPI (through mpi4py), shmcoll on ordinary
-NumPy buffers, shmcoll on shared-heap buffers, and any forced variant, with the ratio
-MPI/shmcoll, the bandwidth, and the share of the machine's NT copy ceiling.
+NumPy buffers (``np.empty``, as a user allocates them: in the shared-array arena between
+its bounds), shmcoll on shared-heap buffers, optionally on NumPy buffers private to each
+process (outside the arena), and any forced variant, with the ratio MPI/shmcoll, the
+bandwidth, and the share of the machine's NT copy ceiling.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import numpy as np
 import shmcoll
 from shmcoll.errors import ShmcollError
 
-from .harness import Variant, create_shared_arena, measure, summarize
+from .harness import Variant, measure, summarize
+from .machine_state import MachineState, describe, floor_and_ratio
 from .sizes import fmt_size
 
 
@@ -35,13 +38,16 @@ class Options:
     ordinary: bool = True
     heap: bool = True
     persistent: bool = False  # also time Alltoall_init + Start on heap buffers
-    shared: bool = False  # also time ordinary arrays allocated under shmcoll.shared_arrays()
+    private: bool = False  # also time NumPy arrays outside the shared-array arena
     variants: list[str] = field(default_factory=list)  # "algo/order/store" forced variants
     percentiles: bool = False
     csv: str | None = None
     json_out: str | None = None
     ceiling: bool = True
     plot: str | None = None
+    #: The machine's state measured before the launch (machine_state.MachineState as a
+    #: dict): each size's floor and the ratio to it go into the table.
+    machine: dict[str, Any] | None = None
 
 
 def iterations(opts: Options, size: int, p: int) -> tuple[int, int]:
@@ -64,7 +70,7 @@ def _make_variant(
     forced: dict[str, str] | None,
     peer: bool = False,
     persistent: bool = False,
-    shared: bool = False,
+    private: bool = False,
 ) -> Variant:
     p, me = comm.size, comm.rank
 
@@ -76,8 +82,8 @@ def _make_variant(
 
     def setup(size: int) -> Any:
         n = size * p
-        if shared:
-            with shmcoll.shared_arrays():
+        if private:
+            with shmcoll.private_arrays():
                 send, recv = np.empty(n, np.uint8), np.empty(n, np.uint8)
         else:
             send = comm.empty(n, np.uint8) if heap_send else np.empty(n, np.uint8)
@@ -169,7 +175,6 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
 
         mpi_comm = MPI.COMM_WORLD
         peer_name = mpi_name()
-    create_shared_arena(opts.shared)
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
@@ -179,8 +184,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(_make_variant("shmcoll", comm, None, False, False, None))
     if opts.heap:
         variants.append(_make_variant("shmcoll heap", comm, None, True, True, None))
-    if opts.shared:
-        variants.append(_make_variant("shmcoll shared", comm, None, False, False, None, shared=True))
+    if opts.private:
+        variants.append(_make_variant("shmcoll private", comm, None, False, False, None, private=True))
     if opts.persistent:
         variants.append(_make_variant("heap persistent", comm, None, True, True, None, persistent=True))
     for spec in opts.variants:
@@ -258,6 +263,11 @@ def report(
         t.add_column(lab, justify="right")
         if peer_label and lab != peer_label:
             t.add_column("ratio", justify="right")
+    state = MachineState.from_dict(opts.machine) if opts.machine else None
+    main_label = "shmcoll" if "shmcoll" in labels else "shmcoll heap"
+    if state:
+        t.add_column("floor", justify="right")
+        t.add_column(f"{main_label}/floor", justify="right")
     t.add_column("heap GB/s", justify="right")
     if ceiling:
         t.add_column("% NT ceiling", justify="right")
@@ -274,6 +284,8 @@ def report(
             cells.append("error" if m is None else f"{m:.2f}{mark}")
             if peer_label and lab != peer_label:
                 cells.append("" if (m is None or ref is None) else f"{ref / m:.2f}x")
+        if state:
+            cells += floor_and_ratio("alltoall", size, p, state, by.get(main_label, {}).get("median_us"))
         h = by.get("shmcoll heap", {}).get("median_us")
         bw = (p * p * size / (h * 1e-6) / 1e9) if h else None
         cells.append("" if bw is None else f"{bw:.1f}")
@@ -284,6 +296,8 @@ def report(
             cells.append(f"{hr.get('p90_us', 0):.1f}/{hr.get('p99_us', 0):.1f}" if hr else "")
         t.add_row(*cells)
     console.print(t)
+    if state:
+        console.print(describe(state))
     if ceiling:
         console.print(f"NT copy ceiling ({p} ranks streaming 64 MiB each at once): {ceiling:.1f} GB/s")
     choices = {r["bytes"]: r.get("choice") for r in rows if r["variant"] == "shmcoll heap"}

@@ -23,7 +23,7 @@ import numpy as np
 import shmcoll
 
 from .alltoall import gather_times, mpi_name, print_progress
-from .harness import Variant, create_shared_arena, measure, summarize
+from .harness import Variant, measure, summarize
 from .sizes import fmt_size
 
 OPS = ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter", "barrier")
@@ -46,8 +46,11 @@ class Options:
     compress: str | None = None
     #: Also time the persistent request (<Op>_init once, Start per call) on heap buffers.
     persistent: bool = False
-    #: Also time ordinary arrays allocated under shmcoll.shared_arrays().
-    shared: bool = False
+    #: Also time NumPy arrays outside the shared-array arena (private to each process).
+    private: bool = False
+    #: The machine's state measured before the launch (machine_state.MachineState as a
+    #: dict): each size's floor and the ratio to it go into the table.
+    machine: dict[str, Any] | None = None
 
 
 #: Operations with a persistent form, and the name of their _init method.
@@ -88,7 +91,7 @@ def make_variant(
     algorithm: str | None,
     compress: Any = None,
     persistent: bool = False,
-    shared: bool = False,
+    private: bool = False,
 ) -> Variant:
     """A timed variant; with `compress` (a codec) shmcoll's compressed collective, whose
     validation allows the codec's error (5% of the largest value)."""
@@ -102,8 +105,8 @@ def make_variant(
     floats = compress is not None or opts.compress is not None
 
     def alloc(n: int, dt: np.dtype) -> np.ndarray:
-        if shared:
-            with shmcoll.shared_arrays():
+        if private:
+            with shmcoll.private_arrays():
                 return np.empty(n, dt)
         return comm.empty(n, dt) if heap else np.empty(n, dt)
 
@@ -197,7 +200,6 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         peer_name = mpi_name()
     if opts.op == "barrier":  # no data: one row, and no buffer variants
         opts.sizes, opts.heap, opts.algorithms = [0], False, ()
-    create_shared_arena(opts.shared)
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
@@ -207,8 +209,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(make_variant(opts, "shmcoll", comm, None, False, None))
     if opts.heap:
         variants.append(make_variant(opts, "shmcoll heap", comm, None, True, None))
-    if opts.shared:
-        variants.append(make_variant(opts, "shmcoll shared", comm, None, False, None, shared=True))
+    if opts.private:
+        variants.append(make_variant(opts, "shmcoll private", comm, None, False, None, private=True))
     # Forced algorithms run on heap arrays, or on ordinary ones when heap buffers are
     # skipped (how private buffers compare across algorithms).
     for a in opts.algorithms:
@@ -265,6 +267,13 @@ def report(opts: Options, rows: list[dict[str, Any]], p: int, peer: str | None) 
         t.add_column(lab, justify="right")
         if peer_label and lab != peer_label:
             t.add_column("ratio", justify="right")
+    from .machine_state import MachineState, describe, floor_and_ratio
+
+    state = MachineState.from_dict(opts.machine) if opts.machine else None
+    main_label = "shmcoll" if "shmcoll" in labels else "shmcoll heap"
+    if state:
+        t.add_column("floor", justify="right")
+        t.add_column(f"{main_label}/floor", justify="right")
     for size in opts.sizes:
         by = {r["variant"]: r for r in rows if r["bytes"] == size}
         ref = by.get(peer_label or "", {}).get("median_us")
@@ -275,8 +284,12 @@ def report(opts: Options, rows: list[dict[str, Any]], p: int, peer: str | None) 
             cells.append("error" if m is None else f"{m:.2f}" + (" ✗" if bad else ""))
             if peer_label and lab != peer_label:
                 cells.append("" if m is None or ref is None else f"{ref / m:.2f}x")
+        if state:
+            cells += floor_and_ratio(opts.op, size, p, state, by.get(main_label, {}).get("median_us"))
         t.add_row(*cells)
     console.print(t)
+    if state:
+        console.print(describe(state))
     if any(r.get("valid") is False for r in rows):
         console.print("[red]VALIDATION FAILED[/red]")
     if opts.csv:

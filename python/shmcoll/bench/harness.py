@@ -52,16 +52,6 @@ class Variant:
     error: str | None = None
 
 
-def create_shared_arena(wanted: bool) -> None:
-    """Create this process's shared-array arena before the communicator (which maps the
-    peers' arenas when it is created), for the "shmcoll shared" variants."""
-    if wanted:
-        from .. import shared_arrays
-
-        with shared_arrays():
-            pass
-
-
 def measure(
     barrier: Callable[[], None],
     variants: list[Variant],

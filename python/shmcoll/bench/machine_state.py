@@ -146,6 +146,8 @@ def bytes_written(op: str, size: int, nranks: int) -> int:
 
     if op == "barrier":
         return 0
+    if op == "alltoall":  # every rank receives a block of `size` from every rank
+        return nranks * nranks * size
     _, nrecv, dt = _shapes(op, size, nranks)
     per_rank = nrecv * dt.itemsize
     receivers = {"bcast": nranks - 1, "reduce": 1, "gather": 1}.get(op, nranks)
@@ -158,6 +160,26 @@ def floor_us(op: str, size: int, nranks: int, state: MachineState) -> float:
     spill = max(0, bytes_written(op, size, nranks) - state.cache_bytes)
     write = spill / (state.write_all_gbs * 1e9) * 1e6
     return max(sync_floor_us(nranks, state), write)
+
+
+def floor_and_ratio(
+    op: str, size: int, nranks: int, state: MachineState | None, us: float | None
+) -> tuple[str, str]:
+    """Table cells: the floor in µs, and `us` over it (1.00x: at the floor), or blanks."""
+    if state is None:
+        return "", ""
+    f = floor_us(op, size, nranks, state)
+    return f"{f:.2f}", ("" if us is None or f <= 0 else f"{us / f:.2f}x")
+
+
+def describe(state: MachineState) -> str:
+    """One line: the probes behind a table's floors."""
+    line = "one CPU" if state.line_ns is None else f"line {state.line_ns:.0f} ns"
+    return (
+        f"floors from `shmcoll bench machine` before the launch ({state.when}): handoff "
+        f"{state.handoff_us:.2f} µs, {line}, write ceiling {state.write_all_gbs:.1f} GB/s on "
+        f"{state.cpus} CPUs, caches {state.cache_bytes >> 20} MiB"
+    )
 
 
 def load(path: str) -> MachineState:

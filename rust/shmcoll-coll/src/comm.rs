@@ -56,7 +56,7 @@ pub struct Comm {
     pub(crate) scratch: Vec<DescCore>,
     /// Steps taken (Line::Step), mirrored in the segment.
     steps: u64,
-    /// Buffers outside the segment that peers can reach (the PMPI library's arenas).
+    /// Buffers outside the segment that peers can reach (shared-array and PMPI arenas).
     arenas: crate::arenas::Arenas,
     /// The last call, if this rank left it without every rank's arrival (one_sided.rs).
     pub(crate) unwaited: Option<crate::one_sided::Unwaited>,
@@ -129,6 +129,10 @@ impl Comm {
         seg.cpu_of(rank)
             .store(cpu.map_or(0, |c| c as u32 + 1), Ordering::Relaxed);
         let att = handshake(&seg, rank, &cfg.wait)?;
+        // Every rank said at the handshake whether it can map its peers' arenas; CMA's
+        // ptrace permission is the one pidfd_getfd needs too (crate::arenas).
+        let arenas_reachable =
+            att.cma_ok && (0..size).all(|j| seg.arena_ok_of(j).load(Ordering::Relaxed) == 1);
         let mates = CpuMates::of(&seg, rank);
         // Each rank backs the areas it writes (after binding, so that the pages are first
         // touched from the CPU the rank runs on).
@@ -143,7 +147,7 @@ impl Comm {
             l.sizes.inline_bytes,
             l.sizes.staging_bytes,
         );
-        let mut c = Comm {
+        Ok(Comm {
             seg,
             rank,
             size,
@@ -161,16 +165,14 @@ impl Comm {
             stats: Stats::default(),
             heap: Arc::new(Mutex::new(heap)),
             scratch: Vec::with_capacity(size),
-            arenas: Default::default(),
+            arenas: crate::arenas::Arenas::shared_arrays(rank, size, arenas_reachable),
             steps: 0,
             unwaited: None,
             streamed: 0,
             requests: 0,
             mates,
             notice_due_at: None,
-        };
-        c.attach_shared_arrays()?;
-        Ok(c)
+        })
     }
 
     pub fn rank(&self) -> usize {
@@ -242,14 +244,49 @@ impl Comm {
     }
 
     /// If `[addr, addr+len)` is inside the shared heap (any rank's part), its segment offset;
-    /// else, if it is in this rank's arena and arenas are enabled, its tagged arena offset
-    /// (crate::arenas). Either way the peers can reach it (`peer_range`).
+    /// else, if it is in this rank's arena and the peers can map it, its tagged arena offset
+    /// (crate::arenas), the arena announced in this rank's slot first. Either way the peers
+    /// can reach it (`peer_range`).
     pub fn heap_offset(&self, addr: usize, len: usize) -> Option<usize> {
         let in_heap = self.seg.offset_of(addr, len).filter(|&off| {
             let r = self.seg.layout().heap_range();
             off >= r.start && off + len <= r.end
         });
-        in_heap.or_else(|| self.arenas.offset(addr, len))
+        in_heap.or_else(|| {
+            let tagged = self.arenas.offset(addr, len)?;
+            if self.arenas.announces() && !self.announce_shared_arrays() {
+                return None;
+            }
+            Some(tagged)
+        })
+    }
+
+    /// Make sure this rank's slot names its shared-array arena (the arena may be younger
+    /// than the communicator). The stores precede the descriptor that first tags a buffer
+    /// in it, whose publication releases them to the peers. False if there is no arena.
+    fn announce_shared_arrays(&self) -> bool {
+        let Some(a) = shmcoll_shm::shared_arena::get() else {
+            return false;
+        };
+        let fd = self.seg.arena_fd_of(self.rank);
+        if fd.load(Ordering::Relaxed) == 0 {
+            self.seg
+                .arena_len_of(self.rank)
+                .store(a.len() as u64, Ordering::Relaxed);
+            fd.store(a.raw_fd() as u32 + 1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Rank j's arena as its slot announces it (crate::arenas maps it on first use).
+    fn announced_arena(&self, j: usize) -> Option<crate::arenas::ArenaRef> {
+        let fd = self.seg.arena_fd_of(j).load(Ordering::Relaxed);
+        let len = self.seg.arena_len_of(j).load(Ordering::Relaxed);
+        Some(crate::arenas::ArenaRef {
+            pid: self.pid_of(j),
+            fd: i32::try_from(fd.checked_sub(1)?).ok()?,
+            len: usize::try_from(len).ok()?,
+        })
     }
 
     /// Rank j's full descriptor for call `seq`, checked to be what j sealed for that call
@@ -325,7 +362,9 @@ impl Comm {
             from_shared(seg_off).ok_or_else(|| corrupt(format!("a heap offset of {seg_off}")))?;
         let base = if o & crate::arenas::ARENA_TAG != 0 {
             self.arenas
-                .try_resolve(j, o & !crate::arenas::ARENA_TAG, registered)
+                .resolve(j, o & !crate::arenas::ARENA_TAG, registered, || {
+                    self.announced_arena(j)
+                })?
                 .ok_or_else(|| corrupt(format!("{registered} bytes at arena offset {o:#x}")))?
         } else {
             let heap = self.seg.layout().heap_range();
@@ -361,45 +400,10 @@ impl Comm {
         Ok(())
     }
 
-    /// Describe buffers in this rank's arena as reachable (every rank attached its peers').
+    /// Describe buffers in this rank's attached arena as reachable (every rank attached
+    /// its peers').
     pub fn enable_arenas(&mut self) {
         self.arenas.enable();
-    }
-
-    /// Map the shared-array arenas (shmcoll_shm::shared_arena) that the ranks announced in
-    /// the handshake, and describe buffers in them as reachable once every rank mapped
-    /// every peer's. Every rank reads the same announcements, so either none has any and
-    /// none calls, or all take the Barrier that settles it. Returns whether arenas serve.
-    fn attach_shared_arrays(&mut self) -> Result<bool> {
-        let refs: Vec<_> = (0..self.size)
-            .map(|j| {
-                let fd = self.seg.arena_fd_of(j).load(Ordering::Relaxed);
-                (fd != 0).then(|| crate::arenas::ArenaRef {
-                    pid: self.pid_of(j),
-                    fd: (fd - 1) as i32,
-                    len: self.seg.arena_len_of(j).load(Ordering::Relaxed) as usize,
-                })
-            })
-            .collect();
-        if refs.iter().all(Option::is_none) {
-            return Ok(false);
-        }
-        // Our own entry is what the handshake announced (an arena created since then is
-        // not announced, and buffers in it stay private to this communicator).
-        let own = refs[self.rank]
-            .and(shmcoll_shm::shared_arena::get())
-            .map(|a| (a.base(), a.len()));
-        // Mapping a peer's descriptor needs the ptrace access that CMA needs.
-        let mapped = self.cma_ok && self.attach_arenas(own, &refs).is_ok();
-        self.seg
-            .arena_ok_of(self.rank)
-            .store(if mapped { 1 } else { 2 }, Ordering::Relaxed);
-        self.barrier()?;
-        let all = (0..self.size).all(|j| self.seg.arena_ok_of(j).load(Ordering::Relaxed) == 1);
-        if all {
-            self.enable_arenas();
-        }
-        Ok(all)
     }
 
     /// Start a call: refuse if the communicator is broken, pay the round a one-sided call

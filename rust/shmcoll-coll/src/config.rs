@@ -21,7 +21,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_INLINE_BYTES", "bytes per rank for payloads carried inline in the segment (default 64K; at most 1G)"),
     ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M; at most 64G)"),
     ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 4G, or less if /dev/shm is small; sparse until used; at most 1T)"),
-    ("SHMCOLL_ARENA_BYTES", "bytes of address space of the arena shmcoll.shared_arrays() allocates NumPy arrays from (default 64G; sparse until used; 1M to 64T)"),
+    ("SHMCOLL_SHARED_ARRAYS", "0 or off: NumPy arrays stay NumPy's own (no shared-array arena); default on"),
+    ("SHMCOLL_SHARED_ARRAYS_MIN", "smallest NumPy array (bytes) allocated in the shared-array arena (default 16K; 1 to 1T)"),
+    ("SHMCOLL_SHARED_ARRAYS_MAX", "NumPy arrays of this many bytes or more stay NumPy's own, on its huge pages (default 4M; 1 to 64T)"),
+    ("SHMCOLL_ARENA_BYTES", "bytes of address space of the arena NumPy arrays are allocated from (default 64G, less under ulimit -v / -f; sparse until used; 1M to 64T)"),
     ("SHMCOLL_CHUNK_BYTES", "pipelining chunk of the staging algorithm (default 64K; 64 to 1G)"),
     ("SHMCOLL_NT_THRESHOLD", "bytes written per call from which the hybrid store policy streams (default from caches; at most 1T)"),
     ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma, cma-push"),
@@ -113,6 +116,17 @@ pub mod ranges {
     pub const NT_THRESHOLD: Whole = Whole {
         lo: 0,
         hi: TIB,
+        unit: "bytes",
+    };
+    /// Array sizes that go to the shared-array arena.
+    pub const SHARED_ARRAYS_MIN: Whole = Whole {
+        lo: 1,
+        hi: TIB,
+        unit: "bytes",
+    };
+    pub const SHARED_ARRAYS_MAX: Whole = Whole {
+        lo: 1,
+        hi: 64 * TIB,
         unit: "bytes",
     };
     /// Address space only; x86-64 gives a process 128 TiB.

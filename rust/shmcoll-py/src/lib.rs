@@ -105,8 +105,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<heap::PeerView>()?;
     m.add_class::<persistent::Prequest>()?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
-    m.add_function(wrap_pyfunction!(shared_arrays::_set_shared_arrays, m)?)?;
-    m.add_function(wrap_pyfunction!(shared_arrays::_restore_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(shared_arrays::_install_shared_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(shared_arrays::_shared_arrays_bounds, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        shared_arrays::_shared_arrays_env_bounds,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(shared_arrays::_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::_in_shared_arena, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::shared_arrays_info, m)?)?;
     m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;

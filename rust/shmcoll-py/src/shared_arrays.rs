@@ -1,24 +1,48 @@
 //! NumPy's data allocator (NEP 49) backed by the shared-array arena
-//! (shmcoll_shm::shared_arena): while `shmcoll.shared_arrays()` is active, arrays of at
-//! least `min_bytes` get their data from the arena, which the peers of every communicator
-//! created afterwards map, so collectives on them copy directly instead of through CMA.
-//! Smaller arrays, and any request the arena cannot serve, come from the C allocator as
-//! with NumPy's default handler. An array keeps the handler it was allocated with, so it
-//! is freed here even after the handler was switched back.
+//! (shmcoll_shm::shared_arena), so that the arrays people allocate with `np.empty`,
+//! `np.zeros` or arithmetic are ones that the peers of every communicator reach directly,
+//! and collectives on them copy once instead of through CMA.
+//!
+//! Installed for the whole process, every thread and every context: NumPy keeps the current
+//! handler in a context variable whose default is its own handler capsule, so this module
+//! points that default capsule at the handler here (PyCapsule_SetPointer) instead of setting
+//! the variable in one context. The handler's requests of `MIN_BYTES..MAX_BYTES` bytes come
+//! from the arena; everything else, and any request the arena cannot serve, goes to NumPy's
+//! original handler (its small-block cache, its huge-page advice for large arrays). Since
+//! arrays allocated before keep that same capsule, they are freed here too: through the
+//! original handler, which allocated them. The handler is never taken out again (an array
+//! from the arena must find it at free); opting out sets the bounds so that it serves
+//! nothing.
+//!
+//! The upper bound is there because NumPy puts arrays of 4 MiB or more on transparent huge
+//! pages, which a memfd does not get on most systems (shmem_enabled=never): element-wise
+//! work over arrays larger than the caches runs up to twice as slow on 4 KiB pages, and
+//! their first touch costs more page faults (docs/results-collectives.md, "Shared arrays").
 
 use std::ffi::{c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
+use shmcoll_coll::config::ranges;
+use shmcoll_coll::env_value::env_bytes;
 use shmcoll_shm::shared_arena::{self, SharedArena, DEFAULT_ARENA_BYTES};
 
 use crate::errors::IntoPyResult;
 
-/// Requests of at least this many bytes come from the arena (set by `_set_shared_arrays`).
+/// Default bounds: from 16 KiB (below, a collective's fixed costs outweigh its copies, and
+/// NumPy's small-block cache is quicker) to 4 MiB, NumPy's own threshold for huge pages.
+pub const DEFAULT_MIN_BYTES: usize = 16 << 10;
+pub const DEFAULT_MAX_BYTES: usize = 4 << 20;
+
+/// Requests of `MIN_BYTES <= n < MAX_BYTES` bytes come from the arena (none until set).
 static MIN_BYTES: AtomicUsize = AtomicUsize::new(usize::MAX);
+static MAX_BYTES: AtomicUsize = AtomicUsize::new(0);
+/// NumPy's own handler, which serves what the arena does not (null before installation).
+static ORIGINAL: AtomicPtr<Handler> = AtomicPtr::new(std::ptr::null_mut());
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 type Malloc = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
 type Calloc = unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void;
@@ -46,7 +70,7 @@ struct Handler {
 /// The handler is immutable and its context pointer null: sharing it is sound.
 struct SyncHandler(Handler);
 // SAFETY: nothing in the handler is ever written after initialisation, and its context
-// pointer is null (the functions use the process-wide arena).
+// pointer is null (the functions use the process-wide arena and ORIGINAL).
 unsafe impl Sync for SyncHandler {}
 
 const fn handler_name() -> [u8; 127] {
@@ -72,22 +96,35 @@ static HANDLER: SyncHandler = SyncHandler(Handler {
     },
 });
 
+/// NumPy's original allocator.
+fn original() -> &'static Allocator {
+    // SAFETY: ORIGINAL is set, before the handler can be reached, to NumPy's default
+    // handler, a static of NumPy's that lives as long as the process.
+    unsafe { &(*ORIGINAL.load(Ordering::Acquire)).allocator }
+}
+
 fn arena_for(size: usize) -> Option<&'static SharedArena> {
-    (size >= MIN_BYTES.load(Ordering::Relaxed))
-        .then(shared_arena::get)
-        .flatten()
+    let wanted =
+        size >= MIN_BYTES.load(Ordering::Relaxed) && size < MAX_BYTES.load(Ordering::Relaxed);
+    wanted.then(shared_arena::get).flatten()
 }
 
 fn owning_arena(ptr: *mut c_void) -> Option<&'static SharedArena> {
     shared_arena::get().filter(|a| !ptr.is_null() && a.contains(ptr as usize))
 }
 
+/// Whether `ptr` is in the parent's arena (a forked child whose copy of it failed).
+fn inherited(ptr: *mut c_void) -> bool {
+    shared_arena::inherited().is_some_and(|a| a.contains(ptr as usize))
+}
+
 unsafe extern "C" fn arena_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
     if let Some(p) = arena_for(size).and_then(|a| a.alloc(size, false)) {
         return p as *mut c_void;
     }
-    // SAFETY: plain C allocation, as NumPy's default handler makes.
-    unsafe { libc::malloc(size.max(1)) }
+    let o = original();
+    // SAFETY: NumPy's own allocator, called as NumPy would.
+    unsafe { (o.malloc)(o.ctx, size) }
 }
 
 unsafe extern "C" fn arena_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
@@ -96,27 +133,24 @@ unsafe extern "C" fn arena_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize
             return p as *mut c_void;
         }
     }
-    // SAFETY: plain C allocation (calloc checks the product itself).
-    unsafe { libc::calloc(nelem.max(1), elsize.max(1)) }
-}
-
-/// Whether `ptr` is in the parent's arena (a forked child inherited the array, not the pages).
-fn inherited(ptr: *mut c_void) -> bool {
-    shared_arena::inherited().is_some_and(|a| a.contains(ptr as usize))
+    let o = original();
+    // SAFETY: NumPy's own allocator (it checks the product itself).
+    unsafe { (o.calloc)(o.ctx, nelem, elsize) }
 }
 
 unsafe extern "C" fn arena_realloc(ctx: *mut c_void, ptr: *mut c_void, size: usize) -> *mut c_void {
     if inherited(ptr) {
-        // Its data is not mapped here: NumPy raises MemoryError.
+        // Its data is not this process's to move: NumPy raises MemoryError.
         return std::ptr::null_mut();
     }
     let Some(a) = owning_arena(ptr) else {
-        // A C block stays a C block, as NumPy's default handler would keep it.
-        // SAFETY: ptr came from this handler's C path (malloc/calloc/realloc) or is null.
-        return unsafe { libc::realloc(ptr, size.max(1)) };
+        // NumPy's block stays NumPy's, as its own handler would keep it.
+        let o = original();
+        // SAFETY: ptr came from NumPy's allocator (through this handler or before it).
+        return unsafe { (o.realloc)(o.ctx, ptr, size) };
     };
     let old = a.block_len(ptr as usize).unwrap_or(0);
-    if size <= old && size >= MIN_BYTES.load(Ordering::Relaxed) {
+    if size <= old && arena_for(size).is_some() {
         return ptr;
     }
     // SAFETY: a fresh allocation from this handler.
@@ -129,16 +163,17 @@ unsafe extern "C" fn arena_realloc(ctx: *mut c_void, ptr: *mut c_void, size: usi
     new
 }
 
-unsafe extern "C" fn arena_free(_ctx: *mut c_void, ptr: *mut c_void, _size: usize) {
+unsafe extern "C" fn arena_free(_ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     if let Some(a) = owning_arena(ptr) {
         a.free(ptr as usize);
         return;
     }
     if inherited(ptr) {
-        return; // the parent's block: nothing of it exists in this process
+        return; // the parent's block: this process does not own it
     }
-    // SAFETY: ptr came from this handler's C path, or is null.
-    unsafe { libc::free(ptr) }
+    let o = original();
+    // SAFETY: ptr came from NumPy's allocator, or is null.
+    unsafe { (o.free)(o.ctx, ptr, size) }
 }
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
@@ -149,76 +184,100 @@ fn numpy_api(py: Python<'_>, index: usize) -> PyResult<*const c_void> {
         .or_else(|_| PyModule::import(py, "numpy.core.multiarray"))?;
     let capsule = module.getattr("_ARRAY_API")?.cast_into::<PyCapsule>()?;
     let table = capsule.pointer_checked(None)?.as_ptr() as *const *const c_void;
-    // SAFETY: the table is NumPy's array of C-API entries, longer than the indices used
-    // here (304 and 305 exist from NumPy 1.22, which pyproject requires); the module keeps
-    // the capsule, and so the table, alive.
+    // SAFETY: the table is NumPy's array of C-API entries, longer than the index used here
+    // (305 exists from NumPy 1.22, which pyproject requires); the module keeps the capsule,
+    // and so the table, alive.
     Ok(unsafe { *table.add(index) })
 }
 
-/// `PyDataMem_SetHandler(handler)`: the new reference to the previous handler.
-fn set_handler(py: Python<'_>, handler: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    type SetHandler = unsafe extern "C" fn(*mut ffi::PyObject) -> *mut ffi::PyObject;
-    let f = numpy_api(py, 304)?;
-    // SAFETY: entry 304 is PyDataMem_SetHandler; the GIL is held; handler is a valid object
-    // (NumPy checks that it is a "mem_handler" capsule) and it returns a new reference or
-    // null with an exception set.
-    let old = unsafe {
-        let set: SetHandler = std::mem::transmute(f);
-        set(handler.as_ptr())
-    };
-    // SAFETY: a new reference (or null with the error set, which from_owned_ptr_or_err takes).
-    unsafe { Bound::from_owned_ptr_or_err(py, old) }.map(Bound::unbind)
-}
-
-fn our_capsule(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    // SAFETY: HANDLER is a static that lives as long as the process, and has NumPy's
-    // layout; the capsule has no destructor (nothing to free).
-    let p = unsafe {
-        ffi::PyCapsule_New(
-            &HANDLER.0 as *const Handler as *mut c_void,
-            CAPSULE_NAME.as_ptr(),
-            None,
-        )
+/// `PyDataMem_GetHandler()`: the current context's handler capsule. Called in a fresh
+/// context (`_install_shared_arrays`), it is NumPy's default one.
+#[pyfunction]
+pub fn _numpy_handler(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    type GetHandler = unsafe extern "C" fn() -> *mut ffi::PyObject;
+    let f = numpy_api(py, 305)?;
+    // SAFETY: entry 305 is PyDataMem_GetHandler; the GIL is held; it returns a new
+    // reference or null with an exception set.
+    let h = unsafe {
+        let get: GetHandler = std::mem::transmute(f);
+        get()
     };
     // SAFETY: a new reference, or null with the error set.
-    unsafe { Bound::from_owned_ptr_or_err(py, p) }
+    unsafe { Bound::from_owned_ptr_or_err(py, h) }.map(Bound::unbind)
 }
 
-/// Create the arena if needed, make `min_bytes` the threshold, install the handler in the
-/// current context; returns the previous handler and threshold, for `_restore_handler`.
+/// Point NumPy's default handler capsule at the handler here (once).
+fn install(py: Python<'_>) -> PyResult<()> {
+    if INSTALLED.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let get = wrap_pyfunction!(_numpy_handler, py)?;
+    let fresh = PyModule::import(py, "contextvars")?
+        .getattr("Context")?
+        .call0()?;
+    let default = fresh.call_method1("run", (get,))?;
+    // SAFETY: `default` is a live object; PyCapsule_GetPointer checks that it is a capsule
+    // named "mem_handler" and returns null with an exception set otherwise.
+    let p = unsafe { ffi::PyCapsule_GetPointer(default.as_ptr(), CAPSULE_NAME.as_ptr()) };
+    if p.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    let ours = &HANDLER.0 as *const Handler as *mut Handler;
+    if p as *mut Handler != ours {
+        ORIGINAL.store(p as *mut Handler, Ordering::Release);
+        // SAFETY: the capsule is NumPy's default handler capsule (checked above), kept
+        // alive by NumPy's context variable; HANDLER is a static with NumPy's layout. The
+        // GIL is held, so no NumPy allocation reads the pointer while it changes.
+        if unsafe { ffi::PyCapsule_SetPointer(default.as_ptr(), ours as *mut c_void) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
+    }
+    INSTALLED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Create the arena (SHMCOLL_ARENA_BYTES, or `arena_bytes`) and install the handler for the
+/// whole process, serving nothing until `_shared_arrays_bounds` says what. Returns the
+/// arena's sizing when the process's limits made it smaller than asked (the caller warns),
+/// else None. Raises when no arena can be created; the handler is then not installed.
 #[pyfunction]
-#[pyo3(signature = (min_bytes, arena_bytes=None))]
-pub fn _set_shared_arrays(
+#[pyo3(signature = (arena_bytes=None))]
+pub fn _install_shared_arrays(
     py: Python<'_>,
-    min_bytes: usize,
     arena_bytes: Option<usize>,
-) -> PyResult<(Py<PyAny>, usize)> {
+) -> PyResult<Option<String>> {
     let len = match arena_bytes {
         Some(n) => n,
-        None => shmcoll_coll::env_value::env_bytes(
-            "SHMCOLL_ARENA_BYTES",
-            shmcoll_coll::config::ranges::ARENA_BYTES,
-        )
-        .py_err(py)?
-        .unwrap_or(DEFAULT_ARENA_BYTES),
+        None => env_bytes("SHMCOLL_ARENA_BYTES", ranges::ARENA_BYTES)
+            .py_err(py)?
+            .unwrap_or(DEFAULT_ARENA_BYTES),
     };
-    shared_arena::ensure(len)
+    let a = shared_arena::ensure(len)
         .map_err(shmcoll_coll::Error::from)
         .py_err(py)?;
-    let old = set_handler(py, &our_capsule(py)?)?;
-    let old_min = MIN_BYTES.swap(min_bytes.max(1), Ordering::Relaxed);
-    Ok((old, old_min))
+    install(py)?;
+    let s = a.sizing();
+    Ok(s.reduced_by.is_some().then(|| s.to_string()))
 }
 
-/// Put back what `_set_shared_arrays` returned.
+/// The bounds from the environment (SHMCOLL_SHARED_ARRAYS_MIN/MAX), defaults otherwise.
 #[pyfunction]
-pub fn _restore_handler(
-    py: Python<'_>,
-    handler: &Bound<'_, PyAny>,
-    min_bytes: usize,
-) -> PyResult<()> {
-    MIN_BYTES.store(min_bytes, Ordering::Relaxed);
-    set_handler(py, handler).map(drop)
+pub fn _shared_arrays_env_bounds(py: Python<'_>) -> PyResult<(usize, usize)> {
+    let min = env_bytes("SHMCOLL_SHARED_ARRAYS_MIN", ranges::SHARED_ARRAYS_MIN).py_err(py)?;
+    let max = env_bytes("SHMCOLL_SHARED_ARRAYS_MAX", ranges::SHARED_ARRAYS_MAX).py_err(py)?;
+    Ok((
+        min.unwrap_or(DEFAULT_MIN_BYTES),
+        max.unwrap_or(DEFAULT_MAX_BYTES),
+    ))
+}
+
+/// Serve arrays of `min_bytes <= n < max_bytes` from the arena (process-wide); returns the
+/// previous bounds (`min_bytes >= max_bytes`: nothing).
+#[pyfunction]
+pub fn _shared_arrays_bounds(min_bytes: usize, max_bytes: usize) -> (usize, usize) {
+    let old_min = MIN_BYTES.swap(min_bytes, Ordering::Relaxed);
+    let old_max = MAX_BYTES.swap(max_bytes, Ordering::Relaxed);
+    (old_min, old_max)
 }
 
 /// Whether the data of `buf` (an address) lies in this process's shared-array arena.
@@ -231,16 +290,22 @@ pub fn _in_shared_arena(addr: usize) -> bool {
 #[pyfunction]
 pub fn shared_arrays_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
-    let s = shared_arena::get()
-        .map(SharedArena::stats)
-        .unwrap_or_default();
-    d.set_item("exists", shared_arena::get().is_some())?;
+    let a = shared_arena::get();
+    let s = a.map(SharedArena::stats).unwrap_or_default();
+    d.set_item("exists", a.is_some())?;
+    d.set_item("installed", INSTALLED.load(Ordering::Acquire))?;
     d.set_item("capacity", s.capacity)?;
     d.set_item("in_use", s.in_use)?;
     d.set_item("cached", s.cached)?;
+    d.set_item("resident", a.and_then(SharedArena::resident))?;
     d.set_item("served", s.served)?;
     d.set_item("refused", s.refused)?;
-    let min = MIN_BYTES.load(Ordering::Relaxed);
-    d.set_item("min_bytes", (min != usize::MAX).then_some(min))?;
+    let (min, max) = (
+        MIN_BYTES.load(Ordering::Relaxed),
+        MAX_BYTES.load(Ordering::Relaxed),
+    );
+    let serving = INSTALLED.load(Ordering::Acquire) && min < max;
+    d.set_item("min_bytes", serving.then_some(min))?;
+    d.set_item("max_bytes", serving.then_some(max))?;
     Ok(d)
 }

@@ -81,6 +81,22 @@ pub fn map_peer_arena(pid: u32, fd: i32, len: usize) -> Result<Arc<PeerArena>> {
     Ok(a)
 }
 
+/// Whether this process can fetch its peers' descriptors (pidfd_getfd, Linux 5.6), tried
+/// once on itself; the ptrace permission it needs for a peer is CMA's, probed separately.
+pub fn can_map_peers() -> bool {
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| {
+        let Some(me) = Pid::from_raw(std::process::id() as i32) else {
+            return false;
+        };
+        let Ok(pidfd) = pidfd_open(me, PidfdFlags::empty()) else {
+            return false;
+        };
+        use std::os::fd::AsRawFd;
+        pidfd_getfd(&pidfd, pidfd.as_raw_fd(), PidfdGetfdFlags::empty()).is_ok()
+    })
+}
+
 /// Why a peer's descriptor with this mode and size cannot back an arena of `len` bytes,
 /// if so: it must be a regular file (a memfd) at least `len` bytes long, and `len` must be
 /// a length mmap takes.

@@ -100,7 +100,8 @@ impl Segment {
     }
 
     /// 1 + the descriptor of `rank`'s shared-array arena (crate::shared_arena) in its
-    /// process, or 0 when it has none; written before the handshake's first round.
+    /// process, or 0 when it has none (yet); written before the handshake's first round, or
+    /// before `rank` first describes a buffer in an arena created later.
     pub fn arena_fd_of(&self, rank: usize) -> &AtomicU32 {
         self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_ARENA_FD)
     }
@@ -110,7 +111,8 @@ impl Segment {
         self.atomic_u64(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_ARENA_LEN)
     }
 
-    /// 1 when `rank` mapped every peer's arena, 2 when it could not (0: not yet said).
+    /// 1 when `rank` can map its peers' arenas (pidfd_getfd works), 2 when it cannot;
+    /// written before the handshake's first round.
     pub fn arena_ok_of(&self, rank: usize) -> &AtomicU32 {
         self.atomic_u32(self.layout().ctrl_line(rank, Line::Info as usize) + INFO_ARENA_OK)
     }

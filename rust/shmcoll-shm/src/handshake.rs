@@ -39,10 +39,14 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
         .store(std::process::id(), Ordering::Relaxed);
     let probe = cma::probe_word() as *const AtomicU64 as u64;
     seg.probe_addr_of(rank).store(probe, Ordering::Relaxed);
-    // Announce this process's shared-array arena, if it has one, for peers to map.
+    // Announce this process's shared-array arena, if it has one, for peers to map (one
+    // created later is announced when a buffer in it is first described), and whether this
+    // process can map its peers' arenas.
     let (fd, len) = crate::shared_arena::get().map_or((0, 0), |a| (a.raw_fd() as u32 + 1, a.len()));
     seg.arena_fd_of(rank).store(fd, Ordering::Relaxed);
     seg.arena_len_of(rank).store(len as u64, Ordering::Relaxed);
+    let can_map = if crate::arena::can_map_peers() { 1 } else { 2 };
+    seg.arena_ok_of(rank).store(can_map, Ordering::Relaxed);
     seg.publish(seg.arrive_seq(rank, SEQ_ATTACHED), SEQ_ATTACHED);
     for r in 0..p {
         wait_counter(

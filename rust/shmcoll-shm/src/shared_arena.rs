@@ -1,64 +1,83 @@
 //! This process's shared-array arena: a memfd, mapped shared, that the peers of its
 //! communicators map too (crate::arena, through pidfd_getfd), so that a collective copies
 //! straight into and out of buffers allocated there, as it does with the shared heap,
-//! instead of going through CMA system calls. The Python bindings allocate large NumPy
-//! arrays from it (`shmcoll.shared_arrays()`), as the PMPI library's allocator does for a
+//! instead of going through CMA system calls. The Python bindings allocate NumPy arrays
+//! from it by default (`shmcoll.shared_arrays`), as the PMPI library's allocator does for a
 //! C program's large mallocs.
 //!
 //! One arena per process, created on first use and never unmapped: arrays allocated from it
 //! may outlive every communicator. It is sparse (MAP_NORESERVE): only touched pages cost
-//! memory. Blocks are whole pages, first fit (crate::heap::HeapAlloc), with freed blocks of
-//! up to `CACHE_BLOCK_MAX` kept by length for reuse; freed blocks of `RELEASE_FROM` bytes
-//! or more go back to the kernel. `fresh` is the high-water mark: pages
-//! above it were never handed out and read as zero, so a zeroed allocation clears only what
-//! lies below it.
+//! memory. Its size is what the process's limits allow (sizing.rs: a share of RLIMIT_AS,
+//! no more than RLIMIT_FSIZE, halved while mmap refuses), or nothing, with the reason kept
+//! for the bindings to announce. Blocks are whole pages, first fit (crate::heap::HeapAlloc).
 //!
-//! fork(): the mapping is MADV_DONTFORK, as the PMPI arena's: a MAP_SHARED mapping would be
-//! shared with a forked child instead of copied, so parent and child would write into each
-//! other's arrays. A child that touches the parent's arena arrays faults instead.
+//! Memory: a freed block below `RELEASE_FROM` waits in a cache by exact length, so that the
+//! temporaries NumPy code allocates and frees in a loop are reused warm and in O(1); the
+//! cache holds at most `CACHE_BYTES`, oldest out first. Every block that leaves the cache,
+//! and every freed block of `RELEASE_FROM` bytes or more (as glibc unmaps its largest
+//! chunks), is punched out of the memfd before it goes back to the free ranges. So resident
+//! memory is the live blocks plus at most `CACHE_BYTES`, and the free ranges hold only
+//! pages that read as zero: a zeroed block clears memory only when it comes from the cache. Under strict overcommit
+//! (vm.overcommit_memory=2) a block's pages are reserved (fallocate) before it is handed
+//! out: the kernel would otherwise answer a page it cannot commit with SIGBUS on first
+//! touch, where an allocation can still be refused (and served by the C allocator).
+//!
+//! fork(): fork.rs gives the child a private copy of the arena, as fork gives one of
+//! anonymous memory: the live blocks are copied into a new memfd mapped at the same address
+//! before the parent returns from fork, so the child sees the parent's values at the fork
+//! and neither sees the other's writes afterwards.
 
-use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::{Mutex, MutexGuard};
 
-use memmap2::{Advice, MmapOptions, MmapRaw};
+use memmap2::{MmapOptions, MmapRaw};
 use rustix::fs::{fallocate, ftruncate, memfd_create, FallocateFlags, MemfdFlags};
 
 use crate::error::{Result, ShmError};
 use crate::heap::HeapAlloc;
 
+mod fork;
+mod sizing;
+
+pub use sizing::Sizing;
+
 /// Arena size when SHMCOLL_ARENA_BYTES is not set (virtual: only touched pages are memory).
 pub const DEFAULT_ARENA_BYTES: usize = 64 << 30;
-/// Freed blocks at least this large leave memory (smaller ones stay resident, so that an
-/// array allocated and freed every iteration does not page-fault every time).
+/// Freed blocks at least this large leave memory at once: glibc's largest mmap threshold,
+/// the size from which it always returns freed chunks to the kernel.
 pub const RELEASE_FROM: usize = 32 << 20;
-/// Freed blocks up to this size wait in a cache by exact length, so that the temporaries
-/// NumPy code allocates and frees in a loop take O(1) instead of a first-fit scan of the
-/// free ranges (which a few hundred fragments made 1.2x slower than glibc at 8 KiB).
-pub const CACHE_BLOCK_MAX: usize = 1 << 20;
-/// At most this many bytes wait in that cache; beyond it, freed blocks go back to the ranges.
+/// Resident bytes of freed blocks kept for reuse (the cache): enough for the temporaries
+/// of a loop over arrays up to `RELEASE_FROM`, little beside a process's arrays (glibc keeps
+/// up to 64 MiB free at the top of its heap before it trims).
 pub const CACHE_BYTES: usize = 64 << 20;
 const PAGE: usize = 4096;
 
-/// The arena: its memfd, its mapping and the allocator of its pages.
+/// The arena: its mapping and the allocator of its pages.
 #[derive(Debug)]
 pub struct SharedArena {
-    fd: OwnedFd,
     map: MmapRaw,
     state: Mutex<State>,
+    /// Why the arena is smaller than asked (the process's limits), if it is.
+    sizing: Sizing,
+    /// Reserve each block's pages before handing it out (strict overcommit).
+    reserve: bool,
 }
 
 #[derive(Debug)]
 struct State {
+    /// The memfd behind the mapping (a forked child gets a new one, fork.rs).
+    fd: OwnedFd,
     pages: HeapAlloc,
     /// Offset -> length of every block handed out.
     blocks: HashMap<usize, usize>,
     /// Length -> offsets of freed blocks kept for reuse (still counted in `pages`).
     cache: HashMap<usize, Vec<usize>>,
+    /// (offset, length) of cached blocks, oldest first; entries whose block was reused
+    /// since are skipped when they come out.
+    cache_order: VecDeque<(usize, usize)>,
     cached: usize,
-    /// Everything at or above this offset was never handed out (reads as zero).
-    fresh: usize,
     served: u64,
     refused: u64,
 }
@@ -78,37 +97,31 @@ pub struct ArenaStats {
 }
 
 /// This process's arena (leaked: it is never unmapped), null before it exists and in a
-/// forked child, which does not have the mapping (see the module comment).
+/// forked child whose copy of it failed (fork.rs).
 static CURRENT: AtomicPtr<SharedArena> = AtomicPtr::new(std::ptr::null_mut());
-/// In a forked child: the parent's arena, whose range the child must not hand to the C
-/// allocator when NumPy frees an inherited array (the pages are simply not there).
+/// In a forked child whose copy failed: the parent's arena, mapped copy-on-write, whose
+/// blocks the child must not hand to the C allocator when NumPy frees an inherited array.
 static INHERITED: AtomicPtr<SharedArena> = AtomicPtr::new(std::ptr::null_mut());
 static CREATE: Mutex<()> = Mutex::new(());
-static AT_FORK: Once = Once::new();
-
-extern "C" fn forked_child() {
-    let p = CURRENT.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if !p.is_null() {
-        INHERITED.store(p, Ordering::Release);
-    }
-}
 
 fn load(p: &AtomicPtr<SharedArena>) -> Option<&'static SharedArena> {
     // SAFETY: non-null pointers stored here come from Box::leak and are never freed.
     unsafe { p.load(Ordering::Acquire).as_ref() }
 }
 
-/// This process's arena, if it was created (in this process, not a parent).
+/// This process's arena, if it was created (in this process or, copied, in a parent).
 pub fn get() -> Option<&'static SharedArena> {
     load(&CURRENT)
 }
 
-/// The parent's arena, in a forked child.
+/// The parent's arena, in a forked child that could not copy it (fork.rs).
 pub fn inherited() -> Option<&'static SharedArena> {
     load(&INHERITED)
 }
 
-/// This process's arena, created (`len` bytes, rounded up to pages) if it does not exist.
+/// This process's arena, created if it does not exist: `len` bytes (rounded up to pages),
+/// or less where the process's limits do not allow it (the arena's `sizing` says why).
+/// Fails when the limits leave no room for a useful arena.
 pub fn ensure(len: usize) -> Result<&'static SharedArena> {
     if let Some(a) = get() {
         return Ok(a);
@@ -117,11 +130,7 @@ pub fn ensure(len: usize) -> Result<&'static SharedArena> {
     if let Some(a) = get() {
         return Ok(a);
     }
-    AT_FORK.call_once(|| {
-        // SAFETY: registering a child handler that only swaps two atomics (async-signal
-        // safe, as a handler run after fork must be).
-        unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
-    });
+    fork::register();
     let a: &'static SharedArena = Box::leak(Box::new(SharedArena::create(len)?));
     CURRENT.store(
         a as *const SharedArena as *mut SharedArena,
@@ -135,27 +144,46 @@ fn os(what: &str, e: impl Into<std::io::Error>) -> ShmError {
 }
 
 impl SharedArena {
-    fn create(len: usize) -> Result<SharedArena> {
-        let len = len.max(PAGE).div_ceil(PAGE) * PAGE;
+    fn create(requested: usize) -> Result<SharedArena> {
+        let requested = requested.max(PAGE).div_ceil(PAGE) * PAGE;
         let fd = memfd_create("shmcoll-arrays", MemfdFlags::CLOEXEC)
             .map_err(|e| os("memfd_create", e))?;
-        ftruncate(&fd, len as u64).map_err(|e| os("ftruncate", e))?;
-        let map = MmapOptions::new()
-            .len(len)
-            .no_reserve_swap()
-            .map_raw(&fd)
-            .map_err(|e| os("mmap", e))?;
-        map.advise(Advice::DontFork)
-            .map_err(|e| os("madvise(MADV_DONTFORK)", e))?;
+        let limits = sizing::Limits::of_process();
+        let mut sizing = sizing::plan(requested, &limits).map_err(|why| {
+            ShmError::os(
+                format!("creating the shared-array arena: {why}"),
+                std::io::Error::from_raw_os_error(libc::ENOMEM),
+            )
+        })?;
+        // mmap may still refuse what the limits seemed to allow (other mappings count
+        // against RLIMIT_AS too): halve until it maps or becomes too small to matter.
+        let map = loop {
+            let attempt = ftruncate(&fd, sizing.len as u64)
+                .map_err(std::io::Error::from)
+                .and_then(|()| {
+                    MmapOptions::new()
+                        .len(sizing.len)
+                        .no_reserve_swap()
+                        .map_raw(&fd)
+                });
+            match attempt {
+                Ok(map) => break map,
+                Err(e) => {
+                    sizing = sizing::halve(sizing, &e).ok_or_else(|| os("mmap", e))?;
+                }
+            }
+        };
         Ok(SharedArena {
-            fd,
             map,
+            sizing,
+            reserve: limits.strict_overcommit,
             state: Mutex::new(State {
-                pages: HeapAlloc::new(len),
+                fd,
+                pages: HeapAlloc::new(sizing.len),
                 blocks: HashMap::new(),
                 cache: HashMap::new(),
+                cache_order: VecDeque::new(),
                 cached: 0,
-                fresh: 0,
                 served: 0,
                 refused: 0,
             }),
@@ -174,24 +202,30 @@ impl SharedArena {
         self.map.len() == 0
     }
 
+    /// How the arena was sized (and why it is smaller than asked, if it is).
+    pub fn sizing(&self) -> &Sizing {
+        &self.sizing
+    }
+
     /// The descriptor peers fetch with pidfd_getfd.
     pub fn raw_fd(&self) -> i32 {
-        self.fd.as_raw_fd()
+        self.lock().fd.as_raw_fd()
     }
 
     pub fn contains(&self, addr: usize) -> bool {
         addr.wrapping_sub(self.base()) < self.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the maps half-updated in a way that
         // matters more than losing the arena: keep serving.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A block of at least `len` bytes (page aligned), zeroed if `zeroed`; None when full.
+    /// A block of at least `len` bytes (page aligned), zeroed if `zeroed`; None when full
+    /// (or, under strict overcommit, when the kernel cannot commit its pages).
     pub fn alloc(&self, len: usize, zeroed: bool) -> Option<usize> {
-        let len = len.max(1).div_ceil(PAGE) * PAGE;
+        let len = len.max(1).checked_next_multiple_of(PAGE)?;
         let mut s = self.lock();
         let cached = s.cache.get_mut(&len).and_then(Vec::pop);
         let off = match cached {
@@ -207,16 +241,22 @@ impl SharedArena {
                 }
             },
         };
+        if self.reserve
+            && fallocate(&s.fd, FallocateFlags::empty(), off as u64, len as u64).is_err()
+        {
+            s.release(off, len);
+            s.refused += 1;
+            return None;
+        }
         s.blocks.insert(off, len);
         s.served += 1;
-        let dirty = s.fresh.min(off + len).saturating_sub(off);
-        s.fresh = s.fresh.max(off + len);
         drop(s);
         let addr = self.base() + off;
-        if zeroed && dirty > 0 {
-            // SAFETY: [addr, addr + dirty) lies inside the block just reserved for this
-            // caller (off + len <= the mapping's length), which nobody else uses.
-            unsafe { std::ptr::write_bytes(addr as *mut u8, 0, dirty) };
+        // Only a cached block holds old data: the free ranges hold punched pages.
+        if zeroed && cached.is_some() {
+            // SAFETY: [addr, addr + len) is the block just reserved for this caller
+            // (off + len <= the mapping's length), which nobody else uses.
+            unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len) };
         }
         Some(addr)
     }
@@ -236,22 +276,28 @@ impl SharedArena {
         let Some(len) = s.blocks.remove(&off) else {
             return false;
         };
-        if len <= CACHE_BLOCK_MAX && s.cached + len <= CACHE_BYTES {
-            s.cached += len;
-            s.cache.entry(len).or_default().push(off);
+        if len >= RELEASE_FROM || len > CACHE_BYTES {
+            s.release(off, len);
             return true;
         }
-        if len >= RELEASE_FROM {
-            // Punching keeps the file size; the pages read as zero again, but `fresh` stays
-            // (a later zeroed block there is cleared once more, which is only slower).
-            let _ = fallocate(
-                &self.fd,
-                FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
-                off as u64,
-                len as u64,
-            );
+        s.cached += len;
+        s.cache.entry(len).or_default().push(off);
+        s.cache_order.push_back((off, len));
+        while s.cached > CACHE_BYTES {
+            let Some((o, l)) = s.cache_order.pop_front() else {
+                break;
+            };
+            let Some(v) = s.cache.get_mut(&l) else {
+                continue;
+            };
+            let Some(i) = v.iter().position(|&x| x == o) else {
+                continue; // reused since it was cached
+            };
+            v.swap_remove(i);
+            s.cached -= l;
+            s.release(o, l);
         }
-        s.pages.free(off, len);
+        s.compact_order();
         true
     }
 
@@ -264,6 +310,51 @@ impl SharedArena {
             served: s.served,
             refused: s.refused,
         }
+    }
+
+    /// Resident bytes of the memfd (pages that exist), for the bindings' statistics.
+    pub fn resident(&self) -> Option<u64> {
+        let s = self.lock();
+        rustix::fs::fstat(s.fd.as_fd())
+            .ok()
+            .map(|st| (st.st_blocks as u64).saturating_mul(512))
+    }
+}
+
+impl State {
+    /// Drop the order's stale entries (blocks reused since they were cached, and repeats)
+    /// once they outnumber the cached blocks, so that the order stays as small as the cache.
+    fn compact_order(&mut self) {
+        let blocks: usize = self.cache.values().map(Vec::len).sum();
+        if self.cache_order.len() <= 2 * blocks + 64 {
+            return;
+        }
+        let mut seen = std::collections::HashSet::new();
+        let cache = &self.cache;
+        // Keep the newest entry of each block: walk from the back.
+        let kept: VecDeque<(usize, usize)> = self
+            .cache_order
+            .iter()
+            .rev()
+            .filter(|&&(o, l)| cache.get(&l).is_some_and(|v| v.contains(&o)) && seen.insert(o))
+            .copied()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        self.cache_order = kept;
+    }
+
+    /// Punch `[off, off + len)` out of the memfd and give it back to the free ranges. The
+    /// punch keeps the file size; the pages read as zero again.
+    fn release(&mut self, off: usize, len: usize) {
+        let _ = fallocate(
+            &self.fd,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            off as u64,
+            len as u64,
+        );
+        self.pages.free(off, len);
     }
 }
 

@@ -30,13 +30,17 @@
  * data (one range, see hull), so that calloc clears only those (never-used and punched
  * pages read as zero).
  *
- * fork(): the arena is MADV_DONTFORK, so a forked child does not get it. A MAP_SHARED
- * mapping would otherwise be shared with the child instead of copied, breaking fork's
- * copy semantics: parent and child would write into each other's buffers. The price: a
- * child that goes on using the parent's large blocks faults (SIGSEGV) on them. A child that
- * only execs (system(), popen(), posix_spawn, fork then exec) or _exits is unaffected. In a
- * child, free() of the parent's arena blocks does nothing and new large allocations are
- * glibc's. */
+ * fork(): fork gives a child a copy-on-write image of private memory, but a MAP_SHARED
+ * mapping stays shared, so parent and child would write into each other's buffers. The
+ * child gets a copy instead, made before the parent goes on (the same model as the Python
+ * arena's, rust/shmcoll-shm/src/shared_arena/fork.rs): the prepare handler takes the lock
+ * and opens a pipe; the child copies the data extents (SEEK_DATA) of every allocated block
+ * into a new memfd, maps it over the arena at the same address and writes one byte into
+ * the pipe; the parent waits for that byte (or end of file if the child died) and releases
+ * the lock. The child's arena is then its own. If the copy fails, the child maps the
+ * parent's memfd privately (copy on the child's writes) and allocates from glibc; free()
+ * of the parent's blocks then does nothing. fork costs time proportional to the touched
+ * bytes of the live large blocks; posix_spawn and vfork children run no handlers. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -134,12 +138,25 @@ static int parse_bytes(const char *s, unsigned long long *out)
 }
 
 static void child_after_fork(void);
+static int fork_pipe[2] = {-1, -1}; /* the child's "copied" signal, during a fork */
+
 static void before_fork(void)
 {
     pthread_mutex_lock(&lock);
+    if (state != ARENA_READY || pipe2(fork_pipe, O_CLOEXEC) != 0)
+        fork_pipe[0] = fork_pipe[1] = -1;
 }
+
 static void parent_after_fork(void)
 {
+    if (fork_pipe[0] >= 0) {
+        char byte;
+        close(fork_pipe[1]);
+        while (read(fork_pipe[0], &byte, 1) < 0 && errno == EINTR)
+            ;
+        close(fork_pipe[0]);
+        fork_pipe[0] = fork_pipe[1] = -1;
+    }
     pthread_mutex_unlock(&lock);
 }
 
@@ -184,13 +201,79 @@ static int in_arena(const void *p)
     return (uintptr_t)p - l < __atomic_load_n(&arena_span, __ATOMIC_RELAXED);
 }
 
+/* Write the data extents of bytes [lo, hi) of the arena into `to`; 0 on success. */
+static int copy_data(int to, off_t lo, off_t hi)
+{
+    while (lo < hi) {
+        off_t data = lseek(arena_fd, lo, SEEK_DATA);
+        if (data < 0)
+            return errno == ENXIO ? 0 : -1; /* only holes from here on */
+        if (data >= hi)
+            return 0;
+        off_t hole = lseek(arena_fd, data, SEEK_HOLE);
+        if (hole < 0)
+            return -1;
+        if (hole > hi)
+            hole = hi;
+        while (data < hole) {
+            ssize_t n = pwrite(to, (char *)arena_lo + data, (size_t)(hole - data), data);
+            if (n <= 0 && !(n < 0 && errno == EINTR))
+                return -1;
+            if (n > 0)
+                data += n;
+        }
+        lo = hole;
+    }
+    return 0;
+}
+
+/* In the child, under the inherited lock: the allocated blocks, copied into a new memfd
+ * mapped over the arena. The walk visits block starts only: every block's first table
+ * entry holds its length, allocated (USED) or free. */
+static int privatize(void)
+{
+    int fd = memfd_create("shmcoll-arena", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, (off_t)reserve) != 0)
+        goto fail;
+    for (uint32_t s = 0, npages = (uint32_t)(reserve / PAGE); s < npages;) {
+        uint32_t n = table[s].pages & ~USED;
+        if (n == 0)
+            goto fail; /* not a block start: the table is not what this walk assumes */
+        if ((table[s].pages & USED) &&
+            copy_data(fd, (off_t)s * PAGE, (off_t)(s + n) * PAGE) != 0)
+            goto fail;
+        s += n;
+    }
+    if (mmap((void *)arena_lo, reserve, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0) == MAP_FAILED)
+        goto fail;
+    close(arena_fd);
+    arena_fd = fd;
+    return 0;
+fail:
+    close(fd);
+    return -1;
+}
+
 static void child_after_fork(void)
 {
-    /* The child has no arena (MADV_DONTFORK); nor should it keep the parent's alive. */
-    if (state == ARENA_READY)
+    if (state == ARENA_READY && privatize() != 0) {
+        /* The fallback: the parent's memory, copy on write; no more allocations here. */
+        mmap((void *)arena_lo, reserve, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, arena_fd, 0);
         close(arena_fd);
-    arena_fd = -1;
-    state = ARENA_UNAVAILABLE;
+        arena_fd = -1;
+        state = ARENA_UNAVAILABLE;
+    }
+    if (fork_pipe[0] >= 0) {
+        close(fork_pipe[0]);
+        while (write(fork_pipe[1], "x", 1) < 0 && errno == EINTR)
+            ;
+        close(fork_pipe[1]);
+        fork_pipe[0] = fork_pipe[1] = -1;
+    }
     pthread_mutex_unlock(&lock);
 }
 
@@ -203,7 +286,7 @@ static void create_locked(void)
     if (fd < 0 || ftruncate(fd, (off_t)reserve) != 0)
         goto fail;
     base = mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    if (base == MAP_FAILED || madvise(base, reserve, MADV_DONTFORK) != 0)
+    if (base == MAP_FAILED)
         goto fail;
     t = mmap(NULL, npages * sizeof(struct blk), PROT_READ | PROT_WRITE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -356,7 +439,7 @@ static size_t arena_usable(void *p)
 static void arena_free(void *p)
 {
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != ARENA_READY)
-        return; /* a forked child: the parent's block is not mapped here */
+        return; /* a forked child whose copy failed: the parent's block is not its own */
     pthread_mutex_lock(&lock);
     uint32_t s = block_of(p, "free"), n = table[s].pages & ~USED;
     table[s].pages = n; /* no longer allocated: a second free of it aborts */
@@ -389,7 +472,8 @@ static void arena_shrink(uint32_t s, uint32_t n)
 /* Set once the process is an MPI process (MPI_Init returned, or it set up a communicator):
  * until then every allocation is glibc's. The library is preloaded into the launcher too
  * (`LD_PRELOAD=... mpiexec ...`), and launchers fork and use their memory in the child
- * before exec, which the arena (MADV_DONTFORK) does not survive; they never call MPI_Init. */
+ * before exec: every fork would copy the arena's blocks (see fork() above) for a child that
+ * execs at once. They never call MPI_Init. */
 static int mpi_process;
 
 void shim_arena_mpi_started(void)

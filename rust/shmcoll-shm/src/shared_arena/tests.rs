@@ -57,28 +57,48 @@ fn zeroed_blocks_read_zero_after_reuse() {
     let z = a.alloc(3 * 4096, true).unwrap();
     assert_eq!(z, x, "the cached block is reused");
     assert!(read(z, 3 * 4096).iter().all(|&b| b == 0));
-    // From the free ranges (too large for the cache), overlapping a used part and a fresh one.
-    let big = CACHE_BLOCK_MAX + 4096;
-    let y = a.alloc(big, false).unwrap();
-    fill(y, big, 0xCD);
+    // From the free ranges (the freed block went there, punched), overlapping a used part
+    // and a fresh one.
+    let y = a.alloc(5 * 4096, false).unwrap();
+    fill(y, 5 * 4096, 0xCD);
     a.free(y);
-    let w = a.alloc(big + 8 * 4096, true).unwrap();
-    assert_eq!(w, y, "first fit takes the freed range");
-    assert!(read(w, big + 8 * 4096).iter().all(|&b| b == 0));
+    let w = a.alloc(1 << 20, false).unwrap(); // evicts nothing: y stays cached
+    a.free(w);
+    let big = a.alloc(5 * 4096 + 8 * 4096, true).unwrap();
+    assert!(read(big, 13 * 4096).iter().all(|&b| b == 0));
 }
 
 #[test]
-fn the_cache_of_freed_blocks_is_bounded() {
+fn the_cache_of_freed_blocks_is_bounded_and_evicts_the_oldest() {
     let a = arena(4 * CACHE_BYTES);
-    let n = CACHE_BYTES / CACHE_BLOCK_MAX + 4;
-    let blocks: Vec<usize> = (0..n)
-        .map(|_| a.alloc(CACHE_BLOCK_MAX, false).unwrap())
-        .collect();
+    let block = 1 << 20;
+    let n = CACHE_BYTES / block + 4;
+    let blocks: Vec<usize> = (0..n).map(|_| a.alloc(block, false).unwrap()).collect();
     for &b in &blocks {
+        fill(b, block, 9);
         a.free(b);
     }
     let s = a.stats();
     assert_eq!((s.in_use, s.cached), (0, CACHE_BYTES));
+    // The four oldest left the cache punched: they read zero; the newest are kept warm.
+    for &b in &blocks[..4] {
+        assert!(read(b, block).iter().step_by(4096).all(|&v| v == 0));
+    }
+    assert!(read(blocks[n - 1], block)
+        .iter()
+        .step_by(4096)
+        .all(|&v| v == 9));
+}
+
+#[test]
+fn the_cache_order_stays_as_small_as_the_cache() {
+    let a = arena(16 << 20);
+    for _ in 0..10_000 {
+        let x = a.alloc(8192, false).unwrap();
+        a.free(x);
+    }
+    let s = a.lock();
+    assert!(s.cache_order.len() <= 2 + 64, "{}", s.cache_order.len());
 }
 
 #[test]
@@ -87,6 +107,7 @@ fn large_freed_blocks_leave_memory_and_read_zero() {
     let x = a.alloc(RELEASE_FROM, false).unwrap();
     fill(x, RELEASE_FROM, 7);
     a.free(x);
+    assert_eq!(a.stats().cached, 0);
     let y = a.alloc(RELEASE_FROM, false).unwrap();
     assert_eq!(y, x);
     assert!(read(y, RELEASE_FROM).iter().step_by(4096).all(|&b| b == 0));
