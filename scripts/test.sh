@@ -43,3 +43,9 @@ fi
 
 step "pytest"
 python -m pytest -q "$@"
+
+if [ $# -eq 0 ]; then
+    step "pytest, shared arrays off (SHMCOLL_SHARED_ARRAYS=0: NumPy allocates every array itself)"
+    SHMCOLL_SHARED_ARRAYS=0 python -m pytest -q tests/test_collectives_mpi.py tests/test_mpi.py \
+        tests/test_alltoallv.py tests/test_fft.py tests/test_compress.py tests/test_hierarchy.py
+fi

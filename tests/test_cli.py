@@ -267,19 +267,21 @@ def test_bench_prints_each_sizes_floor_and_the_ratio_to_it(op: str) -> None:
 
 
 @pytest.mark.parametrize("op", ["alltoall", "allgather"])
-def test_bench_private_arrays(tmp_path: Path, op: str) -> None:
-    """`--private` adds NumPy arrays outside the shared-array arena, validated like the
-    others."""
+def test_bench_private_arrays_and_arrays_older_than_the_comm(tmp_path: Path, op: str) -> None:
+    """`--private` adds NumPy arrays outside the shared-array arena, `--before` arrays
+    allocated before the communicator, validated like the others."""
     csv_path = tmp_path / "private.csv"
     extra = ["--no-ceiling"] if op == "alltoall" else []
     p = cli(
         "bench", op, "-n", "2", "-m", "64K:128K", "-i", "10", "-x", "1", "-c", "--no-mpi",
-        "--launcher", "standalone", "--private", "--csv", str(csv_path), *extra, timeout=60,
+        "--launcher", "standalone", "--private", "--before", "--csv", str(csv_path), *extra, timeout=60,
     )  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
     with csv_path.open() as f:
         recs = list(csv.DictReader(f))
-    assert {r["variant"] for r in recs} == {"shmcoll", "shmcoll heap", "shmcoll private"}, recs
+    assert {r["variant"] for r in recs} == {"shmcoll", "shmcoll heap", "shmcoll private", "shmcoll before"}, (
+        recs
+    )
     assert all(r["valid"] == "True" and float(r["median_us"]) > 0 for r in recs), recs
 
 

@@ -140,6 +140,12 @@ def _bench_options(size_help: str) -> Any:
             is_flag=True,
             help="also time NumPy arrays private to each rank (outside the shared-array arena)",
         ),
+        click.option(
+            "--before",
+            "before",
+            is_flag=True,
+            help="also time NumPy arrays allocated before the communicator was created",
+        ),
     ]
 
     def apply(f: Any) -> Any:
@@ -182,6 +188,7 @@ def bench_alltoall(
     no_ceiling: bool,
     persistent: bool,
     private: bool,
+    before: bool,
     no_floors: bool,
     plot_path: str | None,
     profile: str | None,
@@ -219,6 +226,7 @@ def bench_alltoall(
         heap=not no_heap,
         persistent=persistent,
         private=private,
+        before=before,
         variants=forced,
         percentiles=percentiles,
         csv=csv_path,
@@ -327,6 +335,7 @@ def _collective_bench(op: str) -> None:
         compress: str | None,
         persistent: bool,
         private: bool,
+        before: bool,
         csv_path: str | None,
         launcher: str,
         mpiexec: str | None,
@@ -363,6 +372,7 @@ def _collective_bench(op: str) -> None:
             compress=_codec_json(compress),
             persistent=persistent,
             private=private,
+            before=before,
             machine=_machine_floors(no_floors),
         )
         _launch_bench("shmcoll.bench.collective", options_json(opts), nprocs, launcher, mpiexec, no_mpi)

@@ -39,6 +39,7 @@ class Options:
     heap: bool = True
     persistent: bool = False  # also time Alltoall_init + Start on heap buffers
     private: bool = False  # also time NumPy arrays outside the shared-array arena
+    before: bool = False  # also time NumPy arrays allocated before the communicator existed
     variants: list[str] = field(default_factory=list)  # "algo/order/store" forced variants
     percentiles: bool = False
     csv: str | None = None
@@ -71,6 +72,7 @@ def _make_variant(
     peer: bool = False,
     persistent: bool = False,
     private: bool = False,
+    pool: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Variant:
     p, me = comm.size, comm.rank
 
@@ -82,7 +84,9 @@ def _make_variant(
 
     def setup(size: int) -> Any:
         n = size * p
-        if private:
+        if pool is not None:
+            send, recv = pool[size]
+        elif private:
             with shmcoll.private_arrays():
                 send, recv = np.empty(n, np.uint8), np.empty(n, np.uint8)
         else:
@@ -175,6 +179,10 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
 
         mpi_comm = MPI.COMM_WORLD
         peer_name = mpi_name()
+    pool = None
+    if opts.before:  # every size's arrays, allocated while no communicator exists
+        n = mpi_comm.Get_size() if mpi_comm is not None else int(os.environ.get("SHMCOLL_SIZE", "1"))
+        pool = {size: (np.empty(size * n, np.uint8), np.empty(size * n, np.uint8)) for size in opts.sizes}
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
@@ -186,6 +194,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(_make_variant("shmcoll heap", comm, None, True, True, None))
     if opts.private:
         variants.append(_make_variant("shmcoll private", comm, None, False, False, None, private=True))
+    if pool is not None:
+        variants.append(_make_variant("shmcoll before", comm, None, False, False, None, pool=pool))
     if opts.persistent:
         variants.append(_make_variant("heap persistent", comm, None, True, True, None, persistent=True))
     for spec in opts.variants:

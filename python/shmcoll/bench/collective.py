@@ -48,6 +48,8 @@ class Options:
     persistent: bool = False
     #: Also time NumPy arrays outside the shared-array arena (private to each process).
     private: bool = False
+    #: Also time NumPy arrays allocated before the communicator existed.
+    before: bool = False
     #: The machine's state measured before the launch (machine_state.MachineState as a
     #: dict): each size's floor and the ratio to it go into the table.
     machine: dict[str, Any] | None = None
@@ -92,6 +94,7 @@ def make_variant(
     compress: Any = None,
     persistent: bool = False,
     private: bool = False,
+    pool: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Variant:
     """A timed variant; with `compress` (a codec) shmcoll's compressed collective, whose
     validation allows the codec's error (5% of the largest value)."""
@@ -112,7 +115,7 @@ def make_variant(
 
     def setup(size: int) -> Any:
         ns, nr, dt = _shapes(op, size, p, floats)
-        s, r = alloc(ns, dt), alloc(nr, dt)
+        s, r = pool[size] if pool is not None else (alloc(ns, dt), alloc(nr, dt))
         s[:] = 1
         r[:] = 0
         return s, r
@@ -199,7 +202,15 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         mpi_comm = MPI.COMM_WORLD
         peer_name = mpi_name()
     if opts.op == "barrier":  # no data: one row, and no buffer variants
-        opts.sizes, opts.heap, opts.algorithms = [0], False, ()
+        opts.sizes, opts.heap, opts.algorithms, opts.before = [0], False, (), False
+    pool = None
+    if opts.before:  # every size's arrays, allocated while no communicator exists
+        n = mpi_comm.Get_size() if mpi_comm is not None else int(os.environ.get("SHMCOLL_SIZE", "1"))
+        floats = opts.compress is not None
+        pool = {}
+        for size in opts.sizes:
+            ns, nr, dt = _shapes(opts.op, size, n, floats)
+            pool[size] = (np.empty(ns, dt), np.empty(nr, dt))
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
@@ -211,6 +222,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(make_variant(opts, "shmcoll heap", comm, None, True, None))
     if opts.private:
         variants.append(make_variant(opts, "shmcoll private", comm, None, False, None, private=True))
+    if pool is not None:
+        variants.append(make_variant(opts, "shmcoll before", comm, None, False, None, pool=pool))
     # Forced algorithms run on heap arrays, or on ordinary ones when heap buffers are
     # skipped (how private buffers compare across algorithms).
     for a in opts.algorithms:
