@@ -628,6 +628,11 @@ def tune(
     click.echo(f"wrote {doc['_path']} ({len(doc.get('measurements', []))} cells measured)")
     if doc.get("comment"):
         click.echo(doc["comment"])
+    from .tuning.build import decisions_of
+    from .tuning.report import lines
+
+    for line in lines(decisions_of(doc)):
+        click.echo(line)
 
 
 @main.command()

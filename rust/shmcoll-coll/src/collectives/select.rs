@@ -4,7 +4,7 @@
 
 use shmcoll_kernels::hw::Machine;
 
-use super::{CollAlgo, CollOp, TINY};
+use super::{CollAlgo, CollFacts, CollOp, TINY};
 
 /// One row: contributions of up to `max_bytes` (inclusive) try `candidates` in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +36,16 @@ impl CollTable {
             .iter()
             .find(|r| bytes <= r.max_bytes)
             .map_or(&[], |r| r.candidates.as_slice())
+    }
+
+    /// The algorithm selection takes for a call with these facts: the first of the row's
+    /// candidates, then `direct`, `cma` and `staging`, that can serve it.
+    pub fn choose(&self, f: &CollFacts) -> Option<CollAlgo> {
+        self.candidates(f.bytes)
+            .iter()
+            .chain(&[CollAlgo::Direct, CollAlgo::Cma, CollAlgo::Staging])
+            .copied()
+            .find(|a| a.restriction(f).is_none())
     }
 
     /// Whether a rank contributing `bytes` should copy them inline before arriving: when
