@@ -265,6 +265,45 @@ def test_comm_uses_the_tuned_table(tuned: Tuned) -> None:
             assert got == [*want[:3], False], (n, heap, got, want)
 
 
+def test_bench_runs_a_tuned_table_against_the_model(tmp_path: Path) -> None:
+    """`bench alltoall --table`: the tuned table and the model in one launch; per size and
+    kind, what each selects, the medians and tuned/model."""
+    size = 1 << 20
+    recs = [
+        {"op": "alltoall", "nprocs": 2, "bytes": size, "buffers": kind, "algorithm": a, "order": o,
+         "store": st, "median_us": us, "rounds_us": [us] * 5}
+        for kind, a, o, st, us in [
+            ("heap", build.MODEL, "-", "-", 100.0),
+            ("ordinary", build.MODEL, "-", "-", 100.0),
+            ("ordinary", "staging", "shifted", "temporal", 10.0),
+        ]
+    ]  # fmt: skip
+    path = tmp_path / "tuned.json"
+    table.dump(build.build_document(recs, "quick"), path)
+    p = cli(
+        "bench", "alltoall", "-n", "2", "-m", "512K:2M", "-i", "20", "-x", "1", "--rounds", "2",
+        "--no-ceiling", "--launcher", "standalone", "--table", str(path),
+        timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, output(p)
+    compared = {}
+    for line in p.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 7 and cells[1] in ("heap", "ordinary"):
+            compared[cells[0], cells[1]] = cells
+    assert set(compared) == {(s, k) for s in ("512K", "1M", "2M") for k in ("heap", "ordinary")}, p.stdout
+    assert compared["1M", "ordinary"][4] == "staging/shifted/temporal", p.stdout
+    for key, cells in compared.items():
+        if key != ("1M", "ordinary"):
+            assert cells[4] == "(alike)", (key, p.stdout)  # the model serves the rest
+        assert re.fullmatch(r"\d+\.\d\dx( ✗)?", cells[6]), cells
+    assert "worst tuned/model where the tables differ: " in p.stdout
+    assert "worst tuned/model where they select alike (this launch's noise): " in p.stdout
+    # a table without an entry for the process count is refused before launching
+    p = cli("bench", "alltoall", "-n", "3", "--table", str(path), "--launcher", "standalone", timeout=30)
+    assert p.returncode == 2 and "no alltoall entry for 3 ranks" in p.stderr, output(p)
+
+
 def _entries(path: Path) -> list[list[Any]]:
     return [e["nprocs"] for e in table.load(path)["operations"]["alltoall"]]
 

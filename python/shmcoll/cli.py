@@ -158,6 +158,14 @@ def _bench_options(size_help: str) -> Any:
 @click.option(
     "--profile", default=None, help="take the sizes from a workload profile (see `shmcoll profiles`)"
 )
+@click.option(
+    "--table",
+    "table_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="also run this tuned table against the model in the same launch (interleaved) and print "
+    "tuned/model per size",
+)
 def bench_alltoall(
     nprocs: int,
     sizes: str,
@@ -179,9 +187,21 @@ def bench_alltoall(
     shared: bool,
     plot_path: str | None,
     profile: str | None,
+    table_path: str | None,
 ) -> None:
     """Alltoall latency: shmcoll (automatic and forced choices) against MPI's Alltoall."""
     from .bench.alltoall import Options, options_json
+
+    if table_path is not None:
+        from .bench.against_model import tuned_rows
+        from .errors import ShmcollError
+
+        try:
+            tuned_rows(table_path, nprocs)
+        except ShmcollError as e:
+            raise click.BadParameter(str(e), param_hint="--table") from e
+        if no_heap or no_ordinary:
+            raise click.UsageError("--table compares heap and ordinary buffers: drop --no-heap/--no-ordinary")
 
     if profile is not None:
         from .errors import ShmcollError
@@ -219,6 +239,7 @@ def bench_alltoall(
         json_out=json_path,
         ceiling=not no_ceiling,
         plot=plot_path,
+        table=table_path,
     )
     _launch_bench("shmcoll.bench.alltoall", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
 

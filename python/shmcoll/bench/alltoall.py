@@ -42,6 +42,7 @@ class Options:
     json_out: str | None = None
     ceiling: bool = True
     plot: str | None = None
+    table: str | None = None  # a tuned table to run against the model (against_model.py)
 
 
 def iterations(opts: Options, size: int, p: int) -> tuple[int, int]:
@@ -170,6 +171,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         mpi_comm = MPI.COMM_WORLD
         peer_name = mpi_name()
     create_shared_arena(opts.shared)
+    if opts.table:
+        os.environ["SHMCOLL_TUNING_FILE"] = "none"  # the communicator binds the model
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
@@ -187,11 +190,24 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         algo, order, store = ([*spec.split("/"), "", ""])[:3]
         forced = {k: v for k, v in (("algorithm", algo), ("order", order), ("store", store)) if v}
         variants.append(_make_variant(f"heap {spec}", comm, None, True, True, forced))
+    if opts.table:
+        from . import against_model
+
+        tuned = against_model.tuned_rows(opts.table, p)
+        model = comm._table()[1]
+        variants = [v if v.peer else against_model.bound(v, comm, model, "model") for v in variants]
+        for label, heap in (("tuned", False), ("tuned heap", True)):
+            v = _make_variant(label, comm, None, heap, heap, None)
+            variants.append(against_model.bound(v, comm, tuned, opts.table))
+    automatic = ("shmcoll", "shmcoll heap", "tuned", "tuned heap")
 
     rows: list[dict[str, Any]] = []
     for size in opts.sizes:
         iters, warmup = iterations(opts, size, p)
-        measure(comm.Barrier, variants, size, iters, warmup, opts.rounds, opts.validate)
+        # (the tuned table and the model always interleaved, however many variants)
+        measure(
+            comm.Barrier, variants, size, iters, warmup, opts.rounds, opts.validate, bool(opts.table) or None
+        )
         for v in variants:
             if v.error is not None:
                 row = {"bytes": size, "variant": v.label, "error": v.error}
@@ -215,7 +231,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         # every rank sizes its buffers alike, so a failure here happens on every rank
         failed = {r["variant"] for r in rows if r["bytes"] == size and "error" in r}
         for v in variants:
-            if v.label in ("shmcoll", "shmcoll heap") and v.label not in failed:
+            if v.label in automatic and v.label not in failed:
                 try:
                     st = v.setup(size)
                     v.bind(st)()
@@ -301,6 +317,10 @@ def report(
 
         plot_bench(rows, p, opts.plot)
         console.print(f"wrote {opts.plot}")
+    if opts.table:
+        from .against_model import report as against
+
+        against(rows, opts.sizes)
     if opts.json_out:
         with open(opts.json_out, "w") as f:
             json.dump({"nranks": p, "peer": peer, "nt_ceiling_gbs": ceiling, "rows": rows}, f, indent=1)
