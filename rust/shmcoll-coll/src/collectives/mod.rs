@@ -472,12 +472,9 @@ impl Comm {
                 }),
             };
         }
-        self.coll_tables
-            .get(op.family())
-            .choose(f)
-            .ok_or_else(|| {
-                Error::Unsupported(format!("no algorithm can serve this {} call", op.name()))
-            })
+        self.coll_tables.get(op.family()).choose(f).ok_or_else(|| {
+            Error::Unsupported(format!("no algorithm can serve this {} call", op.name()))
+        })
     }
 }
 

@@ -282,6 +282,35 @@ mod tests {
     }
 
     #[test]
+    fn choose_takes_the_first_candidate_that_serves_then_the_fallbacks() {
+        use CollAlgo::{Cma, Direct, Inline, Staging};
+        let t = CollTable::new(vec![
+            CollRow {
+                max_bytes: 100,
+                candidates: vec![Direct, Inline],
+            },
+            CollRow {
+                max_bytes: 1000,
+                candidates: vec![Cma],
+            },
+        ]);
+        let facts = |bytes, heap: bool, inline: bool, cma_ok| CollFacts {
+            bytes,
+            all_inline_written: inline,
+            inline_capacity: 64,
+            first_outside_heap: (!heap).then_some(0),
+            cma_ok,
+        };
+        assert_eq!(t.choose(&facts(10, true, true, true)), Some(Direct));
+        assert_eq!(t.choose(&facts(10, false, true, true)), Some(Inline));
+        // inline not written: past the row, the fallbacks direct, cma, staging
+        assert_eq!(t.choose(&facts(10, false, false, true)), Some(Cma));
+        assert_eq!(t.choose(&facts(10, false, false, false)), Some(Staging));
+        assert_eq!(t.choose(&facts(500, true, false, true)), Some(Cma));
+        assert_eq!(t.choose(&facts(5000, true, false, true)), Some(Direct));
+    }
+
+    #[test]
     fn no_model_row_is_empty() {
         for cpus in [1, 2, 4, 64] {
             let m = machine_with(cpus);
