@@ -90,6 +90,16 @@ def test_the_margin_is_the_larger_of_5_percent_and_the_round_spreads() -> None:
     assert decide.Paired(decide.Timing(65.0, (65.0,) * 5), wide_model).beats_model
 
 
+def test_a_candidate_must_win_every_round() -> None:
+    model = decide.Timing(1724.0, (1944.0, 1347.0, 1744.0, 1714.0, 1728.0))
+    # far ahead at the median, the spread under the gain, but behind in the third round
+    cand = decide.Timing(1003.0, (764.0, 1216.0, 1800.0, 662.0, 484.0))
+    assert decide.Paired(cand, model).margin_us < model.median_us - cand.median_us
+    assert not decide.Paired(cand, model).beats_model
+    ahead = decide.Timing(1003.0, (764.0, 1216.0, 1003.0, 662.0, 484.0))
+    assert decide.Paired(ahead, model).beats_model
+
+
 def test_of_the_candidates_that_beat_the_model_the_best_ratio_wins() -> None:
     m = decide.Timing(100.0, (100.0,))
     pairs = {

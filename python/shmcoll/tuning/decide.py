@@ -7,8 +7,9 @@ the untuned selection), in interleaved rounds, so that drifts of a shared machin
 them alike. From each candidate it keeps the median over iterations and the median of
 each round.
 
-* **Cells.** A candidate beats the model when its median is below the model's by more
-  than the spread::
+* **Cells.** A candidate beats the model when it wins every interleaved round (its
+  round's median below the model's in the same round) and its median is below the
+  model's by more than the spread::
 
       model.median - cand.median > max(MIN_MARGIN * model.median,
                                         iqr(model.rounds), iqr(cand.rounds))
@@ -73,8 +74,17 @@ class Paired:
         return max(MIN_MARGIN * self.model.median_us, self.model.spread_us, self.cand.spread_us)
 
     @property
+    def wins_every_round(self) -> bool:
+        """The candidate's median below the model's in each round (paired, the rounds
+        being interleaved; against the model's median where the rounds do not pair)."""
+        c, m = self.cand.rounds_us, self.model.rounds_us
+        if len(c) != len(m):
+            m = (self.model.median_us,) * len(c)
+        return all(x < y for x, y in zip(c, m, strict=True))
+
+    @property
     def beats_model(self) -> bool:
-        return self.model.median_us - self.cand.median_us > self.margin_us
+        return self.wins_every_round and self.model.median_us - self.cand.median_us > self.margin_us
 
 
 def winner(cands: Mapping[K, Paired]) -> K | None:

@@ -202,7 +202,7 @@ def worker(plan: Plan) -> None:
         if not got[0]:
             break
         small = size * p <= 64 << 10
-        iters = plan.iters if small else max(4 * plan.rounds, plan.iters // 10)
+        iters = plan.iters if small else max(8 * plan.rounds, plan.iters // 10)
         # Per batch: the model and the candidates whose buffers fit beside it.
         per_batch = max(1, BATCH_BYTES // max(1, 2 * p * size) - 1)
         records = []
