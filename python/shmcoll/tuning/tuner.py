@@ -3,12 +3,14 @@ collectives).
 
 The parent process launches the ranks for each process count (standalone launcher, or
 mpiexec), shows a progress bar fed by the checkpoint file, and builds the table at the
-end. The ranks sweep every (block size, buffer kind, candidate) cell: buffers rewritten
-before every iteration, an untimed barrier between iterations, candidates of one size
-interleaved over rounds (so that drifts of a shared machine hit them alike), the slowest
-rank's time per iteration, medians over iterations. Rank 0 appends each finished size to
-the checkpoint (JSON lines); `--resume` skips the cells already there, so an interrupted
-run continues where it stopped.
+end (build.py, by the rule of decide.py). The ranks sweep every (block size, buffer kind,
+candidate) cell, the model's own choice among the candidates: buffers rewritten before
+every iteration, an untimed barrier between iterations, the candidates of one size and
+kind interleaved over rounds with the model beside them (so that drifts of a shared
+machine hit them alike), the slowest rank's time per iteration, medians over iterations
+and per round. Rank 0 appends each finished size to the checkpoint (JSON lines);
+`--resume` skips the cells already there, so an interrupted run continues where it
+stopped.
 """
 
 from __future__ import annotations
