@@ -24,7 +24,7 @@ import shmcoll
 from conftest import mpi_available, private_empty, run_ranks
 from shmcoll import _core
 from shmcoll.bench.sizes import fmt_size
-from shmcoll.tuning import table, tuner
+from shmcoll.tuning import build, table, tuner
 from test_cli import cli
 
 ENV = "SHMCOLL_TUNING_FILE"
@@ -51,6 +51,11 @@ def hermetic(tmp: Path, **extra: str) -> dict[str, str]:
         ENV: "",
         **extra,
     }
+
+
+def plain(rows: Any) -> Any:
+    """Rows (tuples or lists) as nested lists."""
+    return json.loads(json.dumps(rows))
 
 
 def covering(rows: list[Any], size: int) -> Any:
@@ -98,7 +103,7 @@ def test_tune_quick_writes_a_valid_table(tuned: Tuned) -> None:
     assert not (tuned.dir / "config" / "shmcoll").exists(), "tune --out must not write the user table"
 
 
-def test_tuned_table_covers_every_size_with_the_winners(tuned: Tuned) -> None:
+def test_tuned_table_gives_each_measured_cell_its_decision(tuned: Tuned) -> None:
     assert tuned.proc.returncode == 0, output(tuned.proc)
     doc = table.load(tuned.out)
     entries = doc["operations"]["alltoall"]
@@ -106,30 +111,30 @@ def test_tuned_table_covers_every_size_with_the_winners(tuned: Tuned) -> None:
     rows = table.rows_for(doc, "alltoall", 2)
     assert rows is not None
     assert table.rows_for(doc, "alltoall", 3) is None
-    # 0..inf without gaps; adjacent ranges differ (equal neighbours are merged)
-    nxt: int | None = 0
-    for lo, hi, cands in rows:
-        assert lo == nxt, rows
-        nxt = None if hi is None else hi + 1
-        assert any(c[0] == "staging" for c in cands), cands  # serves everything, in place too
-        assert len({c[0] for c in cands}) == len(cands), cands
-    assert nxt is None, rows
-    for a, b in itertools.pairwise(rows):
-        assert a[2] != b[2], (a, b)
-    # each measured size's range lists the best candidate for ordinary buffers first among
-    # those that serve ordinary buffers, after only heap-only algorithms that beat it
-    recs = doc["measurements"]
-    for size in TUNE_SIZES:
-        mine = [r for r in recs if r["bytes"] == size and "error" not in r]
-        ordinary = min((r for r in mine if r["buffers"] == "ordinary"), key=lambda r: r["median_us"])
-        cands = covering(rows, size)[2]
-        heap_only = [c for c in cands if c[0] in tuner.HEAP_ONLY]
-        first_general = next(c for c in cands if c[0] not in tuner.HEAP_ONLY)
-        best = (ordinary["algorithm"], ordinary["order"], ordinary["store"])
-        assert first_general[:3] == best, (size, cands, best)
-        for c in heap_only:
-            m = [r["median_us"] for r in mine if r["buffers"] == "heap" and r["algorithm"] == c[0]]
-            assert m and min(m) < ordinary["median_us"], (size, c, m, ordinary)
+    for a, b in itertools.pairwise(rows):  # equal neighbours are merged
+        assert not (a[2] == b[2] and a[1] is not None and a[1] + 1 == b[0]), (a, b)
+    # every measured cell selects what was decided there: the winner where it replaced
+    # the model, else the model's own choice (gaps of the table fall back to the model)
+    model = _core.model_table(2)
+    decided = {(o.bytes, o.buffers): o for o in build.decisions_of(doc)}
+    assert set(decided) == {(s, k) for s in TUNE_SIZES for k in ("heap", "ordinary")}
+    for (size, kind), o in decided.items():
+        call = (True, True, False) if kind == "heap" else (False, False, False)
+        got = _core.resolve(rows, 2, size, *call)
+        if o.changed:
+            assert "/".join(got[:3]) == o.choice, (size, kind, got, o)
+            assert o.choice_us is not None and o.model_us is not None
+            assert f"{o.model_us:.2f} -> {o.choice_us:.2f}" in tuned.proc.stdout
+        else:
+            assert got == _core.resolve(model, 2, size, *call), (size, kind, got, o)
+    # the report: what changed, what kept the model
+    changed = [o for o in decided.values() if o.changed]
+    if changed:
+        assert "changed from the model" in tuned.proc.stdout
+    else:
+        assert "no cell changed from the model" in tuned.proc.stdout
+    if len(changed) < len(decided):
+        assert "kept the model, alltoall 2 ranks:" in tuned.proc.stdout
 
 
 def test_tune_records_every_cell_with_medians(tuned: Tuned) -> None:
@@ -152,6 +157,11 @@ def test_tune_records_every_cell_with_medians(tuned: Tuned) -> None:
         assert r["iterations"] >= 10, r
         assert isinstance(r["outliers"], bool)
         assert r["valid"] is True, r
+        assert len(r["rounds_us"]) == tuner.Plan(2, [], [], "", 0).rounds, r
+        if r["algorithm"] == build.MODEL:
+            assert r["model_rows"] == plain(_core.model_table(2)), r  # what the ranks bound
+        else:
+            assert r["model_median_us"] > 0 and len(r["model_rounds_us"]) == len(r["rounds_us"]), r
     # the CSV holds the same cells
     with tuned.csv.open() as f:
         rows = list(csv.DictReader(f))
@@ -255,6 +265,48 @@ def test_comm_uses_the_tuned_table(tuned: Tuned) -> None:
             assert got == [*want[:3], False], (n, heap, got, want)
 
 
+def test_bench_runs_a_tuned_table_against_the_model(tmp_path: Path) -> None:
+    """`bench alltoall --table`: the tuned table and the model in one launch; per size and
+    kind, what each selects, the medians and tuned/model."""
+    size = 1 << 20
+    recs = [
+        {"op": "alltoall", "nprocs": 2, "bytes": size, "buffers": kind, "algorithm": a, "order": o,
+         "store": st, "median_us": us, "rounds_us": [us] * 5}
+        for kind, a, o, st, us in [
+            ("heap", build.MODEL, "-", "-", 100.0),
+            ("ordinary", build.MODEL, "-", "-", 100.0),
+            ("ordinary", "staging", "shifted", "temporal", 10.0),
+        ]
+    ]  # fmt: skip
+    path = tmp_path / "tuned.json"
+    table.dump(build.build_document(recs, "quick"), path)
+    p = cli(
+        "bench", "alltoall", "-n", "2", "-m", "512K:2M", "-i", "20", "-x", "1", "--rounds", "2",
+        "--no-ceiling", "--launcher", "standalone", "--table", str(path), "--private",
+        timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, output(p)
+    compared = {}
+    kinds = ("heap", "ordinary", "private")
+    for line in p.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 7 and cells[1] in kinds:
+            compared[cells[0], cells[1]] = cells
+    assert set(compared) == {(s, k) for s in ("512K", "1M", "2M") for k in kinds}, p.stdout
+    # The table's "ordinary" entries are measured on private buffers; np.empty arrays of
+    # these sizes are in the shared-array arena, served like heap ones (the model).
+    assert compared["1M", "private"][4] == "staging/shifted/temporal", p.stdout
+    for key, cells in compared.items():
+        if key != ("1M", "private"):
+            assert cells[4] == "(alike)", (key, p.stdout)  # the model serves the rest
+        assert re.fullmatch(r"\d+\.\d\dx( ✗)?", cells[6]), cells
+    assert "worst tuned/model where the tables differ: " in p.stdout
+    assert "worst tuned/model where they select alike (this launch's noise): " in p.stdout
+    # a table without an entry for the process count is refused before launching
+    p = cli("bench", "alltoall", "-n", "3", "--table", str(path), "--launcher", "standalone", timeout=30)
+    assert p.returncode == 2 and "no alltoall entry for 3 ranks" in p.stderr, output(p)
+
+
 def _entries(path: Path) -> list[list[Any]]:
     return [e["nprocs"] for e in table.load(path)["operations"]["alltoall"]]
 
@@ -288,9 +340,10 @@ def test_tune_under_mpiexec(tmp_path: Path) -> None:
 
 # -- resume, time limit --------------------------------------------------------------
 def _fake(size: int, kind: str, algo: str, median: float) -> dict[str, Any]:
+    order, store = ("-", "-") if algo == build.MODEL else ("shifted", "hybrid")
     return {
-        "nprocs": 2, "bytes": size, "buffers": kind, "algorithm": algo, "order": "shifted",
-        "store": "hybrid", "median_us": median, "p90_us": median * 1.5, "p99_us": median * 2,
+        "nprocs": 2, "bytes": size, "buffers": kind, "algorithm": algo, "order": order,
+        "store": store, "median_us": median, "p90_us": median * 1.5, "p99_us": median * 2,
         "iterations": 100, "outliers": False, "valid": True,
     }  # fmt: skip
 
@@ -326,11 +379,12 @@ def test_tune_resume_keeps_the_checkpointed_cells(tmp_path: Path) -> None:
         assert by_key[tuner.cell_key(r)]["median_us"] == r["median_us"], r
     fresh = [r for r in recs if r["bytes"] == 64 and r["median_us"] != 0.002]
     assert fresh and all(r["iterations"] >= 10 and r["median_us"] > 0.01 for r in fresh if "error" not in r)
-    # the table is built from the kept cells: staging wins both sizes, one merged range
-    sizes = doc["operations"]["alltoall"][0]["sizes"]
-    assert sizes == [
-        {"bytes": [0, "inf"], "choices": [{"algorithm": "staging", "order": "shifted", "store": "hybrid"}]}
-    ]
+    # the table is built from the kept cells: staging beats the model for private buffers
+    # at both sizes (where the model lists inline, so the table cannot run it as measured)
+    decided = {(o.bytes, o.buffers): o for o in build.decisions_of(doc)}
+    for size in (8, 64):
+        assert decided[size, "ordinary"].choice == "staging/shifted/hybrid", decided[size, "ordinary"]
+    assert decided[8, "heap"].why == "within the spread"  # the model's kept 5000 µs is the best
     assert not checkpoint.exists()
 
 

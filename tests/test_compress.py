@@ -486,15 +486,31 @@ def test_a_range_with_only_compressed_is_rejected(tmp_path: Path) -> None:
 
 
 def test_tuner_lists_compressed_first_only_where_it_wins() -> None:
-    from shmcoll.tuning.tuner import coll_choice_list, op_candidates
+    from shmcoll.tuning.build import MODEL, build_document
+    from shmcoll.tuning.tuner import op_candidates
+
+    size = 1 << 20
 
     def cell(algo: str, kind: str, us: float) -> dict[str, Any]:
-        return {"algorithm": algo, "buffers": kind, "median_us": us}
+        return {"op": "allreduce", "nprocs": 2, "bytes": size, "buffers": kind, "algorithm": algo,
+                "order": "-", "store": "-", "median_us": us}  # fmt: skip
 
-    cells = [cell("direct", "heap", 10.0), cell("cma", "ordinary", 12.0), cell("staging", "ordinary", 20.0)]
-    assert coll_choice_list([*cells, cell("compressed", "ordinary", 9.0)])[0] == "compressed"
-    slow = coll_choice_list([*cells, cell("compressed", "ordinary", 11.0)])
-    assert "compressed" not in slow and slow[-1] == "staging"
+    cells = [cell(MODEL, "heap", 10.0), cell("direct", "heap", 10.0), cell(MODEL, "ordinary", 12.0)]
+    cells += [cell("cma", "ordinary", 12.0), cell("staging", "ordinary", 20.0)]
+
+    def listed(compressed_us: float) -> list[str]:
+        doc = build_document([*cells, cell("compressed", "ordinary", compressed_us)], "quick")
+        table.validate(doc, "synthetic")
+        entry = doc["operations"]["allreduce"][0]
+        assert table.coll_rows(entry)[-1][0] is None  # every size has a row
+        lo_hi = [(s["bytes"][0], s["bytes"][1]) for s in entry["sizes"]]
+        k = next(i for i, (lo, hi) in enumerate(lo_hi) if lo <= size and (hi == "inf" or size <= hi))
+        row = entry["sizes"][k]
+        return [c["algorithm"] for c in row["choices"]]
+
+    assert listed(9.0)[0] == "compressed"  # 25% faster than the model
+    slow = listed(11.5)  # within the 5% margin
+    assert "compressed" not in slow and "staging" in slow
     assert ("compressed", "-", "-") in op_candidates("allreduce", "quick", '{"id": "x"}')
     assert ("compressed", "-", "-") not in op_candidates("reduce", "quick", '{"id": "x"}')
     assert ("compressed", "-", "-") not in op_candidates("allreduce", "quick", None)

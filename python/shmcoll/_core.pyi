@@ -32,6 +32,7 @@ __all__ = [
     "check_table",
     "coll_algorithms",
     "coll_model_table",
+    "coll_resolve",
     "copy",
     "machine",
     "model_table",
@@ -47,6 +48,7 @@ __all__ = [
     "settings",
     "shared_arrays_info",
     "vector_spec",
+    "wants_inline",
     "whole_spec",
     "zfp_compressed_size",
     "zfp_decode",
@@ -389,6 +391,20 @@ def resolve(
     cma_ok: bool = True,
 ) -> tuple[str, str, str, int, int]:
     """What `rows` selects for such a call: (algorithm, order, store, nt_threshold, chunk_bytes)."""
+
+def wants_inline(rows: list[_RangeRow], nranks: int, max_block: int) -> bool:
+    """Whether ranks sending blocks of up to `max_block` bytes write their inline payload
+    before arriving under `rows` (gaps fall back to the model)."""
+
+def coll_resolve(
+    rows: list[tuple[int | None, list[str]]],
+    bytes: int,
+    in_heap: bool,
+    inline_fits: bool,
+    cma_ok: bool = True,
+) -> tuple[str, bool]:
+    """What a collective's `rows` select for such a call: (algorithm, whether ranks write
+    their inline payload before arriving)."""
 
 def reduction_supported(op: str, dtype: str) -> bool:
     """Whether the reduction kernels combine `dtype` (a NumPy name) with `op`."""

@@ -169,6 +169,14 @@ def _bench_options(size_help: str) -> Any:
 @click.option(
     "--profile", default=None, help="take the sizes from a workload profile (see `shmcoll profiles`)"
 )
+@click.option(
+    "--table",
+    "table_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="also run this tuned table against the model in the same launch (interleaved) and print "
+    "tuned/model per size",
+)
 def bench_alltoall(
     nprocs: int,
     sizes: str,
@@ -192,9 +200,21 @@ def bench_alltoall(
     no_floors: bool,
     plot_path: str | None,
     profile: str | None,
+    table_path: str | None,
 ) -> None:
     """Alltoall latency: shmcoll (automatic and forced choices) against MPI's Alltoall."""
     from .bench.alltoall import Options, options_json
+
+    if table_path is not None:
+        from .bench.against_model import tuned_rows
+        from .errors import ShmcollError
+
+        try:
+            tuned_rows(table_path, nprocs)
+        except ShmcollError as e:
+            raise click.BadParameter(str(e), param_hint="--table") from e
+        if no_heap or no_ordinary:
+            raise click.UsageError("--table compares heap and ordinary buffers: drop --no-heap/--no-ordinary")
 
     if profile is not None:
         from .errors import ShmcollError
@@ -234,6 +254,7 @@ def bench_alltoall(
         ceiling=not no_ceiling,
         plot=plot_path,
         machine=_machine_floors(no_floors),
+        table=table_path,
     )
     _launch_bench("shmcoll.bench.alltoall", options_json(opts), nprocs, launcher, mpiexec, no_mpi)
 
@@ -667,6 +688,11 @@ def tune(
     click.echo(f"wrote {doc['_path']} ({len(doc.get('measurements', []))} cells measured)")
     if doc.get("comment"):
         click.echo(doc["comment"])
+    from .tuning.build import decisions_of
+    from .tuning.report import lines
+
+    for line in lines(decisions_of(doc)):
+        click.echo(line)
 
 
 @main.command()

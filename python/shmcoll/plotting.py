@@ -132,31 +132,39 @@ def plot_copy(rows: list[dict[str, Any]], path: str | Path) -> None:
 
 
 def plot_tuning(doc: dict[str, Any], path: str | Path) -> None:
-    """Every candidate's latency against size, per process count and buffer kind; the
-    winner of each size marked."""
+    """Every candidate's latency against size, per operation, process count and buffer
+    kind; where a candidate replaced the model (the table's decisions), it is marked."""
     plt = _pyplot()
     recs = [
         r for r in doc.get("measurements", []) if not r.get("error") and r.get("median_us") not in (None, "")
     ]
-    groups = sorted({(int(r["nprocs"]), r["buffers"]) for r in recs})
+    groups = sorted({(r.get("op", "alltoall"), int(r["nprocs"]), r["buffers"]) for r in recs})
     if not groups:
         raise ArgumentError("nothing to plot: no measurements")
+    changed = {
+        (d["op"], d["nprocs"], d["buffers"], d["bytes"]): d["choice"]
+        for d in doc.get("decisions", [])
+        if d.get("why") == "faster"
+    }
     fig, axes = plt.subplots(1, len(groups), figsize=(6.5 * len(groups), 5), squeeze=False)
-    for ax, (p, kind) in zip(axes[0], groups, strict=True):
-        mine = [r for r in recs if int(r["nprocs"]) == p and r["buffers"] == kind]
+    for ax, (op, p, kind) in zip(axes[0], groups, strict=True):
+        mine = [r for r in recs if (r.get("op", "alltoall"), int(r["nprocs"]), r["buffers"]) == (op, p, kind)]
         sizes = sorted({int(r["bytes"]) for r in mine})
         series: dict[str, dict[int, float]] = defaultdict(dict)
         for r in mine:
-            series[f"{r['algorithm']}/{r['order']}/{r['store']}"][int(r["bytes"])] = float(r["median_us"])
+            label = "/".join(x for x in (r["algorithm"], r["order"], r["store"]) if x != "-")
+            series[label][int(r["bytes"])] = float(r["median_us"])
         for label, pts in sorted(series.items()):
             xs = [s for s in sizes if s in pts]
-            ax.plot([max(x, 1) for x in xs], [pts[s] for s in xs], marker=".", lw=0.8, label=label)
+            style = {"color": "k", "lw": 2.0} if label == "model" else {"lw": 0.8}
+            ax.plot([max(x, 1) for x in xs], [pts[s] for s in xs], marker=".", label=label, **style)
         for s in sizes:
-            best = min((pts[s], lab) for lab, pts in series.items() if s in pts)
-            ax.plot([max(s, 1)], [best[0]], "k*", ms=9)
+            won = changed.get((op, p, kind, s))
+            if won is not None and s in series.get(won, {}):
+                ax.plot([max(s, 1)], [series[won][s]], "k*", ms=9)
         ax.set_yscale("log")
         _size_axis(ax, [max(s, 1) for s in sizes])
-        ax.set_title(f"{p} ranks, {kind} buffers (★ = winner)")
+        ax.set_title(f"{op}, {p} ranks, {kind} buffers (★ = replaces the model)")
         ax.set_xlabel("bytes per rank")
         ax.set_ylabel("median latency (µs)")
         ax.legend(fontsize=6, ncol=2)

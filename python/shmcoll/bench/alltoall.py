@@ -49,6 +49,7 @@ class Options:
     #: The machine's state measured before the launch (machine_state.MachineState as a
     #: dict): each size's floor and the ratio to it go into the table.
     machine: dict[str, Any] | None = None
+    table: str | None = None  # a tuned table to run against the model (against_model.py)
 
 
 def iterations(opts: Options, size: int, p: int) -> tuple[int, int]:
@@ -183,6 +184,8 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
     if opts.before:  # every size's arrays, allocated while no communicator exists
         n = mpi_comm.Get_size() if mpi_comm is not None else int(os.environ.get("SHMCOLL_SIZE", "1"))
         pool = {size: (np.empty(size * n, np.uint8), np.empty(size * n, np.uint8)) for size in opts.sizes}
+    if opts.table:
+        os.environ["SHMCOLL_TUNING_FILE"] = "none"  # the communicator binds the model
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
     variants: list[Variant] = []
@@ -202,11 +205,26 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         algo, order, store = ([*spec.split("/"), "", ""])[:3]
         forced = {k: v for k, v in (("algorithm", algo), ("order", order), ("store", store)) if v}
         variants.append(_make_variant(f"heap {spec}", comm, None, True, True, forced))
+    if opts.table:
+        from . import against_model
+
+        tuned = against_model.tuned_rows(opts.table, p)
+        model = comm._table()[1]
+        variants = [v if v.peer else against_model.bound(v, comm, model, "model") for v in variants]
+        for label, heap, private in (("tuned", False, False), ("tuned heap", True, False)) + (
+            (("tuned private", False, True),) if opts.private else ()
+        ):
+            v = _make_variant(label, comm, None, heap, heap, None, private=private)
+            variants.append(against_model.bound(v, comm, tuned, opts.table))
+    automatic = ("shmcoll", "shmcoll heap", "shmcoll private", "tuned", "tuned heap", "tuned private")
 
     rows: list[dict[str, Any]] = []
     for size in opts.sizes:
         iters, warmup = iterations(opts, size, p)
-        measure(comm.Barrier, variants, size, iters, warmup, opts.rounds, opts.validate)
+        # (the tuned table and the model always interleaved, however many variants)
+        measure(
+            comm.Barrier, variants, size, iters, warmup, opts.rounds, opts.validate, bool(opts.table) or None
+        )
         for v in variants:
             if v.error is not None:
                 row = {"bytes": size, "variant": v.label, "error": v.error}
@@ -230,7 +248,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         # every rank sizes its buffers alike, so a failure here happens on every rank
         failed = {r["variant"] for r in rows if r["bytes"] == size and "error" in r}
         for v in variants:
-            if v.label in ("shmcoll", "shmcoll heap") and v.label not in failed:
+            if v.label in automatic and v.label not in failed:
                 try:
                     st = v.setup(size)
                     v.bind(st)()
@@ -325,6 +343,10 @@ def report(
 
         plot_bench(rows, p, opts.plot)
         console.print(f"wrote {opts.plot}")
+    if opts.table:
+        from .against_model import report as against
+
+        against(rows, opts.sizes)
     if opts.json_out:
         with open(opts.json_out, "w") as f:
             json.dump({"nranks": p, "peer": peer, "nt_ceiling_gbs": ceiling, "rows": rows}, f, indent=1)

@@ -3,18 +3,19 @@ collectives).
 
 The parent process launches the ranks for each process count (standalone launcher, or
 mpiexec), shows a progress bar fed by the checkpoint file, and builds the table at the
-end. The ranks sweep every (block size, buffer kind, candidate) cell: buffers rewritten
-before every iteration, an untimed barrier between iterations, candidates of one size
-interleaved over rounds (so that drifts of a shared machine hit them alike), the slowest
-rank's time per iteration, medians over iterations. Rank 0 appends each finished size to
-the checkpoint (JSON lines); `--resume` skips the cells already there, so an interrupted
-run continues where it stopped.
+end (build.py, by the rule of decide.py). The ranks sweep every (block size, buffer kind,
+candidate) cell, the model's own choice among the candidates: buffers rewritten before
+every iteration, an untimed barrier between iterations, the candidates of one size and
+kind interleaved over rounds with the model beside them (so that drifts of a shared
+machine hit them alike), the slowest rank's time per iteration, medians over iterations
+and per round. Rank 0 appends each finished size to the checkpoint (JSON lines);
+`--resume` skips the cells already there, so an interrupted run continues where it
+stopped.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -26,14 +27,19 @@ import numpy as np
 
 from .. import _core
 from . import table
+from .build import COLL_HEAP_ONLY, HEAP_ONLY, KINDS, MODEL, build_document
 
 #: Effort levels: block sizes and candidates swept.
 EFFORTS = ("quick", "measure", "exhaustive")
 
-HEAP_ONLY = {"push": "recv", "pull": "send"}
 #: The collectives' algorithms (bench names of the operations: table.COLL_OPERATIONS).
 COLL_ALGORITHMS = ("inline", "direct", "cma", "staging")
-COLL_HEAP_ONLY = ("direct",)
+#: The model's own choice (nothing forced), a candidate in every cell.
+MODEL_CANDIDATE = (MODEL, "-", "-")
+#: Bytes of buffers one interleaved batch of a cell may hold on a rank (send and receive
+#: buffers of each candidate); cells with more candidates run in several batches, each
+#: with the model beside its candidates.
+BATCH_BYTES = 256 << 20
 
 
 def default_sizes(effort: str) -> list[int]:
@@ -45,13 +51,16 @@ def default_sizes(effort: str) -> list[int]:
 
 
 def candidates(effort: str) -> list[tuple[str, str, str]]:
+    """Alltoall's candidates at an effort level: the model's own choice, then forced ones."""
     algos = [a for a, _ in _core.algorithms()[0]]
     orders, stores = _core.algorithms()[1], _core.algorithms()[2]
     if effort == "quick":
-        return [(a, "shifted", "hybrid") for a in algos]
-    if effort == "measure":
-        return [(a, "shifted", s) for a in algos for s in stores]
-    return [(a, o, s) for a in algos for o in orders for s in stores]
+        forced = [(a, "shifted", "hybrid") for a in algos]
+    elif effort == "measure":
+        forced = [(a, "shifted", s) for a in algos for s in stores]
+    else:
+        forced = [(a, o, s) for a in algos for o in orders for s in stores]
+    return [MODEL_CANDIDATE, *forced]
 
 
 def kinds_for(algo: str, op: str = "alltoall") -> list[str]:
@@ -71,7 +80,7 @@ def op_candidates(op: str, effort: str, compress: str | None = None) -> list[tup
     if op == "alltoall":
         return candidates(effort)
     extra = [(table.COMPRESSED, "-", "-")] if compress and op in TUNED_COMPRESSIBLE else []
-    return [(a, "-", "-") for a in COLL_ALGORITHMS] + extra
+    return [MODEL_CANDIDATE, *((a, "-", "-") for a in COLL_ALGORITHMS), *extra]
 
 
 @dataclass
@@ -82,14 +91,16 @@ class Plan:
     checkpoint: str
     deadline: float  # epoch seconds; 0 = none
     iters: int = 300
-    rounds: int = 3
+    rounds: int = 5
     skip: list[list[Any]] = field(default_factory=list)  # cells already measured
     ops: list[str] = field(default_factory=lambda: ["alltoall"])
     effort: str = "quick"
     compress: str | None = None  # codec configuration (JSON) of the compressed candidate
 
     def op_cands(self, op: str) -> list[tuple[str, str, str]]:
-        return self.cands if op == "alltoall" else op_candidates(op, self.effort, self.compress)
+        # (tuples again: the plan reaches the ranks as JSON)
+        cands = [(a, o, s) for a, o, s in self.cands]
+        return cands if op == "alltoall" else op_candidates(op, self.effort, self.compress)
 
     def cells(self) -> list[tuple[str, int, str, str, str, str]]:
         return [
@@ -99,6 +110,10 @@ class Plan:
             for (a, o, st) in self.op_cands(op)
             for k in kinds_for(a, op)
         ]
+
+
+#: The fields that name a cell, in cell_key's order.
+CELL_FIELDS = ("op", "nprocs", "bytes", "buffers", "algorithm", "order", "store")
 
 
 def cell_key(rec: dict[str, Any]) -> tuple[Any, ...]:
@@ -134,12 +149,56 @@ def worker(plan: Plan) -> None:
 
     from ..bench import collective
     from ..bench.alltoall import _make_variant, gather_times
-    from ..bench.harness import measure, summarize
+    from ..bench.harness import Variant, measure
+    from ..bench.stats import Summary
     from ..tuning.lookup import INTERNAL
 
     comm = shmcoll.Comm()
     p = comm.size
     done = {tuple(k) for k in plan.skip}
+
+    def variant(op: str, size: int, kind: str, a: str, o: str, st: str) -> Variant:
+        # "ordinary": buffers private to each rank, outside the shared-array arena (arena
+        # buffers are reached like heap ones, and the table's lists tell the two apart).
+        heap = kind == "heap"
+        label = f"{kind}|{a}|{o}|{st}"
+        if op == "alltoall":
+            forced = None if a == MODEL else {"algorithm": a, "order": o, "store": st}
+            return _make_variant(label, comm, None, heap, heap, forced, private=not heap)
+        if a == table.COMPRESSED:
+            from ..codecs import get_codec
+
+            copts = collective.Options(op=op, sizes=[size], compress=plan.compress)
+            codec = get_codec(json.loads(plan.compress or "{}"))
+            return collective.make_variant(copts, label, comm, None, heap, None, codec, private=not heap)
+        copts = collective.Options(op=op, sizes=[size])
+        algo = None if a == MODEL else a
+        return collective.make_variant(copts, label, comm, None, heap, algo, private=not heap)
+
+    def result(v: Variant) -> dict[str, Any]:
+        """The variant's figures over all ranks (every rank takes part, failed ones too)."""
+        t = np.array(v.times if v.error is None else [], np.float64)
+        n = np.array([t.size] * p, np.int64)
+        counts = np.empty_like(n)
+        comm.Alltoall(n, counts, **INTERNAL)
+        if v.error is not None or counts.min() == 0:
+            return {"error": v.error or "no samples"}
+        slowest = gather_times(comm, t[: int(counts.min())]).max(axis=0)
+        s = Summary.of(slowest)
+        rounds = [float(np.median(c)) * 1e6 for c in np.array_split(slowest, plan.rounds) if c.size]
+        rec: dict[str, Any] = {
+            "median_us": s.median_us,
+            "p90_us": s.p90_us,
+            "p99_us": s.p99_us,
+            "iterations": s.n,
+            "outliers": bool(s.p99_us > 3 * s.median_us),
+            "valid": v.valid,
+            "rounds_us": rounds,
+        }
+        if v.valid is False:
+            rec["error"] = "wrong result"
+        return rec
+
     for op, size in [(op, size) for op in plan.ops for size in plan.sizes]:
         # Rank 0 decides whether time is left; everyone follows (a collective decision).
         go = np.full(p, 1 if (plan.deadline == 0 or time.time() < plan.deadline) else 0, np.uint8)
@@ -147,65 +206,38 @@ def worker(plan: Plan) -> None:
         comm.Alltoall(go, got, **INTERNAL)
         if not got[0]:
             break
-        variants = []
-        for a, o, st in plan.op_cands(op):
-            for kind in kinds_for(a, op):
-                if (op, p, size, kind, a, o, st) in done:
-                    continue
-                heap = kind == "heap"
-                label = f"{kind}|{a}|{o}|{st}"
-                if op == "alltoall":
-                    forced = {"algorithm": a, "order": o, "store": st}
-                    v = _make_variant(label, comm, None, heap, heap, forced)
-                elif a == table.COMPRESSED:
-                    from ..codecs import get_codec
-
-                    copts = collective.Options(op=op, sizes=[size], compress=plan.compress)
-                    codec = get_codec(json.loads(plan.compress or "{}"))
-                    v = collective.make_variant(copts, label, comm, None, heap, None, codec)
-                else:
-                    copts = collective.Options(op=op, sizes=[size])
-                    v = collective.make_variant(copts, label, comm, None, heap, a)
-                variants.append(v)
-        if not variants:
-            continue
         small = size * p <= 64 << 10
-        iters = plan.iters if small else max(10, plan.iters // 10)
-        interleave = 2 * p * size * len(variants) <= 256 << 20
-        measure(comm.Barrier, variants, size, iters, 2 if not small else 20, plan.rounds, True, interleave)
+        iters = plan.iters if small else max(8 * plan.rounds, plan.iters // 10)
+        # Per batch: the model and the candidates whose buffers fit beside it.
+        per_batch = max(1, BATCH_BYTES // max(1, 2 * p * size) - 1)
         records = []
-        for v in variants:
-            kind, a, o, st = v.label.split("|")
-            rec: dict[str, Any] = {
-                "op": op,
-                "nprocs": p,
-                "bytes": size,
-                "buffers": kind,
-                "algorithm": a,
-                "order": o,
-                "store": st,
-            }
-            # every rank must take part in the gather, failed variants too
-            t = np.array(v.times if v.error is None else [], np.float64)
-            n = np.array([t.size] * p, np.int64)
-            counts = np.empty_like(n)
-            comm.Alltoall(n, counts, **INTERNAL)
-            if v.error is not None or counts.min() == 0:
-                rec["error"] = v.error or "no samples"
-            else:
-                s = summarize(gather_times(comm, t[: int(counts.min())]))
-                rec.update(
-                    median_us=s.median_us,
-                    p90_us=s.p90_us,
-                    p99_us=s.p99_us,
-                    iterations=s.n,
-                    outliers=bool(s.p99_us > 3 * s.median_us),
-                    valid=v.valid,
-                )
-                if v.valid is False:
-                    rec["error"] = "wrong result"
-            v.error = None
-            records.append(rec)
+        for kind in KINDS:
+            key = (op, p, size, kind)
+            cands = [
+                c
+                for c in plan.op_cands(op)
+                if c != MODEL_CANDIDATE and kind in kinds_for(c[0], op) and (*key, *c) not in done
+            ]
+            model_done = (*key, *MODEL_CANDIDATE) in done
+            if not cands and model_done:
+                continue
+            for b in range(0, max(1, len(cands)), per_batch):
+                model = variant(op, size, kind, *MODEL_CANDIDATE)
+                batch = [model, *(variant(op, size, kind, *c) for c in cands[b : b + per_batch])]
+                measure(comm.Barrier, batch, size, iters, 20 if small else 2, plan.rounds, True, True)
+                beside = result(model)
+                if b == 0 and not model_done:
+                    # The model's table as the ranks bound it, for the table builder.
+                    rows = comm._table()[1] if op == "alltoall" else comm._coll_table(table.FAMILY[op])
+                    names = dict(zip(CELL_FIELDS, (*key, *MODEL_CANDIDATE), strict=True))
+                    records.append({**names, **beside, "model_rows": rows})
+                for v in batch[1:]:
+                    names = dict(zip(CELL_FIELDS, (*key, *v.label.split("|")[1:]), strict=True))
+                    rec = {**names, **result(v)}
+                    if "error" not in beside:
+                        rec["model_median_us"] = beside["median_us"]
+                        rec["model_rounds_us"] = beside["rounds_us"]
+                    records.append(rec)
         if comm.rank == 0:
             with open(plan.checkpoint, "a") as f:
                 for rec in records:
@@ -217,102 +249,6 @@ def worker_main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     worker(Plan(**json.loads(args[0])))
     return 0
-
-
-# -- building the table ---------------------------------------------------------------
-def _boundaries(sizes: list[int]) -> list[tuple[int, int | None]]:
-    """Cut the size axis at the geometric midpoints between measured sizes."""
-    out: list[tuple[int, int | None]] = []
-    for i, _ in enumerate(sizes):
-        lo = 0 if i == 0 else math.isqrt(sizes[i - 1] * sizes[i]) + 1
-        hi = None if i == len(sizes) - 1 else math.isqrt(sizes[i] * sizes[i + 1])
-        out.append((lo, hi))
-    return out
-
-
-def choice_list(cells: list[dict[str, Any]]) -> list[table.CandidateRow]:
-    """The ordered candidates for one (process count, size): the heap-only algorithms that
-    beat the best candidate for ordinary buffers (fastest first), then that candidate,
-    then staging (it serves everything, in-place calls included)."""
-    ok = [c for c in cells if "error" not in c and c.get("median_us") is not None]
-    ordinary = sorted((c for c in ok if c["buffers"] == "ordinary"), key=lambda c: c["median_us"])
-    heap = sorted((c for c in ok if c["buffers"] == "heap"), key=lambda c: c["median_us"])
-    row = lambda c: (c["algorithm"], c["order"], c["store"], None, None)  # noqa: E731
-    out: list[table.CandidateRow] = []
-    best_ord = ordinary[0] if ordinary else None
-    for c in heap:
-        if best_ord is not None and c["median_us"] >= best_ord["median_us"]:
-            break
-        if c["algorithm"] in HEAP_ONLY and all(r[0] != c["algorithm"] for r in out):
-            out.append(row(c))
-    if best_ord is not None:
-        out.append(row(best_ord))
-    if all(r[0] != "staging" for r in out):
-        st = [c for c in ordinary if c["algorithm"] == "staging"]
-        out.append(row(st[0]) if st else ("staging", "shifted", "hybrid", None, None))
-    return out
-
-
-def coll_choice_list(cells: list[dict[str, Any]]) -> list[str]:
-    """The ordered algorithms of a collective for one (process count, size): `direct`
-    first when it beats the best for private buffers on heap buffers, then that best, then
-    the rest that serve private buffers, staging last (it serves everything)."""
-    ok = [c for c in cells if "error" not in c and c.get("median_us") is not None]
-    compressed = [c for c in ok if c["algorithm"] == table.COMPRESSED]
-    ok = [c for c in ok if c["algorithm"] != table.COMPRESSED]
-    ordinary = sorted((c for c in ok if c["buffers"] == "ordinary"), key=lambda c: c["median_us"])
-    heap = sorted((c for c in ok if c["buffers"] == "heap"), key=lambda c: c["median_us"])
-    out: list[str] = []
-    # Compressed calls first where they beat every uncompressed way of serving the call.
-    best = min((c["median_us"] for c in ok), default=None)
-    if compressed and best is not None and compressed[0]["median_us"] < best:
-        out.append(table.COMPRESSED)
-    heap_wins = heap and (not ordinary or heap[0]["median_us"] < ordinary[0]["median_us"])
-    if heap_wins and heap[0]["algorithm"] in COLL_HEAP_ONLY:
-        out.append(heap[0]["algorithm"])
-    out += [c["algorithm"] for c in ordinary if c["algorithm"] not in out and c["algorithm"] != "staging"]
-    return [*out, "staging"]
-
-
-def build_coll_entries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    entries = []
-    for p in sorted({r["nprocs"] for r in records}):
-        recs = [r for r in records if r["nprocs"] == p]
-        sizes = sorted({r["bytes"] for r in recs})
-        rows: list[table.CollRow] = []
-        for (_, hi), s in zip(_boundaries(sizes), sizes, strict=True):
-            lst = coll_choice_list([r for r in recs if r["bytes"] == s])
-            if rows and rows[-1][1] == lst:
-                rows[-1] = (hi, lst)
-            else:
-                rows.append((hi, lst))
-        entries.append({"nprocs": [p, p], "sizes": table.coll_rows_to_sizes(rows)})
-    return entries
-
-
-def build_document(records: list[dict[str, Any]], effort: str) -> dict[str, Any]:
-    doc = table.new_document("measured", effort)
-    for op in table.COLL_OPERATIONS:
-        recs = [r for r in records if r.get("op") == op]
-        if recs:
-            doc["operations"][op] = build_coll_entries(recs)
-    entries = []
-    a2a = [r for r in records if r.get("op", "alltoall") == "alltoall"]
-    for p in sorted({r["nprocs"] for r in a2a}):
-        recs = [r for r in a2a if r["nprocs"] == p]
-        sizes = sorted({r["bytes"] for r in recs})
-        lists = [choice_list([r for r in recs if r["bytes"] == s]) for s in sizes]
-        rows: list[table.RangeRow] = []
-        for (lo, hi), lst in zip(_boundaries(sizes), lists, strict=True):
-            if rows and rows[-1][2] == lst:
-                rows[-1] = (rows[-1][0], hi, lst)  # merge with the previous range
-            else:
-                rows.append((lo, hi, lst))
-        entries.append({"nprocs": [p, p], "sizes": table.rows_to_sizes(rows)})
-    if entries:
-        doc["operations"]["alltoall"] = entries
-    doc["measurements"] = records
-    return doc
 
 
 # -- the parent -----------------------------------------------------------------------

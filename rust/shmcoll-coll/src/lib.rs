@@ -25,7 +25,9 @@ pub mod tuning_file;
 pub use alltoall::{AlltoallCall, Blocks, RawBuf, Settled};
 pub use collectives::model_coll_table;
 pub use collectives::select::CollRow;
-pub use collectives::{CollAlgo, CollCall, CollChoice, CollOp, CollSettled, CollTable, CollTables};
+pub use collectives::{
+    CollAlgo, CollCall, CollChoice, CollFacts, CollOp, CollSettled, CollTable, CollTables,
+};
 pub use comm::{Comm, HeapBlock, Stats};
 pub use config::{Config, SETTINGS};
 pub use error::{Error, ErrorKind, Result};

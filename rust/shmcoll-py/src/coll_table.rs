@@ -4,7 +4,7 @@
 
 use pyo3::prelude::*;
 
-use shmcoll_coll::{model_coll_table, CollAlgo, CollOp, CollRow, CollTable, Error};
+use shmcoll_coll::{model_coll_table, CollAlgo, CollFacts, CollOp, CollRow, CollTable, Error};
 
 use crate::errors::to_py;
 
@@ -81,6 +81,38 @@ pub fn coll_model_table(
         inline_bytes,
         staging_bytes,
     )))
+}
+
+/// What `rows` select for a call whose largest contribution is `bytes`, every rank's
+/// buffers in the heap (`in_heap`) or not, the payload fitting the inline area
+/// (`inline_fits`) or not: (algorithm, whether ranks write their inline payload before
+/// arriving). The tuner checks its rows with it.
+#[pyfunction]
+#[pyo3(signature = (rows, bytes, in_heap, inline_fits, cma_ok=true))]
+pub fn coll_resolve(
+    py: Python<'_>,
+    rows: Vec<CollRowPy>,
+    bytes: usize,
+    in_heap: bool,
+    inline_fits: bool,
+    cma_ok: bool,
+) -> PyResult<(String, bool)> {
+    let t = from_rows(py, rows)?;
+    let wants_inline = t.wants_inline(bytes, in_heap);
+    let facts = CollFacts {
+        bytes,
+        all_inline_written: wants_inline && inline_fits,
+        inline_capacity: 0,
+        first_outside_heap: (!in_heap).then_some(0),
+        cma_ok,
+    };
+    let algo = t.choose(&facts).ok_or_else(|| {
+        to_py(
+            py,
+            Error::Unsupported("no algorithm of these rows can serve the call".into()),
+        )
+    })?;
+    Ok((algo.name().to_string(), wants_inline))
 }
 
 /// Names and descriptions of the collectives' algorithms.

@@ -128,6 +128,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coll_table::coll_algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(table::check_table, m)?)?;
     m.add_function(wrap_pyfunction!(table::resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(table::wants_inline, m)?)?;
+    m.add_function(wrap_pyfunction!(coll_table::coll_resolve, m)?)?;
     codec_zfp::register(m)?;
     codec_misc::register(m)?;
     m.add("SEGMENT_PREFIX", shmcoll_shm::NAME_PREFIX)?;

@@ -121,3 +121,18 @@ pub fn resolve(
         c.chunk_bytes,
     ))
 }
+
+/// Whether ranks sending blocks of up to `max_block` bytes write their inline payload
+/// before arriving under `rows` (the range holding the size lists `inline`; gaps fall
+/// back to the model). The tuner checks its rows with it.
+#[pyfunction]
+pub fn wants_inline(
+    py: Python<'_>,
+    rows: Vec<RangeRow>,
+    nranks: usize,
+    max_block: usize,
+) -> PyResult<bool> {
+    let mut sel = shmcoll_coll::Selection::model(shmcoll_kernels::hw::machine(), nranks);
+    sel.table = from_rows(rows).map_err(|e| crate::errors::to_py(py, e))?;
+    Ok(sel.wants_inline(max_block))
+}

@@ -472,15 +472,9 @@ impl Comm {
                 }),
             };
         }
-        let t = self.coll_tables.get(op.family());
-        t.candidates(f.bytes)
-            .iter()
-            .chain(&[CollAlgo::Direct, CollAlgo::Cma, CollAlgo::Staging])
-            .copied()
-            .find(|a| a.restriction(f).is_none())
-            .ok_or_else(|| {
-                Error::Unsupported(format!("no algorithm can serve this {} call", op.name()))
-            })
+        self.coll_tables.get(op.family()).choose(f).ok_or_else(|| {
+            Error::Unsupported(format!("no algorithm can serve this {} call", op.name()))
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 
 use shmcoll_kernels::hw::Machine;
 
-use super::{CollAlgo, CollOp, TINY};
+use super::{CollAlgo, CollFacts, CollOp, TINY};
 
 /// One row: contributions of up to `max_bytes` (inclusive) try `candidates` in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +36,16 @@ impl CollTable {
             .iter()
             .find(|r| bytes <= r.max_bytes)
             .map_or(&[], |r| r.candidates.as_slice())
+    }
+
+    /// The algorithm selection takes for a call with these facts: the first of the row's
+    /// candidates, then `direct`, `cma` and `staging`, that can serve it.
+    pub fn choose(&self, f: &CollFacts) -> Option<CollAlgo> {
+        self.candidates(f.bytes)
+            .iter()
+            .chain(&[CollAlgo::Direct, CollAlgo::Cma, CollAlgo::Staging])
+            .copied()
+            .find(|a| a.restriction(f).is_none())
     }
 
     /// Whether a rank contributing `bytes` should copy them inline before arriving: when
@@ -269,6 +279,35 @@ mod tests {
         for family in [CollOp::Gather, CollOp::Scatter, CollOp::Allgather] {
             assert_eq!(private_choice(family, 64 << 10, 4, 2), Cma, "{family:?}");
         }
+    }
+
+    #[test]
+    fn choose_takes_the_first_candidate_that_serves_then_the_fallbacks() {
+        use CollAlgo::{Cma, Direct, Inline, Staging};
+        let t = CollTable::new(vec![
+            CollRow {
+                max_bytes: 100,
+                candidates: vec![Direct, Inline],
+            },
+            CollRow {
+                max_bytes: 1000,
+                candidates: vec![Cma],
+            },
+        ]);
+        let facts = |bytes, heap: bool, inline: bool, cma_ok| CollFacts {
+            bytes,
+            all_inline_written: inline,
+            inline_capacity: 64,
+            first_outside_heap: (!heap).then_some(0),
+            cma_ok,
+        };
+        assert_eq!(t.choose(&facts(10, true, true, true)), Some(Direct));
+        assert_eq!(t.choose(&facts(10, false, true, true)), Some(Inline));
+        // inline not written: past the row, the fallbacks direct, cma, staging
+        assert_eq!(t.choose(&facts(10, false, false, true)), Some(Cma));
+        assert_eq!(t.choose(&facts(10, false, false, false)), Some(Staging));
+        assert_eq!(t.choose(&facts(500, true, false, true)), Some(Cma));
+        assert_eq!(t.choose(&facts(5000, true, false, true)), Some(Direct));
     }
 
     #[test]
