@@ -241,3 +241,20 @@ def fork_keeps_its_meaning() -> list[str]:
 def test_fork_keeps_its_meaning() -> None:
     # In the test process itself: multiprocessing refuses children of daemonic ranks.
     check_all([fork_keeps_its_meaning()])
+
+
+def test_children_that_exec_are_unaffected() -> None:
+    """subprocess (vfork/posix_spawn, or fork then exec) and an explicit fork + exec run as
+    usual with arena arrays alive, and leave them as they were."""
+    import subprocess
+    import sys
+
+    a = np.full((1 << 19) - 1024, 5.0)  # just under 4 MiB: in the arena
+    assert shmcoll.in_shared_arena(a)
+    assert subprocess.run([sys.executable, "-c", "pass"], check=False).returncode == 0
+    pid = os.fork()
+    if pid == 0:
+        os.execv("/bin/true", ["true"])
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    assert (a == 5.0).all()
