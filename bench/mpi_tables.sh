@@ -10,7 +10,8 @@
 # `python bench/tables_md.py bench/results/*-l*.csv` gives the medians over launches.
 # Before every launch `shmcoll bench machine` records what the machine allowed that minute
 # (<out>.machine.json: handoff, cache-line trip, write ceiling), from which tables_md.py
-# gives each launch's floor: on a shared VM those move by half within minutes.
+# gives each launch's floor (the bench's own floor columns use the same record): on a
+# shared VM those move by half within minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/results
@@ -35,7 +36,8 @@ for mpi in $MPIS; do
                 extra=()
                 [ "$op" = alltoall ] && extra=(--json "$out.json")
                 "$venv/bin/shmcoll" bench machine --json "$out.machine.json"
-                PATH="$PWD/$venv/bin:$PATH" "$venv/bin/shmcoll" bench "$op" -n "$n" -m 8:16M -c \
+                SHMCOLL_BENCH_MACHINE="$out.machine.json" PATH="$PWD/$venv/bin:$PATH" \
+                    "$venv/bin/shmcoll" bench "$op" -n "$n" -m 8:16M -c \
                     --csv "$out.csv" "${extra[@]}" "$@"
             done
         done
