@@ -81,20 +81,33 @@ const STOP: u64 = 0;
 const STAGED: u64 = 1;
 const INLINE: u64 = 2;
 
+/// A value on its own 128 bytes, as the segment's control lines are (shmcoll_shm::layout):
+/// a line written by one side and polled by the other carries nothing else, and the
+/// adjacent-line prefetcher does not pair it with another.
+#[repr(align(128))]
+struct Own<T>(T);
+
+impl<T> std::ops::Deref for Own<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// What the writer (this thread) and the reader (the peer's stand-in) share.
 struct Shared {
     /// Sequence number of the last job posted; `kind` and `len` describe it.
-    job: AtomicU64,
+    job: Own<AtomicU64>,
     kind: AtomicU64,
     len: AtomicU64,
     /// Chunks the writer has put into the ring, over the probe's life.
-    produced: AtomicU64,
+    produced: Own<AtomicU64>,
     /// Chunks the reader has copied out of the ring.
-    consumed: AtomicU64,
+    consumed: Own<AtomicU64>,
     /// The last job the reader finished.
-    done: AtomicU64,
-    slots: [Mutex<Vec<u8>>; 2],
-    area: Mutex<Vec<u8>>,
+    done: Own<AtomicU64>,
+    slots: [Own<Mutex<Vec<u8>>>; 2],
+    area: Own<Mutex<Vec<u8>>>,
     chunk: usize,
     /// Set by the writer when it stops, so that a reader mid-transfer stops too.
     abort: AtomicBool,
@@ -281,14 +294,17 @@ pub fn measure(chunk: usize, budget: Duration, cap: Duration) -> Result<Figures,
     let largest = SIZES[SIZES.len() - 1];
     let chunk = chunk.clamp(64, largest);
     let sh = Shared {
-        job: AtomicU64::new(0),
+        job: Own(AtomicU64::new(0)),
         kind: AtomicU64::new(STOP),
         len: AtomicU64::new(0),
-        produced: AtomicU64::new(0),
-        consumed: AtomicU64::new(0),
-        done: AtomicU64::new(0),
-        slots: [Mutex::new(vec![0x5a; chunk]), Mutex::new(vec![0x5a; chunk])],
-        area: Mutex::new(vec![0x5a; largest]),
+        produced: Own(AtomicU64::new(0)),
+        consumed: Own(AtomicU64::new(0)),
+        done: Own(AtomicU64::new(0)),
+        slots: [
+            Own(Mutex::new(vec![0x5a; chunk])),
+            Own(Mutex::new(vec![0x5a; chunk])),
+        ],
+        area: Own(Mutex::new(vec![0x5a; largest])),
         chunk,
         abort: AtomicBool::new(false),
         deadline: start + cap,
