@@ -710,12 +710,12 @@ def explain(nprocs: int | None) -> None:
 
     from .info import cma_from, cma_from_summary
 
-    c = cma_from()
+    private = cma_from()
     console.print(
-        f"[bold]private buffers take CMA from[/bold] {escape(cma_from_summary(c))}; below it the "
-        "model puts staging ahead of the cma algorithms (heap buffers keep push, pull, direct)"
+        f"[bold]private buffers take CMA from[/bold] {escape(cma_from_summary(private))}; below "
+        "it the model serves them with staging or inline (heap buffers keep push, pull, direct)"
     )
-    _print_probe(console, c)
+    _print_probe(console, private)
     from .tuning.lookup import resolve_coll
     from .tuning.table import COLL_OPERATIONS, COMPRESSIBLE, FAMILY
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{buf, config};
+use common::{buf, config, run_ranks};
 use shmcoll_coll::{
     Algo, AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Config, Forced, RawBuf,
 };
@@ -157,11 +157,9 @@ fn every_rank_uses_the_creator_s_value_whatever_its_own() {
 #[test]
 fn zero_keeps_the_model_s_own_sizes() {
     let p = 2;
-    let out = run_with(
-        &forcing(p, Some(0)),
-        vec![forcing(p, Some(CMA_FROM)); p],
-        |comm| (comm.cma_from(), alltoall(comm, CMA_FROM - 1, false)),
-    );
+    let out = run_ranks(p, forcing(p, Some(0)), |comm| {
+        (comm.cma_from(), alltoall(comm, CMA_FROM - 1, false))
+    });
     assert_eq!(out, vec![(0, Algo::CmaPush); p]);
 }
 

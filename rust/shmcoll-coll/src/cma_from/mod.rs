@@ -1,13 +1,15 @@
 //! Where private buffers start to take CMA: the block size (`cma_from`, bytes) below which
-//! the model tables put staging ahead of the cma algorithms for ordinary (non-shared)
-//! buffers, measured on this machine rather than guessed.
+//! the model tables serve ordinary (non-shared) buffers with staging (or inline) instead of
+//! the cma algorithms, measured on this machine rather than guessed.
 //!
 //! A CMA transfer pays a system call and page pinning per piece; staging pays a second
 //! copy and a handoff per chunk. Which costs less up to which size depends on the
 //! machine (system call cost under the kernel's mitigations, pinning, moving lines
 //! between cores), so a short probe (probe.rs) times both, derive.rs finds the size from
 //! which CMA costs no more, and the figures are cached per machine (cache.rs) so that
-//! only the first process of a node pays for the probe.
+//! only the first process of a node pays for the probe. A probe the machine's load cut
+//! short serves its process but is not kept; one that passes its cap gives up, and its
+//! process keeps CMA where the model's cache sizes put it (0: the tables unchanged).
 //!
 //! Selection must be identical on every rank, so a communicator never uses its own rank's
 //! value: the process that creates the segment decides (`SHMCOLL_CMA_FROM` there, else
@@ -188,22 +190,10 @@ pub fn forced() -> Result<Option<usize>> {
     crate::env_value::env_bytes(ENV, crate::config::ranges::CMA_FROM)
 }
 
-/// In `cands` (a range's candidates, in order), move the staging candidate ahead of the
-/// first CMA one: the rule for ranges of private blocks below `cma_from`. Heap buffers'
-/// single copies (push, pull, direct) keep their places.
-pub(crate) fn staging_before_cma<T>(
-    cands: &mut Vec<T>,
-    is_staging: impl Fn(&T) -> bool,
-    is_cma: impl Fn(&T) -> bool,
-) {
-    let (Some(c), Some(s)) = (
-        cands.iter().position(&is_cma),
-        cands.iter().position(&is_staging),
-    ) else {
-        return;
-    };
-    if s > c {
-        let staging = cands.remove(s);
-        cands.insert(c, staging);
-    }
+/// The candidates of a range of blocks below `cma_from`: `cands` without the CMA
+/// algorithms. Staging, which serves every call, stays (every model range lists it), and
+/// heap buffers' single copies (push, pull, direct) keep their places.
+pub(crate) fn without_cma<T>(mut cands: Vec<T>, is_cma: impl Fn(&T) -> bool) -> Vec<T> {
+    cands.retain(|c| !is_cma(c));
+    cands
 }

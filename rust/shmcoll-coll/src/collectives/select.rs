@@ -69,7 +69,7 @@ impl CollTable {
 /// With more ranks than CPUs, private buffers of Bcast and of the reductions take the
 /// pipelined `staging` before `cma` up to a share of the L2 (see below). And below
 /// `cma_from` (measured on this machine, crate::cma_from) CMA's system calls and page
-/// pinning cost more than staging's second copy: `staging` comes before `cma` there.
+/// pinning cost more than staging's second copy: `cma` leaves those rows.
 pub fn model_coll_table(
     family: CollOp,
     m: &Machine,
@@ -168,25 +168,18 @@ pub fn model_coll_table(
     CollTable::new(private_below(rows, cma_from))
 }
 
-/// `rows` (sorted, the last reaching inf) with staging ahead of `cma` for contributions
-/// below `cma_from`: a row that holds `cma_from - 1` and lists `cma` ahead of staging is
-/// split there.
+/// `rows` (sorted, the last reaching inf) without `cma` for contributions below
+/// `cma_from`: a row that holds `cma_from - 1` and lists it is split there.
 fn private_below(rows: Vec<CollRow>, cma_from: usize) -> Vec<CollRow> {
     let Some(last) = cma_from.checked_sub(1) else {
         return rows;
     };
-    let staging_first = |mut cands: Vec<CollAlgo>| {
-        crate::cma_from::staging_before_cma(
-            &mut cands,
-            |a| *a == CollAlgo::Staging,
-            |a| *a == CollAlgo::Cma,
-        );
-        cands
-    };
+    let below_cma =
+        |cands: Vec<CollAlgo>| crate::cma_from::without_cma(cands, |a| *a == CollAlgo::Cma);
     let mut out = Vec::with_capacity(rows.len() + 1);
     let mut lo = 0usize;
     for r in rows {
-        let below = staging_first(r.candidates.clone());
+        let below = below_cma(r.candidates.clone());
         let next_lo = r.max_bytes.saturating_add(1);
         if r.max_bytes <= last {
             out.push(CollRow {
