@@ -110,7 +110,8 @@ fn invalid(f: &Figures, chunk: usize) -> Option<String> {
     if f.chunk_bytes != chunk {
         return Some(format!("a chunk of {} bytes, not {chunk}", f.chunk_bytes));
     }
-    if !(1..=REPS).contains(&f.reps) || f.took_us > MAX_TOOK_US {
+    // Only a probe that took every repetition is kept (mod.rs).
+    if f.reps != REPS || f.took_us > MAX_TOOK_US {
         return Some(format!("{} repetitions in {} us", f.reps, f.took_us));
     }
     None
@@ -145,8 +146,13 @@ pub fn load(path: &Path, fp: &Fingerprint, chunk: usize) -> Result<(Figures, usi
     Ok((file.figures, file.cma_from))
 }
 
-/// Write the figures of machine `fp` to `path` (its directory created if needed).
+/// Write the figures of machine `fp` to `path` (its directory created if needed): only
+/// figures `load` would accept, so only a probe that took every repetition (one that its
+/// budget cut short ran on a busy machine and speaks for its process alone).
 pub fn store(path: &Path, fp: &Fingerprint, figures: &Figures) -> std::io::Result<()> {
+    if let Some(why) = invalid(figures, figures.chunk_bytes) {
+        return Err(std::io::Error::other(format!("not kept: {why}")));
+    }
     let cma_from = figures
         .crossover()
         .ok_or_else(|| std::io::Error::other("figures without a crossover"))?;
@@ -208,6 +214,19 @@ mod tests {
     }
 
     #[test]
+    fn an_incomplete_probe_is_not_kept() {
+        let d = tmp_dir("incomplete");
+        let fp = fingerprint();
+        let path = d.join(fp.file_name());
+        let short = Figures {
+            reps: 2,
+            ..figures()
+        };
+        assert!(store(&path, &fp, &short).is_err());
+        assert!(!path.exists());
+    }
+
+    #[test]
     fn written_then_reused() {
         let d = tmp_dir("reuse");
         let fp = fingerprint();
@@ -243,6 +262,7 @@ mod tests {
         assert!(bad(&" ".repeat(20 << 10)).contains("longer"));
         assert!(bad(&good.replace("\"format\": 1", "\"format\": 2")).contains("format"));
         assert!(bad(&good.replace("\"reps\": 5", "\"reps\": 6")).contains("repetitions"));
+        assert!(bad(&good.replace("\"reps\": 5", "\"reps\": 2")).contains("repetitions"));
         assert!(bad(&good.replace("1500", "0")).contains("impossible"));
         assert!(bad(&good.replace("80000", "-1")).contains("not a probe file"));
         assert!(

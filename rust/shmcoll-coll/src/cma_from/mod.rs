@@ -113,10 +113,9 @@ pub fn node() -> &'static CmaFrom {
         });
         match measured {
             Ok((figures, bytes)) => {
-                // Only a probe that took every repetition within its budget ran on a quiet
-                // enough machine to speak for the node; the next process probes again
-                // after one that did not, or that could not write the file.
-                if let (Some(p), true) = (&path, figures.reps == probe::REPS) {
+                // Best effort: the next process probes again if the file was not written
+                // (cache::store keeps only a probe that took every repetition).
+                if let Some(p) = &path {
                     let _ = cache::store(p, &fp, &figures);
                 }
                 CmaFrom {
