@@ -38,6 +38,10 @@ _LAUNCH_VARS = ("SHMCOLL_SEGMENT", "SHMCOLL_RANK", "SHMCOLL_SIZE")
 #: for 4 oversubscribed ranks moving 16 MiB on 2 busy cores. Tests may lower it.
 DEFAULT_TEST_TIMEOUT_S = "20"
 
+#: The private-buffer crossover the suite runs with (SHMCOLL_CMA_FROM): private blocks
+#: below it take staging, from it CMA.
+CMA_FROM = "64K"
+
 #: The registry, as the native module lists it (the restrictions of each are modelled in
 #: :func:`cannot_serve`, which fails loudly on a name it does not know).
 ALGORITHMS = tuple(name for name, _ in shmcoll._core.algorithms()[0])
@@ -60,6 +64,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # The model, not a table this machine's `shmcoll tune` wrote into the user or system
     # file (tests of the lookup order and of tables set or remove it themselves).
     os.environ.setdefault("SHMCOLL_TUNING_FILE", "none")
+    # A fixed private-buffer crossover, not what this machine's probe measured at the
+    # moment (tests of the probe remove it): every process of the suite then computes the
+    # same model tables, and the choices tests expect do not move with the machine's load.
+    os.environ.setdefault("SHMCOLL_CMA_FROM", CMA_FROM)
     config.addinivalue_line(
         "markers",
         "parent_comm: creates a shmcoll.Comm in the pytest process itself (run after all others)",

@@ -30,6 +30,7 @@ __all__ = [
     "cast_decode",
     "cast_encode",
     "check_table",
+    "cma_from",
     "coll_algorithms",
     "coll_model_table",
     "coll_resolve",
@@ -334,6 +335,10 @@ class CommBase:
     def _heap_usage(self) -> tuple[int, int]: ...
     def _in_heap(self, buf: Any) -> bool: ...
     def _last_choice(self) -> tuple[str, str, str, bool] | None: ...
+    def _cma_from(self) -> int:
+        """Block size from which this communicator's model sends private buffers through
+        CMA (what the segment's creator published; the same on every rank)."""
+
     def _table(self) -> tuple[str, list[_RangeRow]]:
         """The table in force: (source, ranges)."""
 
@@ -352,11 +357,16 @@ class CommBase:
 _CandidateRow = tuple[str, str, str, int | None, int | None]
 _RangeRow = tuple[int, int | None, list[_CandidateRow]]
 
-def model_table(nranks: int) -> list[_RangeRow]:
-    """The model table for `nranks` ranks on this machine (the embedded default)."""
+def model_table(nranks: int, cma_from: int | None = None) -> list[_RangeRow]:
+    """The model table for `nranks` ranks on this machine (the embedded default), with
+    private blocks taking CMA from `cma_from` bytes (None: the value in force here)."""
 
 def coll_model_table(
-    op: str, nranks: int, inline_bytes: int = 65536, staging_bytes: int = 4194304
+    op: str,
+    nranks: int,
+    inline_bytes: int = 65536,
+    staging_bytes: int = 4194304,
+    cma_from: int | None = None,
 ) -> list[tuple[int | None, list[str]]]:
     """The model table of a collective family (rows: max bytes or None, algorithms)."""
 
@@ -442,6 +452,12 @@ def machine() -> dict[str, Any]:
 def ping_pong(word: Any, me: int, first: int, rounds: int, yield_cpu: bool, timeout_s: float = 10.0) -> float:
     """One side of the machine probe's ping-pong on a shared 8-byte word, rounds
     `first..first + rounds`; this side's seconds."""
+
+def cma_from() -> dict[str, Any]:
+    """The private-buffer crossover in force in this process: ``bytes``, ``origin``
+    ("forced", "measured", "cache", "failed", "agreed"), ``describe`` and ``figures`` (the
+    probe's: sizes, cma_read_ns, cma_write_ns, staged_ns, inline_ns, chunk_bytes, reps,
+    took_us; None when this process has none)."""
 
 def settings() -> list[tuple[str, str]]:
     """(environment variable, meaning) of every setting."""

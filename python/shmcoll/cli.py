@@ -412,7 +412,7 @@ def info(no_probe: bool) -> None:
     from rich.table import Table
 
     from . import _core
-    from .info import gather
+    from .info import cma_from_summary, gather
 
     console = Console(highlight=False)
     facts = gather(probe_cma=not no_probe)
@@ -422,10 +422,12 @@ def info(no_probe: bool) -> None:
     for k, v in facts["kernel"].items():
         t.add_row(k, escape(v))
     t.add_row("CMA (process_vm_readv) between ranks", facts["cma"])
+    t.add_row("private buffers take CMA from", escape(cma_from_summary(facts["cma_from"])))
     for k, v in facts["versions"].items():
         t.add_row(k, v)
     t.add_row("tuning table", facts["tuning"])
     console.print(t)
+    _print_probe(console, facts["cma_from"])
     s = Table(title="settings")
     s.add_column("variable")
     s.add_column("value")
@@ -457,6 +459,24 @@ def info(no_probe: bool) -> None:
     for name, desc in _core.coll_algorithms():
         c.add_row(name, desc)
     console.print(c)
+
+
+def _print_probe(console: Any, c: dict[str, Any]) -> None:
+    """The private-buffer probe's figures, if this process has them."""
+    from rich.table import Table
+
+    from .info import probe_note, probe_rows
+
+    rows = probe_rows(c)
+    if not rows:
+        return
+    t = Table(title="private-buffer probe, µs per transfer (medians)")
+    for col in ("block", "CMA read", "CMA write", "staged", "inline"):
+        t.add_column(col, justify="right")
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
+    console.print(probe_note(c))
 
 
 @bench.command("copy")
@@ -751,6 +771,16 @@ def explain(nprocs: int | None) -> None:
             "[bold]forced by the environment (wins over the table):[/bold] "
             + ", ".join(f"{k}={v}" for k, v in forced.items())
         )
+    from rich.markup import escape
+
+    from .info import cma_from, cma_from_summary
+
+    private = cma_from()
+    console.print(
+        f"[bold]private buffers take CMA from[/bold] {escape(cma_from_summary(private))}; below "
+        "it the model serves them with staging or inline (heap buffers keep push, pull, direct)"
+    )
+    _print_probe(console, private)
     from .tuning.lookup import resolve_coll
     from .tuning.table import COLL_OPERATIONS, COMPRESSIBLE, FAMILY
 

@@ -1,5 +1,6 @@
 """What `shmcoll info` reports: the machine as shmcoll sees it, the kernel settings that
-matter to it, whether CMA works, versions, MPI, every setting, the tuning table."""
+matter to it, whether CMA works and from which block size private buffers take it,
+versions, MPI, every setting, the tuning table."""
 
 from __future__ import annotations
 
@@ -99,12 +100,52 @@ def tuning_source(nprocs: int) -> str:
     return f"{r.source} ({r.origin})"
 
 
+def cma_from() -> dict[str, Any]:
+    """The block size from which private buffers take CMA in this process, where it came
+    from, and the probe's figures when this process has them (runs the probe, a few
+    milliseconds, unless forced or cached)."""
+    return dict(_core.cma_from())
+
+
+def cma_from_summary(c: dict[str, Any]) -> str:
+    from .bench.sizes import fmt_size
+
+    return f"{fmt_size(int(c['bytes']))} bytes per block ({c['describe']})"
+
+
+def probe_rows(c: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(block size, CMA read, CMA write, staged, inline) in microseconds per transfer."""
+    from .bench.sizes import fmt_size
+
+    f = c.get("figures")
+    if not f:
+        return []
+    us = [f"{k}_ns" for k in ("cma_read", "cma_write", "staged", "inline")]
+    return [
+        (fmt_size(int(size)), *(f"{f[k][i] / 1000:.2f}" for k in us))  # type: ignore[misc]
+        for i, size in enumerate(f["sizes"])
+    ]
+
+
+def probe_note(c: dict[str, Any]) -> str:
+    from .bench.sizes import fmt_size
+
+    f = c.get("figures")
+    if not f:
+        return ""
+    return (
+        f"{f['reps']} repetitions in {f['took_us'] / 1000:.1f} ms, staging ring chunks of "
+        f"{fmt_size(int(f['chunk_bytes']))}; staged and inline hand each chunk to a second thread"
+    )
+
+
 def gather(probe_cma: bool = True) -> dict[str, Any]:
     m = _core.machine()
     return {
         "machine": m,
         "kernel": kernel_settings(),
         "cma": cma_works() if probe_cma else "(not probed)",
+        "cma_from": cma_from(),
         "versions": versions(),
         "settings": [(name, os.environ.get(name, "(default)"), desc) for name, desc in _core.settings()],
         "tuning": tuning_source(int(m["logical_cpus"])),

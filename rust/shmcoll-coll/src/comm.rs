@@ -50,6 +50,9 @@ pub struct Comm {
     /// What served the last call of the other collectives (None after an Alltoall).
     pub(crate) last_coll: Option<CollChoice>,
     pub(crate) coll_tables: CollTables,
+    /// Block size from which the model sends private buffers through CMA, as the segment's
+    /// creator published it (the same on every rank).
+    cma_from: usize,
     pub(crate) stats: Stats,
     heap: Arc<Mutex<HeapAlloc>>,
     /// Reused per call for the peers' descriptors (no allocation on the hot path).
@@ -107,8 +110,11 @@ impl Drop for HeapBlock {
 
 impl Comm {
     /// Create a segment for `nranks` ranks; its name is then shared with the other ranks.
+    /// It carries the private-buffer crossover every rank selects with (crate::cma_from).
     pub fn create_segment(nranks: usize, cfg: &Config) -> Result<Arc<Segment>> {
-        Ok(Arc::new(Segment::create(cfg.sizes(nranks))?))
+        let seg = Segment::create(cfg.sizes(nranks))?;
+        crate::cma_from::publish(&seg, cfg);
+        Ok(Arc::new(seg))
     }
 
     pub fn open_segment(name: &str) -> Result<Arc<Segment>> {
@@ -140,12 +146,14 @@ impl Comm {
         seg.prefault(l.staging(rank), l.sizes.staging_bytes);
         seg.prefault(l.inline(rank, 0), 2 * l.sizes.inline_bytes);
         let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
-        let sel = Selection::model(hw::machine(), size);
+        let cma_from = crate::cma_from::agreed(&seg)?;
+        let sel = Selection::model(hw::machine(), size, cma_from);
         let coll_tables = CollTables::model(
             hw::machine(),
             size,
             l.sizes.inline_bytes,
             l.sizes.staging_bytes,
+            cma_from,
         );
         Ok(Comm {
             seg,
@@ -162,6 +170,7 @@ impl Comm {
             last: None,
             last_coll: None,
             coll_tables,
+            cma_from,
             stats: Stats::default(),
             heap: Arc::new(Mutex::new(heap)),
             scratch: Vec::with_capacity(size),
@@ -189,6 +198,10 @@ impl Comm {
     }
     pub fn cma_ok(&self) -> bool {
         self.cma_ok
+    }
+    /// Block size from which the model tables send private buffers through CMA.
+    pub fn cma_from(&self) -> usize {
+        self.cma_from
     }
     /// The selection tables in force.
     pub fn selection(&self) -> &Selection {

@@ -27,6 +27,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_ARENA_BYTES", "bytes of address space of the arena NumPy arrays are allocated from (default 64G, less under ulimit -v / -f; sparse until used; 1M to 64T)"),
     ("SHMCOLL_CHUNK_BYTES", "pipelining chunk of the staging algorithm (default 64K; 64 to 1G)"),
     ("SHMCOLL_NT_THRESHOLD", "bytes written per call from which the hybrid store policy streams (default from caches; at most 1T)"),
+    ("SHMCOLL_CMA_FROM", "block bytes from which private (non-shared) buffers take CMA rather than staging (default: measured by a short probe, once per machine, cached in the user cache; 0 turns the probe off: CMA wherever the model's sizes put it; at most 1G). Only the value of the process that creates the communicator counts"),
     ("SHMCOLL_ALLTOALL_ALGORITHM", "force the Alltoall(v) algorithm: inline, staging, pull, push, cma, cma-push"),
     ("SHMCOLL_ALLTOALL_ORDER", "force the copy order: linear, shifted, reverse-shifted, xor, morton"),
     ("SHMCOLL_ALLTOALL_STORE", "force the store policy: temporal, nt, hybrid"),
@@ -55,6 +56,9 @@ pub struct Config {
     /// Forced algorithm of each collective family (index: CollOp as usize of the family).
     pub coll_forced: [Option<CollAlgo>; 11],
     pub bind: BindPolicy,
+    /// `SHMCOLL_CMA_FROM`: the forced crossover of private buffers (crate::cma_from); what
+    /// counts is the value of the process that creates the segment.
+    pub cma_from: Option<usize>,
 }
 
 /// The range of every numeric setting (SETTINGS states them too). Wide enough for any
@@ -127,6 +131,12 @@ pub mod ranges {
     pub const SHARED_ARRAYS_MAX: Whole = Whole {
         lo: 1,
         hi: 64 * TIB,
+        unit: "bytes",
+    };
+    /// A block of a GiB amortises any system call.
+    pub const CMA_FROM: Whole = Whole {
+        lo: 0,
+        hi: GIB,
         unit: "bytes",
     };
     /// Address space only; x86-64 gives a process 128 TiB.
@@ -210,6 +220,7 @@ impl Config {
                 })?,
                 Err(_) => BindPolicy::Auto,
             },
+            cma_from: crate::cma_from::forced()?,
         })
     }
 

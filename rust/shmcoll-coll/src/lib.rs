@@ -5,6 +5,7 @@
 
 pub mod alltoall;
 pub mod arenas;
+pub mod cma_from;
 pub mod collectives;
 pub mod comm;
 pub mod config;
@@ -23,6 +24,7 @@ mod transfer;
 pub mod tuning_file;
 
 pub use alltoall::{AlltoallCall, Blocks, RawBuf, Settled};
+pub use cma_from::{CmaFrom, Origin};
 pub use collectives::model_coll_table;
 pub use collectives::select::CollRow;
 pub use collectives::{

@@ -119,8 +119,9 @@ pub struct Selection {
 }
 
 impl Selection {
-    pub fn model(m: &Machine, p: usize) -> Selection {
-        let t = model_table(m, p);
+    /// The model for `p` ranks with private blocks taking CMA from `cma_from` bytes.
+    pub fn model(m: &Machine, p: usize, cma_from: usize) -> Selection {
+        let t = model_table(m, p, cma_from);
         Selection {
             table: t.clone(),
             fallback: t,
@@ -152,18 +153,20 @@ impl Selection {
 /// * Beyond: single copies. `push` (heap receive buffers), `pull` (heap send buffers),
 ///   `cma-push` between private buffers (the kernel copies from the sender's cache), and
 ///   `staging` for what remains (in-place calls, no CMA).
+/// * Private blocks below `cma_from` (measured on this machine, crate::cma_from): CMA's
+///   system call and page pinning cost more than staging's second copy, so `cma-push`
+///   leaves those ranges and `staging` serves them; heap buffers keep `push` and `pull`.
 ///
 /// Orders: `shifted`, so that at every step the ranks hit distinct peers. Stores: `hybrid`,
 /// streaming once a call writes more than the cache model's threshold (hw::nt_threshold).
-/// Staging chunks: a 32nd of the L2, so that double-buffered rings stay cache resident.
-pub fn model_table(m: &Machine, p: usize) -> Table {
+/// Staging chunks: [`staging_chunk`].
+pub fn model_table(m: &Machine, p: usize, cma_from: usize) -> Table {
     let p = p.max(1);
     let c = |algo| Candidate::new(algo, Order::Shifted, Store::Hybrid);
     let tiny = (1usize << 10) / p;
     let small = (m.l1d_bytes.max(6 << 10) / 6 / p).max(tiny + 1);
-    let chunk = (m.l2_bytes / 32).clamp(16 << 10, 1 << 20);
     let staging = Candidate {
-        chunk_bytes: Some(chunk),
+        chunk_bytes: Some(staging_chunk(m)),
         ..c(Algo::Staging)
     };
     let ranges = vec![
@@ -183,7 +186,47 @@ pub fn model_table(m: &Machine, p: usize) -> Table {
             candidates: vec![c(Algo::Push), c(Algo::Pull), c(Algo::CmaPush), staging],
         },
     ];
-    Table::new(ranges).expect("the model's ranges are disjoint")
+    Table::new(private_below(ranges, cma_from)).expect("the model's ranges are disjoint")
+}
+
+/// Staging chunks: a 32nd of the L2, so that double-buffered rings stay cache resident.
+pub fn staging_chunk(m: &Machine) -> usize {
+    (m.l2_bytes / 32).clamp(16 << 10, 1 << 20)
+}
+
+/// `ranges` (sorted, covering every size) without the CMA algorithms for blocks below
+/// `cma_from`: a range that holds `cma_from - 1` and lists one is split there.
+fn private_below(ranges: Vec<Range>, cma_from: usize) -> Vec<Range> {
+    let Some(last) = cma_from.checked_sub(1) else {
+        return ranges;
+    };
+    let below_cma = |cands: Vec<Candidate>| {
+        crate::cma_from::without_cma(cands, |c| matches!(c.algo, Algo::Cma | Algo::CmaPush))
+    };
+    let mut out = Vec::with_capacity(ranges.len() + 1);
+    for r in ranges {
+        let below = below_cma(r.candidates.clone());
+        if r.max_block <= last {
+            out.push(Range {
+                candidates: below,
+                ..r
+            });
+        } else if r.min_block <= last && below != r.candidates {
+            out.push(Range {
+                min_block: r.min_block,
+                max_block: last,
+                candidates: below,
+            });
+            // `last < r.max_block`, so `last + 1` fits.
+            out.push(Range {
+                min_block: last + 1,
+                ..r
+            });
+        } else {
+            out.push(r);
+        }
+    }
+    out
 }
 
 /// The choice for a call, identical on every rank because `facts` and `forced` are.
@@ -285,15 +328,83 @@ mod tests {
     #[test]
     fn model_covers_every_size() {
         let m = shmcoll_kernels::hw::machine();
-        for p in 1..20 {
-            let t = model_table(m, p);
-            let mut next = 0usize;
-            for r in t.ranges() {
-                assert_eq!(r.min_block, next);
-                next = r.max_block.wrapping_add(1);
-                assert_eq!(r.candidates.last().unwrap().algo, Algo::Staging);
+        for cma_from in [0, 1, 3000, 64 << 10, 1 << 30] {
+            for p in 1..20 {
+                let t = model_table(m, p, cma_from);
+                let mut next = 0usize;
+                for r in t.ranges() {
+                    assert_eq!(r.min_block, next);
+                    next = r.max_block.wrapping_add(1);
+                    // Staging serves every call, so every range can serve every call.
+                    assert_eq!(r.candidates.last().unwrap().algo, Algo::Staging);
+                }
+                assert_eq!(next, 0, "the last range reaches inf");
             }
-            assert_eq!(next, 0, "the last range reaches inf");
+        }
+    }
+
+    /// What the model serves a call of `block` bytes per peer at `p` ranks with, for
+    /// private buffers (`heap` false) or heap ones.
+    fn served(p: usize, cma_from: usize, block: usize, heap: bool) -> Algo {
+        let sel = Selection::model(shmcoll_kernels::hw::machine(), p, cma_from);
+        let facts = CallFacts {
+            nranks: p,
+            max_block: block,
+            all_inline_written: false,
+            all_send_in_heap: heap,
+            all_recv_in_heap: heap,
+            cma_ok: true,
+            ..CallFacts::default()
+        };
+        select(&sel, &facts, Forced::default(), 1 << 20, 64 << 10)
+            .unwrap()
+            .algo
+    }
+
+    #[test]
+    fn private_blocks_take_staging_below_cma_from_and_cma_push_from_it() {
+        let m = shmcoll_kernels::hw::machine();
+        for p in [2, 4] {
+            let small = (m.l1d_bytes.max(6 << 10) / 6 / p).max((1 << 10) / p + 1);
+            let cma_from = 100_000;
+            for block in [small + 1, 16 << 10, cma_from - 1] {
+                assert_eq!(served(p, cma_from, block, false), Algo::Staging, "{block}");
+                // Heap buffers keep their single copy.
+                assert_eq!(served(p, cma_from, block, true), Algo::Push, "{block}");
+            }
+            for block in [cma_from, cma_from + 1, 1 << 20, 1 << 30] {
+                assert_eq!(served(p, cma_from, block, false), Algo::CmaPush, "{block}");
+                assert_eq!(served(p, cma_from, block, true), Algo::Push, "{block}");
+            }
+            // At or below the model's own start of CMA, the crossover changes nothing.
+            for cma_from in [0, 1, small + 1] {
+                assert_eq!(
+                    model_table(m, p, cma_from),
+                    model_table(m, p, 0),
+                    "{cma_from}"
+                );
+                assert_eq!(served(p, cma_from, small + 1, false), Algo::CmaPush);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_crossover_only_takes_cma_out_of_private_ranges(cma_from in 0usize..4 << 20, block in 0usize..8 << 20, p in 1usize..9) {
+            let m = shmcoll_kernels::hw::machine();
+            let with = model_table(m, p, cma_from);
+            let without = model_table(m, p, 0);
+            let a = &with.find(block).unwrap().candidates;
+            let b = &without.find(block).unwrap().candidates;
+            let not_cma: Vec<Candidate> = b.iter().copied()
+                .filter(|c| !matches!(c.algo, Algo::Cma | Algo::CmaPush)).collect();
+            if block < cma_from {
+                prop_assert_eq!(a, &not_cma);
+            } else {
+                prop_assert_eq!(a, b);
+            }
+            // Staging, which serves every call, ends every range.
+            prop_assert_eq!(a.last().map(|c| c.algo), Some(Algo::Staging));
         }
     }
 }

@@ -63,23 +63,27 @@ pub fn from_rows(py: Python<'_>, rows: Vec<CollRowPy>) -> PyResult<CollTable> {
     Ok(CollTable::new(out))
 }
 
-/// The model table of a collective family for `nranks` ranks (the embedded default).
+/// The model table of a collective family for `nranks` ranks (the embedded default), with
+/// private contributions taking CMA from `cma_from` bytes (None: the value in force here).
 #[pyfunction]
-#[pyo3(signature = (op, nranks, inline_bytes=65536, staging_bytes=4194304))]
+#[pyo3(signature = (op, nranks, inline_bytes=65536, staging_bytes=4194304, cma_from=None))]
 pub fn coll_model_table(
     py: Python<'_>,
     op: &str,
     nranks: usize,
     inline_bytes: usize,
     staging_bytes: usize,
+    cma_from: Option<usize>,
 ) -> PyResult<Vec<CollRowPy>> {
     let fam = family(py, op)?;
+    let cma_from = crate::table::cma_from_or_in_force(py, cma_from)?;
     Ok(to_rows(&model_coll_table(
         fam,
         shmcoll_kernels::hw::machine(),
         nranks,
         inline_bytes,
         staging_bytes,
+        cma_from,
     )))
 }
 

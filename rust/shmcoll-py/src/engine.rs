@@ -719,6 +719,13 @@ impl CommBase {
         Ok(self.comm(py)?.cma_ok())
     }
 
+    /// Block size from which this communicator's model sends private buffers through
+    /// CMA: what the segment's creator published (the same on every rank).
+    #[pyo3(name = "_cma_from")]
+    fn cma_from(&mut self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.comm(py)?.cma_from())
+    }
+
     #[getter]
     fn freed(&self) -> bool {
         self.comm.is_none()

@@ -34,6 +34,43 @@ pub fn machine(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// The private-buffer crossover in force in this process (shmcoll_coll::cma_from), for
+/// `shmcoll explain` and `shmcoll info`: its bytes, where it came from, and the probe's
+/// figures when this process has them (None when forced, or when the probe could not run).
+#[pyfunction]
+pub fn cma_from(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let c = shmcoll_coll::cma_from::in_force().map_err(|e| to_py(py, e))?;
+    let d = PyDict::new(py);
+    d.set_item("bytes", c.bytes)?;
+    d.set_item(
+        "origin",
+        match c.origin {
+            shmcoll_coll::Origin::Forced => "forced",
+            shmcoll_coll::Origin::Measured => "measured",
+            shmcoll_coll::Origin::Cached(_) => "cache",
+            shmcoll_coll::Origin::Failed(_) => "failed",
+            shmcoll_coll::Origin::Agreed => "agreed",
+        },
+    )?;
+    d.set_item("describe", c.origin.describe())?;
+    match c.figures {
+        None => d.set_item("figures", py.None())?,
+        Some(f) => {
+            let g = PyDict::new(py);
+            g.set_item("sizes", f.sizes.clone())?;
+            g.set_item("cma_read_ns", f.cma_read_ns.clone())?;
+            g.set_item("cma_write_ns", f.cma_write_ns.clone())?;
+            g.set_item("staged_ns", f.staged_ns.clone())?;
+            g.set_item("inline_ns", f.inline_ns.clone())?;
+            g.set_item("chunk_bytes", f.chunk_bytes)?;
+            g.set_item("reps", f.reps)?;
+            g.set_item("took_us", f.took_us)?;
+            d.set_item("figures", g)?;
+        }
+    }
+    Ok(d)
+}
+
 /// (environment variable, meaning) of every setting.
 #[pyfunction]
 pub fn settings() -> Vec<(&'static str, &'static str)> {

@@ -54,13 +54,31 @@ pub fn from_rows(rows: Vec<RangeRow>) -> Result<Table, Error> {
     Table::new(ranges)
 }
 
-/// The model table for `nranks` ranks on this machine (the embedded default).
+/// `cma_from`, or the value in force in this process (shmcoll_coll::cma_from::in_force).
+pub fn cma_from_or_in_force(py: Python<'_>, cma_from: Option<usize>) -> PyResult<usize> {
+    match cma_from {
+        Some(v) => Ok(v),
+        None => shmcoll_coll::cma_from::in_force()
+            .map(|c| c.bytes)
+            .map_err(|e| crate::errors::to_py(py, e)),
+    }
+}
+
+/// The model table for `nranks` ranks on this machine (the embedded default), with
+/// private blocks taking CMA from `cma_from` bytes (None: the value in force here).
 #[pyfunction]
-pub fn model_table(nranks: usize) -> Vec<RangeRow> {
-    to_rows(&shmcoll_coll::model_table(
+#[pyo3(signature = (nranks, cma_from=None))]
+pub fn model_table(
+    py: Python<'_>,
+    nranks: usize,
+    cma_from: Option<usize>,
+) -> PyResult<Vec<RangeRow>> {
+    let cma_from = cma_from_or_in_force(py, cma_from)?;
+    Ok(to_rows(&shmcoll_coll::model_table(
         shmcoll_kernels::hw::machine(),
         nranks,
-    ))
+        cma_from,
+    )))
 }
 
 /// Check a table (names, overlaps) without binding it; raises ArgumentError.
@@ -73,6 +91,7 @@ pub fn check_table(py: Python<'_>, rows: Vec<RangeRow>) -> PyResult<()> {
 
 /// What `rows` selects for a call of `max_block` bytes per peer on `nranks` ranks with the
 /// given buffers: (algorithm, order, store, nt_threshold, chunk_bytes). For `explain`.
+/// The model, with the crossover in force here, fills the gaps of `rows`.
 #[pyfunction]
 #[pyo3(signature = (rows, nranks, max_block, heap_send, heap_recv, in_place, cma_ok=true))]
 #[allow(clippy::too_many_arguments)]
@@ -88,7 +107,7 @@ pub fn resolve(
 ) -> PyResult<(String, String, String, usize, usize)> {
     let m = shmcoll_kernels::hw::machine();
     let table = from_rows(rows).map_err(|e| crate::errors::to_py(py, e))?;
-    let mut sel = shmcoll_coll::Selection::model(m, nranks);
+    let mut sel = shmcoll_coll::Selection::model(m, nranks, cma_from_or_in_force(py, None)?);
     sel.table = table;
     let cfg = shmcoll_coll::Config::from_env(nranks).map_err(|e| crate::errors::to_py(py, e))?;
     let inline_capacity = cfg.inline_bytes;
@@ -132,7 +151,8 @@ pub fn wants_inline(
     nranks: usize,
     max_block: usize,
 ) -> PyResult<bool> {
-    let mut sel = shmcoll_coll::Selection::model(shmcoll_kernels::hw::machine(), nranks);
+    let cma_from = cma_from_or_in_force(py, None)?;
+    let mut sel = shmcoll_coll::Selection::model(shmcoll_kernels::hw::machine(), nranks, cma_from);
     sel.table = from_rows(rows).map_err(|e| crate::errors::to_py(py, e))?;
     Ok(sel.wants_inline(max_block))
 }

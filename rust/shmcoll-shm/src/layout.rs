@@ -1,7 +1,8 @@
 //! Where everything lives inside a node communicator's segment.
 //!
 //! ```text
-//! header        one page: magic, version, sizes (so that `open` can recompute the layout)
+//! header        one page: magic, version, sizes (so that `open` can recompute the layout),
+//!               the count of sleeping waiters, the creator's CMA crossover
 //! control       per rank: two ARRIVE lines (by call parity), DONE, INFO and STEP lines, 128 bytes each, written only by
 //!               their rank (one writer per line: no ping-pong of lines between writers;
 //!               128 rather than 64 because the adjacent-line prefetcher pairs lines)
@@ -26,7 +27,7 @@ pub const DESC_FIXED: usize = 256;
 /// First bytes of the segment.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMCOLL\x01");
 /// Bumped whenever the layout changes, so that mixed versions refuse to attach.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 /// The header occupies one page.
 pub const HEADER_BYTES: usize = 4096;
 /// Heaps start on huge-page boundaries so that THP can back them where the kernel allows.

@@ -33,6 +33,8 @@ struct Header {
 
 /// Offset, inside the header page, of the shared count of sleeping waiters (own line).
 const WAITERS_OFF: usize = 1024;
+/// Offset, inside the header page, of the crossover the creator publishes (own line).
+const CMA_FROM_OFF: usize = 2048;
 
 /// A mapped segment. Dropping it unmaps; the creator also unlinks if nobody did.
 #[derive(Debug)]
@@ -263,6 +265,22 @@ impl Segment {
     /// Count of processes sleeping on a futex in this segment (see `wait`).
     pub fn waiters(&self) -> &AtomicU32 {
         self.atomic_u32(WAITERS_OFF)
+    }
+
+    /// Publish the block size from which private buffers take CMA (shmcoll-coll's
+    /// cma_from), for every rank to select from the same value. Only the creator calls
+    /// this, before it shares the segment's name; stored + 1, so that 0 is "none".
+    pub fn publish_cma_from(&self, bytes: u64) {
+        debug_assert!(self.is_creator);
+        let v = bytes.checked_add(1).unwrap_or(0);
+        self.atomic_u64(CMA_FROM_OFF).store(v, Ordering::Release);
+    }
+
+    /// What the creator published with `publish_cma_from`, if anything.
+    pub fn cma_from(&self) -> Option<u64> {
+        self.atomic_u64(CMA_FROM_OFF)
+            .load(Ordering::Acquire)
+            .checked_sub(1)
     }
 
     /// Give the pages of `[off, off+len)` back to tmpfs (used when large heap blocks are freed).

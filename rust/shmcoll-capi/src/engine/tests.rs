@@ -348,3 +348,42 @@ fn buffers_in_attached_arenas_are_reached_directly() {
         );
     }
 }
+
+#[test]
+fn private_buffers_follow_the_crossover_the_creator_published() {
+    // The PMPI library creates and joins through Comm, so its communicators select with
+    // the value the creating rank published: SHMCOLL_CMA_FROM there, else its probe.
+    let expected = shmcoll_coll::cma_from::forced()
+        .expect("SHMCOLL_CMA_FROM")
+        .unwrap_or_else(|| shmcoll_coll::cma_from::node().bytes);
+    let m = shmcoll_kernels::hw::machine();
+    // The model's own start of CMA for private blocks at 2 ranks (select::model_table).
+    let small = (m.l1d_bytes.max(6 << 10) / 6 / 2).max((1 << 10) / 2 + 1);
+    let out = on_ranks(2, move |r, c| {
+        let run = |c: &mut Comm, bpp: usize| {
+            let send = vec![r as u8; 2 * bpp];
+            let mut recv = vec![0u8; 2 * bpp];
+            let algo = alltoall(
+                c,
+                Some(send.as_ptr() as usize),
+                recv.as_mut_ptr() as usize,
+                bpp,
+            )
+            .expect("alltoall");
+            assert_eq!(recv[..bpp], vec![0u8; bpp][..], "{algo}");
+            assert_eq!(recv[bpp..], vec![1u8; bpp][..], "{algo}");
+            algo
+        };
+        let below = (expected > small + 1).then(|| run(c, expected - 1));
+        let from = run(c, expected.max(small + 1));
+        (c.cma_from(), below, from)
+    });
+    for (rank, (cma_from, below, from)) in out.into_iter().enumerate() {
+        assert_eq!(cma_from, expected, "rank {rank}");
+        assert!(
+            below.is_none_or(|a| a == "staging"),
+            "rank {rank}: {below:?}"
+        );
+        assert_eq!(from, "cma-push", "rank {rank}");
+    }
+}

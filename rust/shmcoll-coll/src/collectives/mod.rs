@@ -493,11 +493,12 @@ impl CollTables {
         p: usize,
         inline_bytes: usize,
         staging_bytes: usize,
+        cma_from: usize,
     ) -> CollTables {
         CollTables {
             tables: CollOp::ALL
                 .iter()
-                .map(|&o| model_coll_table(o.family(), m, p, inline_bytes, staging_bytes))
+                .map(|&o| model_coll_table(o.family(), m, p, inline_bytes, staging_bytes, cma_from))
                 .collect(),
         }
     }

@@ -77,13 +77,16 @@ impl CollTable {
 /// for private ones while CMA's system calls cost more than the second copy, then `cma`,
 /// and `staging` where peers' buffers cannot be reached.
 /// With more ranks than CPUs, private buffers of Bcast and of the reductions take the
-/// pipelined `staging` before `cma` up to a share of the L2 (see below).
+/// pipelined `staging` before `cma` up to a share of the L2 (see below). And below
+/// `cma_from` (measured on this machine, crate::cma_from) CMA's system calls and page
+/// pinning cost more than staging's second copy: `cma` leaves those rows.
 pub fn model_coll_table(
     family: CollOp,
     m: &Machine,
     p: usize,
     inline_bytes: usize,
     staging_bytes: usize,
+    cma_from: usize,
 ) -> CollTable {
     let p = p.max(1);
     let l1 = m.l1d_bytes.max(16 << 10);
@@ -118,7 +121,7 @@ pub fn model_coll_table(
     // copies overlap, which matches the split CMA copy (direct::bcast) up to a third of
     // L1 and loses beyond it, where the two copies no longer stay in cache. (With more
     // ranks than CPUs, `limit` is already the whole inline area.)
-    let cma_from = match family {
+    let private_inline = match family {
         CollOp::Bcast => (l1 / 3).max(limit).min(inline_bytes),
         _ => (l1 / 6).max(limit).min(inline_bytes),
     };
@@ -126,10 +129,10 @@ pub fn model_coll_table(
         max_bytes: limit,
         candidates: vec![Inline, Direct, Cma, Staging],
     }];
-    // Empty when inline already reaches CMA's start (Scatter and Bcast, oversubscribed).
-    if cma_from > limit {
+    // Empty when inline already reaches the end of private buffers' inline row (Scatter and Bcast, oversubscribed).
+    if private_inline > limit {
         rows.push(CollRow {
-            max_bytes: cma_from,
+            max_bytes: private_inline,
             candidates: vec![Direct, Inline, Cma, Staging],
         });
     }
@@ -160,8 +163,8 @@ pub fn model_coll_table(
     if staging_share > 0 && oversubscribed {
         let to = (m.l2_bytes / staging_share)
             .min(staging_bytes)
-            .max(cma_from);
-        if to > cma_from {
+            .max(private_inline);
+        if to > private_inline {
             rows.push(CollRow {
                 max_bytes: to,
                 candidates: vec![Direct, Staging, Cma],
@@ -172,7 +175,39 @@ pub fn model_coll_table(
         max_bytes: usize::MAX,
         candidates: vec![Direct, Cma, Staging],
     });
-    CollTable::new(rows)
+    CollTable::new(private_below(rows, cma_from))
+}
+
+/// `rows` (sorted, the last reaching inf) without `cma` for contributions below
+/// `cma_from`: a row that holds `cma_from - 1` and lists it is split there.
+fn private_below(rows: Vec<CollRow>, cma_from: usize) -> Vec<CollRow> {
+    let Some(last) = cma_from.checked_sub(1) else {
+        return rows;
+    };
+    let below_cma =
+        |cands: Vec<CollAlgo>| crate::cma_from::without_cma(cands, |a| *a == CollAlgo::Cma);
+    let mut out = Vec::with_capacity(rows.len() + 1);
+    let mut lo = 0usize;
+    for r in rows {
+        let below = below_cma(r.candidates.clone());
+        let next_lo = r.max_bytes.saturating_add(1);
+        if r.max_bytes <= last {
+            out.push(CollRow {
+                max_bytes: r.max_bytes,
+                candidates: below,
+            });
+        } else if lo <= last && below != r.candidates {
+            out.push(CollRow {
+                max_bytes: last,
+                candidates: below,
+            });
+            out.push(r);
+        } else {
+            out.push(r);
+        }
+        lo = next_lo;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -182,7 +217,7 @@ mod tests {
     /// What the model gives private (`in_heap` false) and heap buffers of `bytes` at 2
     /// ranks on 2 CPUs with a 48 KiB L1.
     fn inline_for(family: CollOp, bytes: usize, in_heap: bool) -> bool {
-        let t = model_coll_table(family, &machine_with(2), 2, 64 << 10, 4 << 20);
+        let t = model_coll_table(family, &machine_with(2), 2, 64 << 10, 4 << 20, 0);
         t.wants_inline(bytes, in_heap)
     }
 
@@ -213,7 +248,7 @@ mod tests {
     /// Whether a heap buffer of `bytes` goes inline at `p` ranks on `cpus` CPUs with a
     /// 48 KiB L1.
     fn heap_inline(family: CollOp, bytes: usize, p: usize, cpus: usize) -> bool {
-        model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20)
+        model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20, 0)
             .wants_inline(bytes, true)
     }
 
@@ -247,7 +282,7 @@ mod tests {
     /// The first algorithm other than `direct` (which serves heap buffers only) for
     /// private buffers of `bytes` in `family`, at `p` ranks on `cpus` CPUs.
     fn private_choice(family: CollOp, bytes: usize, p: usize, cpus: usize) -> CollAlgo {
-        let t = model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20);
+        let t = model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20, 0);
         *t.candidates(bytes)
             .iter()
             .find(|a| **a != CollAlgo::Direct)
@@ -316,12 +351,15 @@ mod tests {
             let m = machine_with(cpus);
             for p in 1..=8 {
                 for family in CollOp::ALL {
-                    let t = model_coll_table(family, &m, p, 64 << 10, 4 << 20);
-                    let ends: Vec<usize> = t.rows().iter().map(|r| r.max_bytes).collect();
-                    assert!(
-                        ends.windows(2).all(|w| w[0] < w[1]),
-                        "{family:?} p={p}: {ends:?}"
-                    );
+                    for cma_from in [0, 1, 512, 5000, 64 << 10, (64 << 10) + 1, 1 << 30] {
+                        let t = model_coll_table(family, &m, p, 64 << 10, 4 << 20, cma_from);
+                        let ends: Vec<usize> = t.rows().iter().map(|r| r.max_bytes).collect();
+                        assert!(
+                            ends.windows(2).all(|w| w[0] < w[1]),
+                            "{family:?} p={p} cma_from={cma_from}: {ends:?}"
+                        );
+                        assert_eq!(ends.last(), Some(&usize::MAX));
+                    }
                 }
             }
         }
@@ -341,8 +379,67 @@ mod tests {
         assert_eq!(private_choice(CollOp::Bcast, (1 << 20) + 1, 4, 2), Cma);
         // Beyond the pipeline's share: CMA for large private buffers.
         let m = shmcoll_kernels::hw::machine();
-        let t = model_coll_table(CollOp::Allgather, m, 4, 64 << 10, 4 << 20);
+        let t = model_coll_table(CollOp::Allgather, m, 4, 64 << 10, 4 << 20, 0);
         let past = (m.l2_bytes / 2).clamp(64 << 10, 4 << 20) + 1;
         assert_eq!(t.candidates(past), &[CollAlgo::Direct, Cma, Staging]);
+    }
+
+    /// `private_choice` with private blocks taking CMA from `cma_from`.
+    fn private_choice_from(family: CollOp, bytes: usize, p: usize, cma_from: usize) -> CollAlgo {
+        let t = model_coll_table(family, &machine_with(2), p, 64 << 10, 4 << 20, cma_from);
+        *t.candidates(bytes)
+            .iter()
+            .find(|a| **a != CollAlgo::Direct && **a != CollAlgo::Inline)
+            .unwrap()
+    }
+
+    #[test]
+    fn private_contributions_below_cma_from_take_staging() {
+        use CollAlgo::{Cma, Direct, Staging};
+        let cma_from = 200_000;
+        for family in CollOp::ALL {
+            for bytes in [1, 4 << 10, 64 << 10, cma_from - 1] {
+                assert_eq!(
+                    private_choice_from(family, bytes, 2, cma_from),
+                    Staging,
+                    "{family:?} {bytes}"
+                );
+            }
+            for bytes in [cma_from, 1 << 20] {
+                assert_eq!(
+                    private_choice_from(family, bytes, 2, cma_from),
+                    Cma,
+                    "{family:?} {bytes}"
+                );
+            }
+            // Heap buffers keep `direct` (and inline keeps its rows) wherever it was.
+            let with = model_coll_table(family, &machine_with(2), 2, 64 << 10, 4 << 20, cma_from);
+            let without = model_coll_table(family, &machine_with(2), 2, 64 << 10, 4 << 20, 0);
+            for bytes in [
+                1,
+                3 << 9,
+                8 << 10,
+                64 << 10,
+                cma_from - 1,
+                cma_from,
+                1 << 30,
+            ] {
+                let pos = |t: &CollTable, a| t.candidates(bytes).iter().position(|x| *x == a);
+                assert_eq!(
+                    pos(&with, Direct),
+                    pos(&without, Direct),
+                    "{family:?} {bytes}"
+                );
+                for heap in [false, true] {
+                    assert_eq!(
+                        with.wants_inline(bytes, heap),
+                        without.wants_inline(bytes, heap),
+                        "{family:?} {bytes}"
+                    );
+                }
+            }
+        }
+        // No crossover: the model's own order.
+        assert_eq!(private_choice_from(CollOp::Allgather, 64 << 10, 2, 0), Cma);
     }
 }
