@@ -37,6 +37,8 @@ def allocation_rules() -> list[str]:
     want(shmcoll.in_shared_arena(big), "np.ones of 512 KiB not in the arena")
     want(not shmcoll.in_shared_arena(small), "a small array in the arena")
     want(not shmcoll.in_shared_arena(huge), "an array above max_bytes in the arena")
+    want(shmcoll.in_shared_arena(np.ones(1 << 19)), "an array of exactly max_bytes not in the arena")
+    want(not shmcoll.in_shared_arena(np.ones((1 << 19) + 1)), "max_bytes + 8 in the arena")
     want(shmcoll.in_shared_arena(big * 2), "a large temporary not in the arena")
     # A freed block is reused dirty: zeros must still be zeros.
     dirty = np.full(N, 7.0)

@@ -5,7 +5,7 @@ A collective on a private NumPy array reaches the peers' memory through kernel c
 (CMA), which cost a system call and page pinning per transfer and, for large arrays, a
 read of every destination line. Arrays in the shared heap (``comm.empty``) avoid that,
 but code would have to allocate them there. So from ``import shmcoll`` on, every array
-NumPy allocates with ``min_bytes <= nbytes < max_bytes`` of data (``np.empty``,
+NumPy allocates with ``min_bytes <= nbytes <= max_bytes`` of data (``np.empty``,
 ``np.zeros``, results of arithmetic, ``np.concatenate``..., in every thread) comes from
 this process's arena: a memfd that the peers of every communicator map when they first
 meet a buffer in it, so collectives on those arrays take the same single-copy paths as
@@ -14,9 +14,9 @@ arrays are NumPy's as usual, and so is everything allocated before ``import shmc
 (served through the private-buffer paths).
 
 Bounds (process-wide): ``SHMCOLL_SHARED_ARRAYS_MIN`` (default 16 KiB) and
-``SHMCOLL_SHARED_ARRAYS_MAX`` (default 4 MiB: from there NumPy puts arrays on transparent
-huge pages, which a memfd does not get on most systems, and element-wise work over large
-arrays runs up to twice as slow on 4 KiB pages; raise it where collectives on large arrays
+``SHMCOLL_SHARED_ARRAYS_MAX`` (default 4 MiB, included: above it NumPy's transparent huge
+pages, which a memfd does not get on most systems, make element-wise work over large
+arrays up to twice as fast as on 4 KiB pages; raise it where collectives on large arrays
 matter more than arithmetic on them). Opting out: ``SHMCOLL_SHARED_ARRAYS=0`` before the import, or
 ``disable_shared_arrays()``, or ``with private_arrays():`` for a block;
 ``shared_arrays(min_bytes, max_bytes)`` sets other bounds for a block.
@@ -108,7 +108,7 @@ def _enable_by_default() -> None:
 
 @contextlib.contextmanager
 def shared_arrays(min_bytes: int | None = None, max_bytes: int | None = None) -> Iterator[None]:
-    """Within the block, NumPy arrays of ``min_bytes <= nbytes < max_bytes`` come from the
+    """Within the block, NumPy arrays of ``min_bytes <= nbytes <= max_bytes`` come from the
     shared arena (process-wide; the previous bounds return after it)."""
     lo, hi = _bounds(min_bytes, max_bytes)
     old = _core._shared_arrays_bounds(lo, hi) if _install() else None
@@ -130,7 +130,7 @@ def private_arrays() -> Iterator[None]:
 
 
 def enable_shared_arrays(min_bytes: int | None = None, max_bytes: int | None = None) -> None:
-    """Serve NumPy arrays of ``min_bytes <= nbytes < max_bytes`` from the shared arena from
+    """Serve NumPy arrays of ``min_bytes <= nbytes <= max_bytes`` from the shared arena from
     now on (the default after import, with the environment's bounds)."""
     lo, hi = _bounds(min_bytes, max_bytes)
     if _install():

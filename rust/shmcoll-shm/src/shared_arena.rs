@@ -49,9 +49,9 @@ pub const DEFAULT_ARENA_BYTES: usize = 64 << 30;
 /// the size from which it always returns freed chunks to the kernel.
 pub const RELEASE_FROM: usize = 32 << 20;
 /// Resident bytes of freed blocks kept for reuse (the cache): enough for the temporaries
-/// of a loop over arrays up to `RELEASE_FROM`, little beside a process's arrays (glibc keeps
-/// up to 64 MiB free at the top of its heap before it trims).
-pub const CACHE_BYTES: usize = 64 << 20;
+/// of a loop over arrays of the bindings' default largest size (4 MiB), little beside a
+/// process's arrays (glibc keeps up to 64 MiB free at the top of its heap before it trims).
+pub const CACHE_BYTES: usize = 32 << 20;
 const PAGE: usize = 4096;
 
 /// The arena: its mapping and the allocator of its pages.
