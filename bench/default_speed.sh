@@ -36,8 +36,8 @@ for part in $PARTS; do
     case $part in
     alltoall)
         for n in 2 4; do
-            run .venv-test mpich "$n" alltoall -m 8:16M --before --private --no-ceiling
-            run .venv-bench-openmpi openmpi "$n" alltoall -m 8:16M --before --private --no-ceiling
+            run .venv-test mpich "$n" alltoall -m 8:16M --before --private
+            run .venv-bench-openmpi openmpi "$n" alltoall -m 8:16M --before --private
         done
         ;;
     tune)
