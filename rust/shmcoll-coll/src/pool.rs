@@ -361,11 +361,15 @@ pub struct Settled {
 }
 
 impl Offer {
-    /// The offer of this process for a new communicator of `nranks` ranks. Never fails: a
-    /// setting that is not valid travels in the record, and `settle` raises it on every
-    /// rank.
+    /// The offer of this process for a new communicator of `nranks` ranks, with the
+    /// settings of the environment. Never fails: a setting that is not valid travels in
+    /// the record, and `settle` raises it on every rank.
     pub fn new(nranks: usize) -> Offer {
-        let cfg = Config::from_env(nranks.max(1));
+        Offer::with_config(nranks, Config::from_env(nranks.max(1)))
+    }
+
+    /// As `new`, with settings the embedder derived (the PMPI library's own heap default).
+    pub fn with_config(nranks: usize, cfg: Result<Config>) -> Offer {
         let (offered, capacity) = match &cfg {
             Ok(c) if c.pool_segments > 0 => (take_for(nranks), c.pool_segments),
             Ok(c) => (Vec::new(), c.pool_segments),
