@@ -23,10 +23,18 @@ import numpy as np
 
 from . import _core, bound_tables
 from .errors import ShmcollError, UnsupportedError
-from .tuning.lookup import INTERNAL
 
 #: Bytes reserved for a segment name (or an error) sent through a parent communicator.
 _NAME_BYTES = 256
+
+
+def _allgather(parent: Any, mine: np.ndarray) -> np.ndarray:
+    """Every rank's `mine` (one row per rank of `parent`), through `parent`. The algorithm
+    is pinned, so that one forced in the environment (which may not serve private
+    buffers) cannot break creation: staging serves every call."""
+    everyone = np.empty((parent.size, mine.size), mine.dtype)
+    parent.Allgather(mine, everyone, algorithm="staging")
+    return everyone
 
 
 class Settled(NamedTuple):
@@ -119,19 +127,12 @@ def mpi_segment(mpi_comm: Any, surveyed: Settled | None) -> Settled:
     return s._replace(segment=seg)
 
 
-def _records(parent: Any, record: bytes) -> np.ndarray:
-    """Every rank's creation record (one row per rank of `parent`), through `parent`."""
-    mine = np.frombuffer(record, np.uint8)
-    everyone = np.empty((parent.size, mine.size), np.uint8)
-    parent.Alltoall(np.tile(mine, parent.size), everyone, **INTERNAL)
-    return everyone
-
-
 def split_segment(parent: Any, color: int | None, key: int) -> Settled:
     """This rank's group: the ranks of the shmcoll communicator `parent` with the same
     `color` (every rank for None: a duplicate), ordered by (key, parent rank); a negative
     color is no group (segment None). The group takes again a pooled segment its ranks
-    all offer, else its first rank creates one and sends its name through `parent`.
+    all offer, else its first rank creates one and sends its name through `parent`
+    (every rank sends what it has, the members read their first rank's).
     Collective over `parent`: every rank takes part in every exchange whatever its group
     settled, and an error raises on every rank of the group (a failure to map a new
     segment, on every rank of `parent`)."""
@@ -139,15 +140,13 @@ def split_segment(parent: Any, color: int | None, key: int) -> Settled:
     if color is None:
         members = list(range(p))
     else:
-        mine = np.array([color, key], np.int64)
-        everyone = np.empty(2 * p, np.int64)
-        parent.Alltoall(np.tile(mine, p), everyone, **INTERNAL)
-        pairs = everyone.reshape(p, 2)
+        pairs = _allgather(parent, np.array([color, key], np.int64))
         group = sorted((int(pairs[j, 1]), j) for j in range(p) if pairs[j, 0] == color)
         members = [j for _, j in group]
     grouped = color is None or color >= 0
     offer = _Offer(len(members)) if grouped else None
-    records = _records(parent, offer.record if offer is not None else bytes(_core.pool_record_bytes()))
+    record = offer.record if offer is not None else bytes(_core.pool_record_bytes())
+    records = _allgather(parent, np.frombuffer(record, np.uint8))
     err: BaseException | None = None
     settled = Settled(None, members.index(rank), len(members), True, None)
     if offer is not None:
@@ -161,7 +160,7 @@ def split_segment(parent: Any, color: int | None, key: int) -> Settled:
             raise err
         return settled
     leader = members[0]
-    send = np.zeros((p, _NAME_BYTES), np.uint8)
+    send = np.zeros(_NAME_BYTES, np.uint8)
     handle = None
     if rank == leader and grouped:
         msg = b"R"  # the group takes a pooled segment again
@@ -173,11 +172,8 @@ def split_segment(parent: Any, color: int | None, key: int) -> Settled:
                 msg = b"N" + handle.name.encode()
             except ShmcollError as e:
                 msg = b"E" + str(e).encode()[: _NAME_BYTES - 2]
-        for j in members:
-            send[j, : len(msg)] = np.frombuffer(msg, np.uint8)
-    recv = np.zeros_like(send)
-    parent.Alltoall(send, recv, **INTERNAL)
-    msg = bytes(recv[leader]).rstrip(b"\0")
+        send[: len(msg)] = np.frombuffer(msg, np.uint8)
+    msg = bytes(_allgather(parent, send)[leader]).rstrip(b"\0")
     if msg[:1] == b"E" and err is None:
         err = ShmcollError(f"rank {leader} could not create a segment: {msg[1:].decode(errors='replace')}")
     seg = settled.segment if settled.segment is not None else handle
@@ -186,9 +182,7 @@ def split_segment(parent: Any, color: int | None, key: int) -> Settled:
             seg = _core.SegmentHandle.open(msg[1:].decode())
     except ShmcollError as e:
         err = e
-    ok = np.full(p, 0 if err is None else 1, np.uint8)
-    flags = np.empty_like(ok)
-    parent.Alltoall(ok, flags, **INTERNAL)
+    flags = _allgather(parent, np.array([0 if err is None else 1], np.uint8)).ravel()
     if flags.any():
         if err is not None:
             raise err
