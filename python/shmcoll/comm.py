@@ -85,7 +85,7 @@ sys.excepthook = _abort_on_uncaught
 
 
 class _Prepared(NamedTuple):
-    """What `Comm.Split` hands to the constructor: the settled segment and MPI's side."""
+    """What Dup and Split hand to the constructor: the settled segment and MPI's side."""
 
     settled: bootstrap.Settled
     mpi: Any

@@ -170,7 +170,7 @@ pub(crate) fn keep(p: Pooled, capacity: usize) {
     drop(evicted);
 }
 
-/// Segments this process keeps now (for tests and `shmcoll info`).
+/// Segments this process keeps now (for tests).
 pub fn pooled_count() -> usize {
     with_pool(|entries| entries.len())
 }
