@@ -25,7 +25,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -138,7 +138,7 @@ def phases(mpi_comm: Any, iters: int, warmup: int, pooled: bool) -> dict[str, np
             for p in PHASES:
                 clock.spent[p] = 0.0
             mpi_comm.Barrier()
-            with pool_off() if not pooled else _nothing():
+            with pool_off() if not pooled else nullcontext():
                 t0 = time.perf_counter()
                 c = shmcoll.Comm(mpi_comm)
                 t1 = time.perf_counter()
@@ -155,11 +155,6 @@ def phases(mpi_comm: Any, iters: int, warmup: int, pooled: bool) -> dict[str, np
         for u in undo:
             u()
     return {p: np.array(v) for p, v in out.items()}
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def run(opts: Options) -> list[dict[str, Any]] | None:
