@@ -4,7 +4,9 @@ the ranks free in, never while one rank still holds it, never for other ranks or
 rank order, and never when one rank does not pool it; collectives on a reused segment give
 the right values (after a one-sided call ended the freed communicator, too); heap arrays of
 the freed communicator stay valid and apart from the new one's; an invalid setting on one
-rank raises on every rank at creation. `Comm.config()["segment"]` names the segment.
+rank raises on every rank at creation; a segment from before this process made its
+shared-array arena is not reused (the arena would stay out of the peers' reach).
+`Comm.config()["segment"]` names the segment.
 The MPI side (Comm(MPI comm), Dup and Split of it) is tests/mpi_scripts/pooled_creation.py.
 """
 
@@ -270,6 +272,34 @@ def test_a_one_sided_last_call_leaves_a_reusable_segment() -> None:
     for names, bad in run_ranks(3, _one_sided_then_free, 5):
         assert not bad, bad
         assert len(names) == 1
+
+
+def _arena_since() -> tuple[list[bool], list[bool]]:
+    """A communicator freed before this process had a shared-array arena, then two made
+    under one: arrays in the arena must be in their reach."""
+    world = shmcoll.Comm()
+    a = world.Dup()
+    names = [_name(a)]
+    a.Free()
+    reach = []
+    with shmcoll.shared_arrays():
+        x = np.full(1 << 16, 1.0)
+        for _ in range(2):
+            b = world.Dup()
+            names.append(_name(b))
+            reach.append(b.in_heap(x))
+            y = np.empty(1 << 16)
+            b.Allreduce(x, y, algorithm="direct")  # refuses buffers out of reach
+            b.Free()
+    world.Free()
+    return reach, [n == names[0] for n in names[1:]] + [names[1] == names[2]]
+
+
+def test_a_segment_from_before_the_shared_array_arena_is_not_reused() -> None:
+    for reach, same in run_ranks(2, _arena_since):
+        assert reach == [True, True]
+        # Not the one from before the arena; the one made under it serves again.
+        assert same == [False, False, True], same
 
 
 def _bad_setting_on(rank: int) -> dict[str, Any]:

@@ -32,8 +32,10 @@
 //! it died, it evicted it) is never chosen: ranks may free in any order, and a failed
 //! free costs only that segment. Offers not chosen go back to the pool.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use shmcoll_shm::handshake::arena_announcement;
 use shmcoll_shm::node::node_id;
 use shmcoll_shm::{HeapAlloc, Layout, Peers, Segment, Sizes, FIRST_CALL_SEQ};
 
@@ -116,10 +118,16 @@ impl Pooled {
             .collect()
     }
 
-    /// Whether no peer died or gave up on the segment since (a peer that did will never
-    /// offer it again).
-    fn healthy(&self) -> bool {
-        self.peers.check(&self.seg, "pool").is_ok()
+    /// Whether the segment can serve again: no peer died or gave up on it since (a peer
+    /// that did will never offer it), and what this rank announced there of its
+    /// shared-array arena is still so (an arena created since would stay unannounced on
+    /// it, its arrays out of the peers' reach).
+    fn fit(&self) -> bool {
+        let announced = (
+            self.seg.arena_fd_of(self.rank).load(Ordering::Relaxed),
+            self.seg.arena_len_of(self.rank).load(Ordering::Relaxed),
+        );
+        announced == arena_announcement() && self.peers.check(&self.seg, "pool").is_ok()
     }
 }
 
@@ -175,8 +183,8 @@ pub fn pooled_count() -> usize {
     with_pool(|entries| entries.len())
 }
 
-/// Take out the healthy entries for `nranks` ranks, most recently kept first, at most
-/// OFFER_IDS; drop the unhealthy ones.
+/// Take out the entries for `nranks` ranks that fit, most recently kept first, at most
+/// OFFER_IDS; drop the others.
 fn take_for(nranks: usize) -> Vec<Pooled> {
     let taken: Vec<Pooled> = with_pool(|entries| {
         let mut taken = Vec::new();
@@ -189,7 +197,7 @@ fn take_for(nranks: usize) -> Vec<Pooled> {
         }
         taken
     });
-    taken.into_iter().filter(Pooled::healthy).collect()
+    taken.into_iter().filter(Pooled::fit).collect()
 }
 
 /// One rank's record, decoded.
