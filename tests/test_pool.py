@@ -302,6 +302,30 @@ def test_a_segment_from_before_the_shared_array_arena_is_not_reused() -> None:
         assert same == [False, False, True], same
 
 
+def _rebound() -> tuple[bool, list[str]]:
+    """Rank 0 binds itself to one CPU between two duplicates: the peers' waits read the
+    CPU each rank announced, so the segment that announced it unbound does not serve."""
+    world = shmcoll.Comm()
+    a = world.Dup()
+    first = _name(a)
+    a.Free()
+    if world.rank == 0:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    b = world.Dup()
+    reused = _name(b) == first
+    bad = _check(b, 60)
+    b.Free()
+    world.Free()
+    return reused, bad
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a process free to run on 2 CPUs")
+def test_a_segment_from_before_a_rank_was_bound_is_not_reused() -> None:
+    for reused, bad in run_ranks(2, _rebound, env={"SHMCOLL_BIND": "none"}):
+        assert not bad, bad
+        assert not reused
+
+
 def _bad_setting_on(rank: int) -> dict[str, Any]:
     world = shmcoll.Comm()
     out: dict[str, Any] = {}

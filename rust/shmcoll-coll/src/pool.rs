@@ -28,8 +28,10 @@
 //! expect them. What the freed communicator still owed (the check of a one-sided call's
 //! heads, a notice of a rejection) ends with it, on every rank alike.
 //!
-//! A segment one rank does not offer (it still uses that communicator, its free failed,
-//! it died, it evicted it) is never chosen: ranks may free in any order, and a failed
+//! A rank offers only segments whose peers are alive and healthy and where what it
+//! announced of its process in the handshake (its shared-array arena, its CPU) still holds,
+//! since the continuation runs no handshake. A segment one rank does not offer (it still
+//! uses that communicator, its free failed, it died, it evicted it) is never chosen: ranks may free in any order, and a failed
 //! free costs only that segment. Offers not chosen go back to the pool.
 
 use std::sync::atomic::Ordering;
@@ -119,15 +121,36 @@ impl Pooled {
     }
 
     /// Whether the segment can serve again: no peer died or gave up on it since (a peer
-    /// that did will never offer it), and what this rank announced there of its
-    /// shared-array arena is still so (an arena created since would stay unannounced on
-    /// it, its arrays out of the peers' reach).
-    fn fit(&self) -> bool {
-        let announced = (
-            self.seg.arena_fd_of(self.rank).load(Ordering::Relaxed),
-            self.seg.arena_len_of(self.rank).load(Ordering::Relaxed),
-        );
-        announced == arena_announcement() && self.peers.check(&self.seg, "pool").is_ok()
+    /// that did will never offer it), and what this rank announced there of its process
+    /// (`now`: its shared-array arena, the one CPU it is bound to) still holds. An arena
+    /// created since would stay out of the peers' reach on it, and a stale CPU would
+    /// mislead the peers' waits.
+    fn fits(&self, now: &Announced) -> bool {
+        let then = Announced {
+            arena: (
+                self.seg.arena_fd_of(self.rank).load(Ordering::Relaxed),
+                self.seg.arena_len_of(self.rank).load(Ordering::Relaxed),
+            ),
+            cpu: self.seg.cpu_of(self.rank).load(Ordering::Relaxed),
+        };
+        then == *now && self.peers.check(&self.seg, "pool").is_ok()
+    }
+}
+
+/// What a rank announces of its process in its Info line, as it stands now.
+#[derive(Debug, PartialEq, Eq)]
+struct Announced {
+    arena: (u32, u64),
+    /// 1 + the one CPU the process may run on, 0 when several (as `Comm::join` writes it).
+    cpu: u32,
+}
+
+impl Announced {
+    fn now() -> Announced {
+        Announced {
+            arena: arena_announcement(),
+            cpu: shmcoll_shm::placement::only_cpu().map_or(0, |c| c as u32 + 1),
+        }
     }
 }
 
@@ -197,7 +220,8 @@ fn take_for(nranks: usize) -> Vec<Pooled> {
         }
         taken
     });
-    taken.into_iter().filter(Pooled::fit).collect()
+    let now = Announced::now();
+    taken.into_iter().filter(|p| p.fits(&now)).collect()
 }
 
 /// One rank's record, decoded.
