@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from shmcoll.bench.machine_state import describe, floor_us, load  # noqa: E402
-from shmcoll.bench.sizes import fmt_size  # noqa: E402
+from shmcoll.bench.machine_state import describe, floor_us, load
+from shmcoll.bench.sizes import fmt_size
 
 ORDER = ("shmcoll", "shmcoll before", "shmcoll heap", "shmcoll private", "tuned", "tuned private")
 
@@ -37,7 +37,9 @@ def table(path: Path) -> str:
         cells = [fmt_size(size), f"{ref:.2f}" if ref else "error"]
         for v in variants:
             m = by.get(v, {}).get("median_us")
-            cells.append("error" if not m else f"{float(m):.2f} ({ref / float(m):.2f}x)" if ref else f"{float(m):.2f}")
+            cells.append(
+                "error" if not m else f"{float(m):.2f} ({ref / float(m):.2f}x)" if ref else f"{float(m):.2f}"
+            )
         if state:
             fl = floor_us(op, size, nranks, state)
             m = by.get("shmcoll", {}).get("median_us")

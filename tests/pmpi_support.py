@@ -18,6 +18,7 @@ from conftest import shm_segments, subprocess_env
 PROGRAMS_DIR = Path(__file__).resolve().parent / "pmpi"
 STATS_LINE = re.compile(r"^\[shmcoll-pmpi\] rank=(\d+) op=(\S+) (.*)$", re.M)
 ARENA_LINE = re.compile(r"^\[shmcoll-pmpi\] rank=(\d+) shared-malloc (.*)$", re.M)
+SETUP_LINE = re.compile(r"^\[shmcoll-pmpi\] rank=(\d+) communicators (.*)$", re.M)
 
 
 @dataclass
@@ -106,6 +107,14 @@ def arena_stats(stderr: str) -> dict[int, dict[str, int]]:
     return {
         int(rank): {k: int(v) for k, v in (kv.split("=") for kv in rest.split())}
         for rank, rest in ARENA_LINE.findall(stderr)
+    }
+
+
+def setup_stats(stderr: str) -> dict[int, dict[str, int]]:
+    """{rank: {"new-segment": .., "pooled-segment": ..}}: the engines set up."""
+    return {
+        int(rank): {k: int(v) for k, v in (kv.split("=") for kv in rest.split())}
+        for rank, rest in SETUP_LINE.findall(stderr)
     }
 
 

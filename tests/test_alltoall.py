@@ -438,10 +438,10 @@ def test_identity_barrier_dup_and_context_manager() -> None:
         assert res["mpi"] is None
         assert res["dups"] == [(r, 3), (r, 3)]
         assert res["dup_ok"]
-        # the parent's count also includes the exchanges that created the two duplicates;
-        # each communicator's own count starts with the check that all ranks bound the
-        # same tuning table
-        assert res["dup_stats"][1:] == (3, 2), res["dup_stats"]
+        # the parent's count also includes the exchanges that created the two duplicates
+        # (which also compared the tuning tables every rank remembers from the parent),
+        # so each duplicate's own count is its own calls alone
+        assert res["dup_stats"][1:] == (2, 1), res["dup_stats"]
         assert res["dup_stats"][0] >= 1
 
 

@@ -172,6 +172,43 @@ def test_bench_with_mpi(tmp_path: Path) -> None:
 
 
 @pytest.mark.mpi
+def test_create_bench_with_mpi(tmp_path: Path) -> None:
+    """`shmcoll bench create`: every variant against MPI's Dup+Free, and the phases of
+    Comm+Free pooled and not (no timing is asserted: the machine is shared)."""
+    if not mpi_available():
+        pytest.skip("mpiexec and mpi4py are needed")
+    csv_path = tmp_path / "create.csv"
+    p = cli(
+        "bench",
+        "create",
+        "-n",
+        "2",
+        "-i",
+        "6",
+        "-x",
+        "1",
+        "--rounds",
+        "2",
+        "--phases",
+        "--csv",
+        str(csv_path),
+        timeout=90,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    with csv_path.open() as f:
+        recs = list(csv.DictReader(f))
+    variants = [r["variant"] for r in recs]
+    assert variants[0].startswith("MPICH") and variants[1:] == [
+        "Comm+Free",
+        "Comm.Dup+Free",
+        "Comm+Free, no pool",
+    ]
+    assert all(r["nranks"] == "2" and float(r["median_us"]) > 0 and not r["error"] for r in recs), recs
+    phases = [r.split("│")[1].strip() for r in _table_rows(p.stdout) if r.count("│") == 4]
+    assert phases == ["exchange", "segment", "join", "tables", "constructor rest", "Free"], p.stdout
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("op", ["allreduce", "barrier"])
 def test_collective_bench_with_mpi(tmp_path: Path, op: str) -> None:
     """`shmcoll bench <collective>` against MPI, validated; Barrier has one row of 0 bytes

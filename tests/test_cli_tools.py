@@ -572,6 +572,7 @@ COMMANDS = [
     ["bench", "copy"],
     ["bench", "machine"],
     ["bench", "codec"],
+    ["bench", "create"],
     *[["bench", op] for op in ("allreduce", "allgather", "bcast", "reduce_scatter")],
     *[["bench", op] for op in ("reduce", "gather", "scatter", "barrier")],
     ["profiles"],

@@ -33,6 +33,7 @@ ENGINE_SETTINGS = [
     ("SHMCOLL_HEAP_BYTES", "bytes per rank: 0 <= value <= 1099511627776", ["2T", "lots"]),
     ("SHMCOLL_CHUNK_BYTES", "bytes: 64 <= value <= 1073741824", ["63", "2G"]),
     ("SHMCOLL_NT_THRESHOLD", "bytes: 0 <= value <= 1099511627776", ["2T"]),
+    ("SHMCOLL_POOL_SEGMENTS", "segments: 0 <= value <= 8", ["9", "2.5"]),
 ]
 
 #: Bad for every numeric setting.

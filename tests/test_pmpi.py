@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import find_tool, subprocess_env
-from pmpi_support import Mpi, arena_stats, openmpi_env, stats
+from pmpi_support import Mpi, arena_stats, openmpi_env, setup_stats, stats
 from shmcoll.pmpi import PmpiBuildError, ensure, find_mpicc
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(300)]
@@ -151,6 +151,26 @@ def test_large_buffers_are_reached_directly_through_the_arenas(mpich: Mpi, n: in
     assert all(sum(c.get(k, 0) for k in direct) > 0 for c in served({})), "no call reached arena buffers"
     private = served({"SHMCOLL_PMPI_SHARED_MALLOC": "0"})
     assert all(sum(c.get(k, 0) for k in direct) == 0 and c.get("via-cma-push", 0) > 0 for c in private)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_duplicates_freed_and_made_again_take_pooled_segments(mpich: Mpi, n: int) -> None:
+    """comm_churn.c: twelve duplicates made and freed one after the other, then two freed in
+    opposite orders on even and odd ranks and made again: after the first, every engine but
+    the one made beside a live duplicate takes a freed communicator's segment, and every
+    result equals PMPI's; with the pool off, every engine makes a segment."""
+    prog = mpich.compile("comm_churn")
+    p = mpich.run(n, prog)
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    setups = setup_stats(p.stderr)
+    assert set(setups) == set(range(n)), p.stderr
+    for rank, c in setups.items():
+        # 12 + 2 + 2 duplicates (and COMM_WORLD at the end, for the failure count): new
+        # segments for the first duplicate and for the one made beside a live one.
+        assert c["new-segment"] == 2 and c["pooled-segment"] >= 14, (rank, c)
+    p = mpich.run(n, prog, env={"SHMCOLL_POOL_SEGMENTS": "0"})
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    assert all(c["pooled-segment"] == 0 for c in setup_stats(p.stderr).values()), p.stderr
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])

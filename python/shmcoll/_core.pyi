@@ -15,8 +15,10 @@ __all__ = [
     "CommBase",
     "HeapBuffer",
     "PeerView",
+    "PooledSegment",
     "Prequest",
     "SegmentHandle",
+    "SegmentOffer",
     "__version__",
     "_in_shared_arena",
     "_install_shared_arrays",
@@ -43,6 +45,8 @@ __all__ = [
     "mpc_max_compressed_size",
     "per_rank_spec",
     "ping_pong",
+    "pool_record_bytes",
+    "pooled_segments",
     "reduction_supported",
     "register_mpi",
     "resolve",
@@ -63,6 +67,29 @@ SEGMENT_PREFIX: Final[str]
 OBJECT_ROOM: Final[int]
 #: The source tree the module was built from (where the PMPI library is built from).
 SOURCE_DIR: Final[str]
+
+@final
+class SegmentOffer:
+    """This rank's part of a new communicator's creation exchange: its settings, the
+    pooled segments it offers, its record. Settle it once; dropped unsettled, its segments
+    go back to the pool."""
+
+    def __new__(cls, nranks: int) -> Self: ...
+    @property
+    def areas(self) -> tuple[int, int] | None:
+        """(inline bytes, staging bytes) of a segment made for this rank's settings, or None
+        when they are not valid."""
+
+    def record(self, token: int) -> bytes:
+        """The bytes to send to every rank of the new communicator, carrying `token`."""
+
+    def settle(self, records: bytes, rank: int) -> tuple[bool, PooledSegment | None, bool]:
+        """(one node, the pooled segment to join or None, whether every rank sent the same
+        nonzero token for the same areas), from every rank's record in rank order."""
+
+@final
+class PooledSegment:
+    """A pooled segment every rank agreed to take again: join it at once."""
 
 @final
 class SegmentHandle:
@@ -360,6 +387,12 @@ _RangeRow = tuple[int, int | None, list[_CandidateRow]]
 def model_table(nranks: int, cma_from: int | None = None) -> list[_RangeRow]:
     """The model table for `nranks` ranks on this machine (the embedded default), with
     private blocks taking CMA from `cma_from` bytes (None: the value in force here)."""
+
+def pool_record_bytes() -> int:
+    """Bytes of one rank's creation record."""
+
+def pooled_segments() -> int:
+    """Segments of freed communicators this process keeps now."""
 
 def coll_model_table(
     op: str,

@@ -479,6 +479,34 @@ def _print_probe(console: Any, c: dict[str, Any]) -> None:
     console.print(probe_note(c))
 
 
+@bench.command("create")
+@click.option("-n", "nprocs", type=click.IntRange(1, 4096), default=2, show_default=True, help="ranks")
+@click.option("-i", "iters", type=click.IntRange(1), default=200, show_default=True, help="iterations")
+@click.option(
+    "-x", "warmup", type=click.IntRange(0), default=20, show_default=True, help="warm-up iterations"
+)
+@click.option("--rounds", type=click.IntRange(1), default=5, show_default=True, help="interleaved rounds")
+@click.option("--phases", is_flag=True, help="also time the steps of Comm+Free, pooled and not")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the results as CSV")
+@click.option(
+    "--mpiexec",
+    "mpiexec",
+    default=None,
+    help="the MPI launcher (default: the one beside this Python, else PATH)",
+)
+def bench_create(
+    nprocs: int, iters: int, warmup: int, rounds: int, phases: bool, csv_path: str | None, mpiexec: str | None
+) -> None:
+    """Creating and freeing a communicator: shmcoll.Comm(w) and Comm.Dup against MPI's
+    Dup (needs MPI: the communicators wrap MPI's)."""
+    from .bench.create import Options, options_json
+
+    if not _mpi_available(mpiexec or default_mpiexec()):
+        raise click.UsageError("bench create needs mpi4py and mpiexec (pip install 'shmcoll[mpi]')")
+    opts = Options(iters=iters, warmup=warmup, rounds=rounds, phases=phases, csv=csv_path)
+    _launch_bench("shmcoll.bench.create", options_json(opts), nprocs, "mpiexec", mpiexec, False)
+
+
 @bench.command("copy")
 @click.option("-m", "sizes", default="4K:256M", show_default=True, help="bytes: MIN:MAX (powers of 2)")
 @click.option(

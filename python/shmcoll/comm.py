@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import numpy as np
 
-from . import _core
+from . import _core, bootstrap, bound_tables
 from .buffers import is_in_place, parse_vector
 from .collectives import Collectives
 from .envvars import parse_whole
@@ -29,7 +29,6 @@ from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
 from .passthrough import MPI4PY_NAMES, forward_missing, forward_type, lookup
 from .persistent import Persistent
-from .tuning.lookup import INTERNAL
 
 #: Environment variables the standalone launcher (`shmcoll run`, `shmcoll.spawn`) sets.
 ENV_SEGMENT = "SHMCOLL_SEGMENT"
@@ -47,9 +46,6 @@ def _launch_rank() -> int:
 
 #: Variables that MPI launchers set in every rank's environment.
 _MPI_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID")
-
-#: Bytes reserved for a segment name when it is sent through a communicator.
-_NAME_BYTES = 256
 
 
 class Choice(NamedTuple):
@@ -88,107 +84,10 @@ _previous_excepthook = sys.excepthook
 sys.excepthook = _abort_on_uncaught
 
 
-def _mpi_segment(mpi_comm: Any) -> Any:
-    """Create (rank 0) or open the segment for the ranks of `mpi_comm`; collective."""
-    from mpi4py import MPI
-
-    if mpi_comm.Is_inter():
-        raise UnsupportedError("inter-communicators are not supported; use an intra-communicator")
-    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED, key=mpi_comm.Get_rank())
-    try:
-        spans_nodes = node.Get_size() != mpi_comm.Get_size()
-    finally:
-        node.Free()
-    if mpi_comm.allreduce(spans_nodes, op=MPI.LOR):
-        raise UnsupportedError(
-            "this communicator spans several nodes; shmcoll.Comm serves ranks of one node "
-            "(split with MPI.COMM_TYPE_SHARED, or wait for the hierarchical path)"
-        )
-    rank, size = mpi_comm.Get_rank(), mpi_comm.Get_size()
-    handle = None
-    name_or_error: Any = None
-    if rank == 0:
-        try:
-            handle = _core.SegmentHandle(size)
-            name_or_error = handle.name
-        except ShmcollError as e:
-            name_or_error = e
-    name_or_error = mpi_comm.bcast(name_or_error, root=0)
-    if isinstance(name_or_error, BaseException):
-        raise name_or_error
-    # Map everywhere first and agree, so that a rank that cannot map the segment makes
-    # every rank fail at once instead of leaving the others waiting in the handshake.
-    err: BaseException | None = None
-    seg = handle
-    try:
-        if seg is None:
-            seg = _core.SegmentHandle.open(name_or_error)
-    except ShmcollError as e:
-        err = e
-    failed = [e for e in mpi_comm.allgather(None if err is None else f"rank {rank}: {err}") if e]
-    if failed:
-        if err is not None:
-            raise err
-        raise ShmcollError("could not create the node communicator: " + "; ".join(failed))
-    return seg
-
-
-def _dup_segment(parent: Comm) -> Any:
-    """A new segment for all ranks of `parent` (collective over `parent`)."""
-    seg, _, _ = _split_segment(parent, 0, parent.rank)
-    return seg
-
-
-def _split_segment(parent: Comm, color: int, key: int) -> tuple[Any, int, int]:
-    """(segment, rank, size) of this rank's group: the ranks of `parent` with the same
-    `color`, ordered by (key, parent rank). The first of each group creates the segment
-    and sends its name to the group through `parent`; collective over `parent`."""
-    p, rank = parent.size, parent.rank
-    mine = np.array([color, key], np.int64)
-    everyone = np.empty(2 * p, np.int64)
-    parent.Alltoall(np.tile(mine, p), everyone, **INTERNAL)
-    pairs = everyone.reshape(p, 2)
-    group = sorted((int(pairs[j, 1]), j) for j in range(p) if pairs[j, 0] == color)
-    members = [j for _, j in group]
-    leader = members[0]
-    send = np.zeros((p, _NAME_BYTES), np.uint8)
-    handle = None
-    if rank == leader:
-        try:
-            handle = _core.SegmentHandle(len(members))
-            msg = b"N" + handle.name.encode()
-        except ShmcollError as e:
-            msg = b"E" + str(e).encode()[: _NAME_BYTES - 2]
-        for j in members:
-            send[j, : len(msg)] = np.frombuffer(msg, np.uint8)
-    recv = np.zeros_like(send)
-    parent.Alltoall(send, recv, **INTERNAL)
-    msg = bytes(recv[leader]).rstrip(b"\0")
-    err: BaseException | None = None
-    if msg[:1] == b"E":
-        err = ShmcollError(f"rank {leader} could not create a segment: {msg[1:].decode(errors='replace')}")
-    seg = handle
-    try:
-        if seg is None and err is None:
-            seg = _core.SegmentHandle.open(msg[1:].decode())
-    except ShmcollError as e:
-        err = e
-    ok = np.full(p, 0 if err is None else 1, np.uint8)
-    flags = np.empty_like(ok)
-    parent.Alltoall(ok, flags, **INTERNAL)
-    if flags.any():
-        if err is not None:
-            raise err
-        bad = [int(r) for r in np.flatnonzero(flags)]
-        raise ShmcollError(f"ranks {bad} could not map their new segment")
-    return seg, members.index(rank), len(members)
-
-
 class _Prepared(NamedTuple):
-    """A segment and a rank in it (what `Comm.Split` hands to the constructor)."""
+    """What Dup and Split hand to the constructor: the settled segment and MPI's side."""
 
-    segment: Any
-    rank: int
+    settled: bootstrap.Settled
     mpi: Any
 
 
@@ -224,44 +123,57 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
     """
 
     _mpi: Any
+    _survey: bootstrap.Settled | None
 
     def __new__(cls, comm: Any = None) -> Any:
         # A communicator whose ranks span nodes (or fake nodes, SHMCOLL_NODE_SPLIT) is
-        # served by HierComm: shared memory inside nodes, MPI between them.
+        # served by HierComm: shared memory inside nodes, MPI between them. Over MPI, the
+        # creation exchange (`bootstrap.survey`) tells whether the ranks share a node;
+        # only when it says no does MPI's own split decide.
         mpi = comm
         if mpi is None and ENV_SEGMENT not in os.environ and under_mpi_launcher():
             from mpi4py import MPI
 
             mpi = MPI.COMM_WORLD
+        survey = None
         if mpi is not None and not isinstance(mpi, Comm) and hasattr(mpi, "Split_type"):
-            from .hierarchy import HierComm, spans_nodes
+            from .hierarchy import HierComm, node_split, spans_nodes
 
-            if spans_nodes(mpi):
+            if mpi.Is_inter():
+                raise UnsupportedError("inter-communicators are not supported; use an intra-communicator")
+            if node_split() is None:
+                survey = bootstrap.survey(mpi)
+                several = not survey.one_node and spans_nodes(mpi)
+            else:
+                several = spans_nodes(mpi)
+            if several:
                 return HierComm(mpi)
-        return super().__new__(cls, comm)
+        obj = super().__new__(cls, comm)
+        obj._survey = survey
+        return obj
 
     def __init__(self, comm: Any = None) -> None:
         self._mpi = None
         self._owned_mpi: Any = None  # an MPI communicator this one made (Dup, Split)
-        self._join_for(comm)
+        agreed = self._join_for(comm)
         _live.add(self)
         mpi_ops_by_id()  # lets the native fast path recognise mpi4py's operators
-        from .tuning import bind
-
         try:
-            self._tuning = bind(self)
+            self._tuning = bound_tables.bind_tables(self, agreed)
         except BaseException:
             self.Free()
             raise
 
-    def _join_for(self, comm: Any) -> None:
+    def _join_for(self, comm: Any) -> bound_tables.Agreed | bound_tables.Unsettled:
+        """Join the segment for `comm`; what the creation exchange settled about the
+        tuning tables (UNSETTLED where no exchange ran)."""
         global _world
         if isinstance(comm, _Prepared):
-            self._join(comm.segment, comm.rank)
+            self._join_settled(comm.settled)
             self._mpi = comm.mpi
             if comm.mpi is not None:
                 forward_type(type(self), type(comm.mpi))
-            return
+            return comm.settled.tables
         if comm is None:
             if ENV_SEGMENT in os.environ:
                 with _world_lock:
@@ -269,25 +181,27 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
                     if world is None or world.freed:
                         self._join(os.environ[ENV_SEGMENT], _launch_rank())
                         _world = weakref.ref(self)
-                        return
-                self._join(_dup_segment(world), world.rank)
-                return
+                        return bound_tables.UNSETTLED
+                return self._join_settled(bootstrap.split_segment(world, None, world.rank))
             if under_mpi_launcher():
                 from mpi4py import MPI
 
                 comm = MPI.COMM_WORLD
             else:
-                self._join(_core.SegmentHandle(1), 0)
-                return
+                return self._join_settled(bootstrap.lone())
         if isinstance(comm, Comm):
-            self._join(_dup_segment(comm), comm.rank)
             self._mpi = comm._mpi
-        elif hasattr(comm, "Split_type") and hasattr(comm, "Get_rank"):
+            return self._join_settled(bootstrap.split_segment(comm, None, comm.rank))
+        if hasattr(comm, "Split_type") and hasattr(comm, "Get_rank"):
             self._mpi = comm
             forward_type(type(self), type(comm))
-            self._join(_mpi_segment(comm), comm.Get_rank())
-        else:
-            raise ArgumentError(f"expected an mpi4py communicator or None, got {type(comm).__name__}")
+            survey, self._survey = getattr(self, "_survey", None), None
+            return self._join_settled(bootstrap.mpi_segment(comm, survey))
+        raise ArgumentError(f"expected an mpi4py communicator or None, got {type(comm).__name__}")
+
+    def _join_settled(self, s: bootstrap.Settled) -> bound_tables.Agreed:
+        self._join(s.segment, s.rank)
+        return s.tables
 
     # -- identity ---------------------------------------------------------------------
     @property
@@ -302,10 +216,13 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
     def Dup(self) -> Comm:
         """A new communicator over the same ranks, with its own segment and, when this one
         wraps MPI, its own MPI communicator (MPI_Comm_dup, so that point-to-point traffic
-        on the two never matches), which Free frees (collective)."""
+        on the two never matches), which Free frees (collective). The creation exchange
+        runs on this communicator (`bootstrap.split_segment`): a new MPI communicator's
+        first collective costs MPI more than the whole exchange costs here."""
         if self._mpi is None:
             return Comm(self)
-        return owning(Comm(self._mpi.Dup()))
+        mpi = self._mpi.Dup()
+        return self._over(mpi, lambda: bootstrap.split_segment(self, None, self.rank))
 
     def Clone(self) -> Comm:
         """As Dup (mpi4py's Clone keeps the communicator's type: so does this one)."""
@@ -317,13 +234,31 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
         if self._mpi is not None:
             from mpi4py import MPI
 
+            # MPI orders a color's ranks by (key, rank) as split_segment does, so the two
+            # communicators number their ranks alike.
             sub = self._mpi.Split(MPI.UNDEFINED if color < 0 else color, key)
-            return None if sub == MPI.COMM_NULL else owning(Comm(sub))
-        seg, rank, _ = _split_segment(self, int(color), int(key))
-        if color < 0:
-            seg.unlink()
+            made = self._over(sub, lambda: bootstrap.split_segment(self, int(color), int(key)))
+            return None if sub == MPI.COMM_NULL else made
+        settled = bootstrap.split_segment(self, int(color), int(key))
+        if settled.segment is None:
             return None
-        return Comm(_Prepared(seg, rank, None))
+        return Comm(_Prepared(settled, None))
+
+    def _over(self, mpi: Any, settle: Any) -> Any:
+        """The communicator over the new MPI communicator `mpi` (which it owns) on the
+        segment `settle()` settles through this one; None for no group. `mpi` is freed if
+        the creation fails."""
+        from mpi4py import MPI
+
+        try:
+            settled = settle()
+            if settled.segment is None:
+                return None
+            return owning(Comm(_Prepared(settled, mpi)))
+        except BaseException:
+            if mpi != MPI.COMM_NULL:
+                mpi.Free()
+            raise
 
     # -- collectives ------------------------------------------------------------------
     def _py_Alltoallv(

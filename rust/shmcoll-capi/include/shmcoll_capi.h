@@ -37,6 +37,20 @@
 
 typedef struct ShmcollSegment ShmcollSegment;
 typedef struct ShmcollComm ShmcollComm;
+typedef struct ShmcollOffer ShmcollOffer;
+
+/* The creation exchange: each rank makes an offer (its settings and the segments of freed
+ * communicators it keeps), sends its record (shmcoll_offer_record_bytes() bytes) to every
+ * rank, and settles from all records in rank order, which consumes the offer. *out is
+ * then the communicator on a segment every rank offered, its tuning tables bound, or
+ * NULL: make a segment (create, open, join). *one_node is 1 when every rank's record
+ * names this node. A failure (a rank's settings are not valid) is the same on every rank. */
+size_t shmcoll_offer_record_bytes(void);
+int shmcoll_offer_create(size_t nranks, ShmcollOffer **out, uint8_t *record, size_t record_cap, char *err,
+                         size_t cap);
+int shmcoll_offer_settle(ShmcollOffer *offer, const uint8_t *records, size_t len, size_t rank, int *one_node,
+                         ShmcollComm **out, char *err, size_t cap);
+void shmcoll_offer_free(ShmcollOffer *offer);
 
 int shmcoll_segment_create(size_t nranks, ShmcollSegment **out, char *err, size_t cap);
 int shmcoll_segment_open(const char *name, ShmcollSegment **out, char *err, size_t cap);

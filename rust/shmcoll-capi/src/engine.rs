@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use shmcoll_coll::pool::Offer;
 use shmcoll_coll::{AlltoallCall, Blocks, Comm, Config, Error, ErrorKind, Forced, RawBuf};
 use shmcoll_shm::Segment;
 
@@ -174,11 +175,39 @@ pub const PMPI_HEAP_BYTES: usize = 64 << 10;
 
 /// The engine's settings from the environment, with the PMPI library's heap default.
 pub fn config(nranks: usize) -> Outcome<Config> {
-    let mut cfg = Config::from_env(nranks).map_err(setup)?;
+    pmpi_config(nranks).map_err(setup)
+}
+
+fn pmpi_config(nranks: usize) -> Result<Config, Error> {
+    let mut cfg = Config::from_env(nranks)?;
     if std::env::var_os("SHMCOLL_HEAP_BYTES").is_none() {
         cfg.heap_bytes = PMPI_HEAP_BYTES;
     }
     Ok(cfg)
+}
+
+/// This rank's part of a new communicator's creation exchange (shmcoll_coll::pool), with
+/// the library's settings; its record goes to every rank.
+pub fn offer(nranks: usize) -> Offer {
+    Offer::with_config(nranks, pmpi_config(nranks.max(1)))
+}
+
+/// Settle `offer` from every rank's record (in rank order; this rank is `rank`): whether
+/// every rank is on this node, and the communicator on the pooled segment every rank
+/// offered, its tuning tables bound (as `join` binds them), or None: then the ranks make
+/// a segment (`create_segment`, `open_segment`, `join`). The same records give the same
+/// outcome, and the same error, on every rank.
+pub fn settle(offer: Offer, records: &[u8], rank: usize) -> Outcome<(bool, Option<Comm>)> {
+    let s = offer.settle(records, rank).map_err(setup)?;
+    let comm = match s.reuse {
+        Some(p) => {
+            let mut comm = Comm::resume(p, s.cfg).map_err(setup)?;
+            comm.bind_tuning_file().map_err(setup)?;
+            Some(comm)
+        }
+        None => None,
+    };
+    Ok((s.one_node, comm))
 }
 
 /// A new segment for `nranks` ranks (one rank creates it; the others open it by name).

@@ -19,6 +19,12 @@ pub struct ShmcollSegment {
     seg: Arc<Segment>,
 }
 
+/// This rank's part of a communicator's creation exchange, not yet settled (opaque to C).
+#[derive(Debug)]
+pub struct ShmcollOffer {
+    offer: shmcoll_coll::pool::Offer,
+}
+
 /// One rank of a node communicator (opaque to C).
 #[derive(Debug)]
 pub struct ShmcollComm {
@@ -220,6 +226,107 @@ pub unsafe extern "C" fn shmcoll_comm_join(
         unsafe { *out = Box::into_raw(c) };
         Ok(())
     }))
+}
+
+/// Bytes of one rank's creation record.
+#[no_mangle]
+pub extern "C" fn shmcoll_offer_record_bytes() -> usize {
+    shmcoll_coll::pool::RECORD_BYTES
+}
+
+/// Make this rank's offer for a communicator of `nranks` ranks: store it in `*out` and its
+/// record in `record[..record_cap]` (at least `shmcoll_offer_record_bytes()`). Settings
+/// that are not valid travel in the record (settling fails on every rank).
+///
+/// # Safety
+/// `out` valid for a write; `record` valid for `record_cap` bytes of writes; `err` as for
+/// `shmcoll_segment_create`.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_offer_create(
+    nranks: usize,
+    out: *mut *mut ShmcollOffer,
+    record: *mut u8,
+    record_cap: usize,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    code(guard(err, cap, || {
+        let need = shmcoll_coll::pool::RECORD_BYTES;
+        if out.is_null() || record.is_null() || record_cap < need {
+            return Err(Failure::bad_argument(format!(
+                "null output or a record buffer of {record_cap} bytes (needs {need})"
+            )));
+        }
+        let offer = engine::offer(nranks);
+        let bytes = offer.record_bytes();
+        // SAFETY: checked non-null and at least `need` = bytes.len() long; the caller
+        // promised `record_cap` writable bytes that no Rust value overlaps.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), record, bytes.len());
+            *out = Box::into_raw(Box::new(ShmcollOffer { offer }));
+        }
+        Ok(())
+    }))
+}
+
+/// Settle `offer` (consumed whatever the outcome) from `records[..len]`, every rank's
+/// record in rank order; this rank is `rank`. Stores in `*one_node` whether every rank is
+/// on this node, and in `*out` the communicator on a pooled segment or NULL.
+///
+/// # Safety
+/// `offer` from `shmcoll_offer_create`, not yet settled or freed; `records` readable for
+/// `len` bytes; `one_node` and `out` valid for a write; `err` as above.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn shmcoll_offer_settle(
+    offer: *mut ShmcollOffer,
+    records: *const u8,
+    len: usize,
+    rank: usize,
+    one_node: *mut c_int,
+    out: *mut *mut ShmcollComm,
+    err: *mut c_char,
+    cap: usize,
+) -> c_int {
+    if offer.is_null() {
+        write_msg(err, cap, "null offer");
+        return Status::BadArgument as c_int;
+    }
+    // SAFETY: non-null, and the caller hands over ownership of a Box made by this crate.
+    let offer = unsafe { Box::from_raw(offer) }.offer;
+    code(guard(err, cap, || {
+        if records.is_null() || one_node.is_null() || out.is_null() {
+            return Err(Failure::bad_argument("null records or output pointer"));
+        }
+        // SAFETY: checked non-null; the caller promised `len` readable bytes.
+        let records = unsafe { std::slice::from_raw_parts(records, len) };
+        let (same_node, comm) = engine::settle(offer, records, rank)?;
+        let comm = comm.map(|comm| {
+            Box::into_raw(Box::new(ShmcollComm {
+                comm,
+                last_algo: c"none",
+                last_class: Class::None,
+            }))
+        });
+        // SAFETY: checked non-null; the caller promised both are valid for a write.
+        unsafe {
+            *one_node = c_int::from(same_node);
+            *out = comm.unwrap_or(std::ptr::null_mut());
+        }
+        Ok(())
+    }))
+}
+
+/// Drop an offer that will not be settled (its segments go back to the pool).
+///
+/// # Safety
+/// `offer` from `shmcoll_offer_create`, not yet settled or freed; null is ignored.
+#[no_mangle]
+pub unsafe extern "C" fn shmcoll_offer_free(offer: *mut ShmcollOffer) {
+    if !offer.is_null() {
+        // SAFETY: the caller hands back ownership of a Box made by this crate.
+        drop(unsafe { Box::from_raw(offer) });
+    }
 }
 
 /// Leave and unmap. Not collective: each rank frees its own when it is done.

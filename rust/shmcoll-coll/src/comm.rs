@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use shmcoll_kernels::hw;
-use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment, FIRST_CALL_SEQ};
+use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment};
 
 use crate::collectives::{CollAlgo, CollChoice, CollOp, CollTable, CollTables};
 use crate::config::Config;
@@ -16,6 +16,7 @@ use crate::desc::{
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::leave_order::CpuMates;
+use crate::pool::{Continued, Pooled};
 use crate::registry::{Algo, Choice};
 use crate::select::Selection;
 
@@ -36,7 +37,7 @@ pub struct Comm {
     pub(crate) seg: Arc<Segment>,
     pub(crate) rank: usize,
     pub(crate) size: usize,
-    pub(crate) peers: Peers,
+    pub(crate) peers: Arc<Peers>,
     pub(crate) cma_ok: bool,
     next_seq: u64,
     /// Bytes this rank has produced into its ring for each peer (mirrors the shm counter).
@@ -130,22 +131,51 @@ impl Comm {
             )));
         }
         // Bind before the handshake: every rank's CPU is then known once it completes.
-        let cpu = shmcoll_shm::placement::bind_rank(cfg.bind, rank, size)
-            .or_else(shmcoll_shm::placement::only_cpu);
-        seg.cpu_of(rank)
-            .store(cpu.map_or(0, |c| c as u32 + 1), Ordering::Relaxed);
+        announce_cpu(&seg, rank, &cfg);
         let att = handshake(&seg, rank, &cfg.wait)?;
-        // Every rank said at the handshake whether it can map its peers' arenas; CMA's
-        // ptrace permission is the one pidfd_getfd needs too (crate::arenas).
-        let arenas_reachable =
-            att.cma_ok && (0..size).all(|j| seg.arena_ok_of(j).load(Ordering::Relaxed) == 1);
-        let mates = CpuMates::of(&seg, rank);
         // Each rank backs the areas it writes (after binding, so that the pages are first
         // touched from the CPU the rank runs on).
         let l = *seg.layout();
         seg.prefault(l.staging(rank), l.sizes.staging_bytes);
         seg.prefault(l.inline(rank, 0), 2 * l.sizes.inline_bytes);
-        let heap = HeapAlloc::new(seg.layout().sizes.heap_bytes);
+        let heap = Arc::new(Mutex::new(HeapAlloc::new(l.sizes.heap_bytes)));
+        let pooled = Pooled {
+            seg,
+            heap,
+            peers: Arc::new(att.peers),
+            rank,
+            cma_ok: att.cma_ok,
+            state: Continued::start(size),
+        };
+        Comm::assemble(pooled, cfg)
+    }
+
+    /// The next communicator of the same ranks on the segment a freed one left, which
+    /// every rank agreed on in the same protocol state (crate::pool): it continues that
+    /// state, so no rank waits for another and no page needs backing. The CPUs and arenas
+    /// the ranks announced in the handshake stand.
+    pub fn resume(p: Pooled, cfg: Config) -> Result<Comm> {
+        Comm::assemble(p, cfg)
+    }
+
+    /// The communicator on a segment every rank has just joined.
+    fn assemble(p: Pooled, cfg: Config) -> Result<Comm> {
+        let Pooled {
+            seg,
+            heap,
+            peers,
+            rank,
+            cma_ok,
+            state,
+        } = p;
+        let size = seg.layout().sizes.nranks;
+        let l = *seg.layout();
+        let mates = CpuMates::of(&seg, rank);
+        // Every rank said at the handshake whether it can map its peers' arenas; CMA's
+        // ptrace permission is the one pidfd_getfd needs too (crate::arenas). A pooled
+        // segment keeps what its ranks said.
+        let arenas_reachable =
+            cma_ok && (0..size).all(|j| seg.arena_ok_of(j).load(Ordering::Relaxed) == 1);
         let cma_from = crate::cma_from::agreed(&seg)?;
         let sel = Selection::model(hw::machine(), size, cma_from);
         let coll_tables = CollTables::model(
@@ -159,11 +189,11 @@ impl Comm {
             seg,
             rank,
             size,
-            peers: att.peers,
-            cma_ok: att.cma_ok,
-            next_seq: FIRST_CALL_SEQ,
-            sent: vec![0; size],
-            recvd: vec![0; size],
+            peers,
+            cma_ok,
+            next_seq: state.next_seq,
+            sent: state.sent,
+            recvd: state.recvd,
             cfg,
             sel,
             broken: None,
@@ -172,13 +202,13 @@ impl Comm {
             coll_tables,
             cma_from,
             stats: Stats::default(),
-            heap: Arc::new(Mutex::new(heap)),
+            heap,
             scratch: Vec::with_capacity(size),
             arenas: crate::arenas::Arenas::shared_arrays(rank, size, arenas_reachable),
-            steps: 0,
+            steps: state.steps,
             unwaited: None,
-            streamed: 0,
-            requests: 0,
+            streamed: state.streamed,
+            requests: state.requests,
             mates,
             notice_due_at: None,
         })
@@ -825,6 +855,41 @@ impl Comm {
     /// Calls served by `algo` so far.
     pub fn calls_with(&self, algo: Algo) -> u64 {
         self.stats.per_algo[algo as usize]
+    }
+}
+
+/// Bind this rank to a CPU if the settings say so, and tell the peers where it runs
+/// (before the round that publishes it).
+fn announce_cpu(seg: &Segment, rank: usize, cfg: &Config) {
+    let cpu = shmcoll_shm::placement::bind_rank(cfg.bind, rank, seg.layout().sizes.nranks)
+        .or_else(shmcoll_shm::placement::only_cpu);
+    seg.cpu_of(rank)
+        .store(cpu.map_or(0, |c| c as u32 + 1), Ordering::Relaxed);
+}
+
+impl Drop for Comm {
+    /// A communicator that ends without a fatal error leaves its segment to the pool, for
+    /// the next communicator of the same ranks (crate::pool); a broken one unmaps it.
+    fn drop(&mut self) {
+        if self.broken.is_some() || self.cfg.pool_segments == 0 {
+            return;
+        }
+        let pooled = Pooled {
+            seg: self.seg.clone(),
+            heap: self.heap.clone(),
+            peers: self.peers.clone(),
+            rank: self.rank,
+            cma_ok: self.cma_ok,
+            state: Continued {
+                next_seq: self.next_seq,
+                steps: self.steps,
+                requests: self.requests,
+                streamed: self.streamed,
+                sent: std::mem::take(&mut self.sent),
+                recvd: std::mem::take(&mut self.recvd),
+            },
+        };
+        crate::pool::keep(pooled, self.cfg.pool_segments);
     }
 }
 

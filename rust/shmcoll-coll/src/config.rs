@@ -38,9 +38,15 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_REDUCE_SCATTER_ALGORITHM", "force Reduce_scatter(_block)'s algorithm: inline, direct, cma, staging"),
     ("SHMCOLL_ALLREDUCE_ALGORITHM", "force Allreduce's algorithm: inline, direct, cma, staging"),
     ("SHMCOLL_REDUCE_ALGORITHM", "force Reduce's algorithm: inline, direct, cma, staging"),
+    ("SHMCOLL_POOL_SEGMENTS", "segments of freed communicators a process keeps to serve the next communicator of the same ranks at once (default 4, 0 turns pooling off; at most 8)"),
     ("SHMCOLL_BIND", "bind each rank to one CPU: auto (when ranks outnumber CPUs and none is bound yet), core, none"),
     ("SHMCOLL_ISA", "lower the SIMD level of the copy kernels: scalar, sse2, avx2, avx512"),
 ];
+
+/// Segments a process keeps by default: enough for a communicator and a duplicate of it
+/// at two sizes (a code's world and its sub-communicators), few enough that the staging
+/// rings they keep backed stay small.
+pub const DEFAULT_POOL_SEGMENTS: usize = 4;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -59,6 +65,11 @@ pub struct Config {
     /// `SHMCOLL_CMA_FROM`: the forced crossover of private buffers (crate::cma_from); what
     /// counts is the value of the process that creates the segment.
     pub cma_from: Option<usize>,
+    /// Segments of freed communicators this process keeps for reuse (crate::pool).
+    pub pool_segments: usize,
+    /// Whether `heap_bytes` was set (`SHMCOLL_HEAP_BYTES`) rather than derived from the
+    /// free space of /dev/shm: a pooled segment must then have exactly that heap.
+    pub heap_explicit: bool,
 }
 
 /// The range of every numeric setting (SETTINGS states them too). Wide enough for any
@@ -139,6 +150,12 @@ pub mod ranges {
         hi: GIB,
         unit: "bytes",
     };
+    /// As many as one creation record can offer (crate::pool::OFFER_IDS).
+    pub const POOL_SEGMENTS: Whole = Whole {
+        lo: 0,
+        hi: crate::pool::OFFER_IDS as u64,
+        unit: "segments",
+    };
     /// Address space only; x86-64 gives a process 128 TiB.
     pub const ARENA_BYTES: Whole = Whole {
         lo: 1 << 20,
@@ -199,14 +216,18 @@ impl Config {
         // The kernels read it themselves (and ignore a bad one); checked here so that a
         // bad value is an error rather than silently the default.
         env_bytes("SHMCOLL_NT_THRESHOLD", ranges::NT_THRESHOLD)?;
+        let heap_set = env_bytes("SHMCOLL_HEAP_BYTES", ranges::HEAP_BYTES)?;
+        let pool_segments = env_whole("SHMCOLL_POOL_SEGMENTS", ranges::POOL_SEGMENTS)?
+            .map_or(DEFAULT_POOL_SEGMENTS, |n| {
+                usize::try_from(n).unwrap_or(crate::pool::OFFER_IDS)
+            });
         Ok(Config {
             inline_bytes: env_bytes("SHMCOLL_INLINE_BYTES", ranges::INLINE_BYTES)?
                 .unwrap_or(64 << 10),
             staging_bytes: env_bytes("SHMCOLL_STAGING_BYTES", ranges::STAGING_BYTES)?
                 .unwrap_or(4 << 20)
                 .max(4096 * nranks.max(1)),
-            heap_bytes: env_bytes("SHMCOLL_HEAP_BYTES", ranges::HEAP_BYTES)?
-                .unwrap_or(heap_default),
+            heap_bytes: heap_set.unwrap_or(heap_default),
             chunk_bytes: env_bytes("SHMCOLL_CHUNK_BYTES", ranges::CHUNK_BYTES)?.unwrap_or(64 << 10),
             nt_threshold: hw::nt_threshold_per_rank(nranks),
             wait,
@@ -221,6 +242,8 @@ impl Config {
                 Err(_) => BindPolicy::Auto,
             },
             cma_from: crate::cma_from::forced()?,
+            pool_segments,
+            heap_explicit: heap_set.is_some(),
         })
     }
 

@@ -18,6 +18,7 @@ pub mod extent;
 mod leave_order;
 mod one_sided;
 pub mod order;
+pub mod pool;
 pub mod registry;
 pub mod select;
 mod transfer;

@@ -20,6 +20,7 @@ use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 use crate::given::Objects;
 use crate::heap::{HeapBuffer, PeerView};
 use crate::persistent::Prequest;
+use crate::pool::PooledSegment;
 use crate::table::{from_rows, to_rows, RangeRow};
 use crate::vector_spec::{vector_collective, vector_spec};
 
@@ -213,10 +214,15 @@ impl CommBase {
         CommBase { comm: None }
     }
 
-    /// Join the communicator of `segment` (a SegmentHandle or a segment name) as `rank`.
+    /// Join the communicator of `segment` (a SegmentHandle or a segment name) as `rank`,
+    /// or start the next communicator on a PooledSegment (its rank is the one it had).
     fn _join(&mut self, py: Python<'_>, segment: &Bound<'_, PyAny>, rank: usize) -> PyResult<()> {
         if self.comm.is_some() {
             return Err(to_py(py, Error::InvalidArgument("already joined".into())));
+        }
+        if let Ok(p) = segment.cast::<PooledSegment>() {
+            self.comm = Some(p.get().resume(py, rank)?);
+            return Ok(());
         }
         let seg = if let Ok(h) = segment.cast::<SegmentHandle>() {
             h.get().seg.clone()
@@ -1163,6 +1169,9 @@ impl CommBase {
         d.set_item("leave_yields", c.wait.leave_yields)?;
         d.set_item("forced", c.alltoall_forced.describe())?;
         d.set_item("segment_bytes", comm.segment().len())?;
+        // The segment's name identifies it, also once pooled and serving again.
+        d.set_item("segment", comm.segment().name())?;
+        d.set_item("pool_segments", c.pool_segments)?;
         Ok(d)
     }
 

@@ -17,6 +17,7 @@ mod heap;
 mod machine;
 mod objects;
 mod persistent;
+mod pool;
 mod shared_arrays;
 mod table;
 mod vector_spec;
@@ -104,6 +105,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<heap::HeapBuffer>()?;
     m.add_class::<heap::PeerView>()?;
     m.add_class::<persistent::Prequest>()?;
+    m.add_class::<pool::SegmentOffer>()?;
+    m.add_class::<pool::PooledSegment>()?;
+    m.add_function(wrap_pyfunction!(pool::pool_record_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(pool::pooled_segments, m)?)?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::_install_shared_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::_shared_arrays_bounds, m)?)?;

@@ -32,6 +32,14 @@ pub struct Attached {
     pub tracer: ptrace::Tracer,
 }
 
+/// What a rank announces of its process's shared-array arena (crate::shared_arena) in its
+/// Info line: 1 + the arena's descriptor and its length, or (0, 0) when it has none. A
+/// segment whose announcement is not this any more (the arena was created since) is not
+/// taken again by a later communicator (shmcoll-coll's pool.rs).
+pub fn arena_announcement() -> (u32, u64) {
+    crate::shared_arena::get().map_or((0, 0), |a| (a.raw_fd() as u32 + 1, a.len() as u64))
+}
+
 pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attached> {
     let p = seg.layout().sizes.nranks;
     assert!(rank < p, "rank {rank} out of range for {p} ranks");
@@ -42,9 +50,9 @@ pub fn handshake(seg: &Segment, rank: usize, cfg: &WaitConfig) -> Result<Attache
     // Announce this process's shared-array arena, if it has one, for peers to map (one
     // created later is announced when a buffer in it is first described), and whether this
     // process can map its peers' arenas.
-    let (fd, len) = crate::shared_arena::get().map_or((0, 0), |a| (a.raw_fd() as u32 + 1, a.len()));
+    let (fd, len) = arena_announcement();
     seg.arena_fd_of(rank).store(fd, Ordering::Relaxed);
-    seg.arena_len_of(rank).store(len as u64, Ordering::Relaxed);
+    seg.arena_len_of(rank).store(len, Ordering::Relaxed);
     let can_map = if crate::arena::can_map_peers() { 1 } else { 2 };
     seg.arena_ok_of(rank).store(can_map, Ordering::Relaxed);
     seg.publish(seg.arrive_seq(rank, SEQ_ATTACHED), SEQ_ATTACHED);

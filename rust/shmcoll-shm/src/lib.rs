@@ -9,6 +9,7 @@ pub mod error;
 pub mod handshake;
 pub mod heap;
 pub mod layout;
+pub mod node;
 pub mod placement;
 pub mod probe;
 pub mod ptrace;

@@ -61,6 +61,8 @@ void shim_count_passed(enum shim_op op, enum shim_reason why);
 void shim_count_mixed(enum shim_op op);
 /* A call that returned an MPI error on every rank (rejected arguments, disagreeing ranks). */
 void shim_count_error(enum shim_op op);
+/* A communicator's engine was set up: on a pooled segment (`pooled`) or a new one. */
+void shim_count_setup(int pooled);
 void shim_print_stats(void);
 
 /* MPI is initialised (whichever binding did it; state.c): marks an MPI process for the

@@ -145,14 +145,41 @@ static void attach_arenas(MPI_Comm comm, ShmcollComm *engine, int size)
     free(all), free(pids), free(fds), free(lens);
 }
 
+/* The creation exchange (the engine's pool of freed communicators' segments): every rank's
+ * record by one Allgather, settled alike on every rank. Returns 0 with *pooled the engine
+ * on a segment every rank offered (or NULL: make one) and *one_node whether every record
+ * names this node; -1 when a rank's settings are not valid (the same on every rank). */
+static int exchange(MPI_Comm comm, int rank, int size, ShmcollComm **pooled, int *one_node)
+{
+    char err[SHIM_ERR_CAP] = "";
+    size_t n = shmcoll_offer_record_bytes();
+    unsigned char *mine = malloc(n), *all = malloc(n * (size_t)size);
+    ShmcollOffer *offer = NULL;
+    /* A rank leaving the exchange would leave the others waiting in it. */
+    if (!mine || !all)
+        shim_fatal(comm, "setup", "out of memory");
+    if (shmcoll_offer_create((size_t)size, &offer, mine, n, err, sizeof err) != SHMCOLL_OK)
+        shim_fatal(comm, "setup", err);
+    PMPI_Allgather(mine, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, comm);
+    int rc = shmcoll_offer_settle(offer, all, n * (size_t)size, (size_t)rank, one_node, pooled, err, sizeof err);
+    free(mine), free(all);
+    if (rc != SHMCOLL_OK) {
+        shim_warn_once("setup", err);
+        return -1;
+    }
+    return 0;
+}
+
 /* Rank 0 creates the segment and broadcasts its name (or its error); the others map it;
  * all join. Every failure is agreed on, so that all ranks pass through together. */
-static ShmcollComm *bootstrap(MPI_Comm comm, int rank, int size)
+static ShmcollComm *new_segment(MPI_Comm comm, int rank)
 {
     char msg[SHIM_ERR_CAP];
     char err[SHIM_ERR_CAP] = "";
     ShmcollSegment *seg = NULL;
     ShmcollComm *engine = NULL;
+    int size = 0;
+    PMPI_Comm_size(comm, &size);
     memset(msg, 0, sizeof msg);
     if (rank == 0) {
         int rc = shmcoll_segment_create((size_t)size, &seg, err, sizeof err);
@@ -184,6 +211,17 @@ static ShmcollComm *bootstrap(MPI_Comm comm, int rank, int size)
         shmcoll_comm_free(engine);
         return NULL;
     }
+    return engine;
+}
+
+/* The engine on `pooled` (a segment every rank offered) or on a new segment; then the
+ * agreement on tables and the arenas, as for every engine. */
+static ShmcollComm *bootstrap(MPI_Comm comm, int rank, int size, ShmcollComm *pooled)
+{
+    ShmcollComm *engine = pooled ? pooled : new_segment(comm, rank);
+    if (!engine)
+        return NULL;
+    shim_count_setup(pooled != NULL);
     /* Selection must be identical on every rank: a rank that found another tuning file or
      * windows file (a different HOME, say) would pick other algorithms than its peers, or
      * pass a call to MPI that they serve. */
@@ -203,7 +241,8 @@ static ShmcollComm *bootstrap(MPI_Comm comm, int rank, int size)
 static shim_comm *create(MPI_Comm comm)
 {
     shim_comm *s = calloc(1, sizeof *s);
-    int inter = 0;
+    int inter = 0, one_node = 0;
+    ShmcollComm *pooled = NULL;
     if (!s)
         return NULL;
     s->comm = comm;
@@ -212,16 +251,24 @@ static shim_comm *create(MPI_Comm comm)
     PMPI_Comm_rank(comm, &s->rank);
     if (inter) {
         s->reason = R_INTERCOMM;
-    } else if (!on_one_node(comm, s->size)) {
-        s->reason = R_SPANS_NODES;
-    } else {
-        s->scratch = malloc(4 * sizeof(size_t) * (size_t)s->size);
-        if (!s->scratch) /* a rank leaving the bootstrap would leave the others waiting */
-            shim_fatal(comm, "setup", "out of memory");
-        s->engine = bootstrap(comm, s->rank, s->size);
-        s->reason = R_SETUP_FAILED;
-        s->uniform_v = 1;
+        return s;
     }
+    /* Fake nodes (SHMCOLL_NODE_SPLIT) are the communicator's own business: the records
+     * name the real node, so the check stays MPI's. */
+    if (fake_node() < 0 && exchange(comm, s->rank, s->size, &pooled, &one_node) != 0) {
+        s->reason = R_SETUP_FAILED;
+        return s;
+    }
+    if (!one_node && !on_one_node(comm, s->size)) {
+        s->reason = R_SPANS_NODES;
+        return s;
+    }
+    s->scratch = malloc(4 * sizeof(size_t) * (size_t)s->size);
+    if (!s->scratch) /* a rank leaving the bootstrap would leave the others waiting */
+        shim_fatal(comm, "setup", "out of memory");
+    s->engine = bootstrap(comm, s->rank, s->size, pooled);
+    s->reason = R_SETUP_FAILED;
+    s->uniform_v = 1;
     return s;
 }
 

@@ -2,7 +2,8 @@
  * handled, bytes they received, the algorithms that served them (via-<name>=calls: the
  * selection, model or tuning table, made visible), calls passed to PMPI by reason. One
  * key=value line per operation and rank, on stderr, so that tests and users can parse them;
- * then one line of the shared arena's counters (arena.c). */
+ * then one line of the shared arena's counters (arena.c) and one of the communicators set
+ * up (state.c), on pooled segments and on new ones. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,13 @@ void shim_count_error(enum shim_op op)
     __atomic_fetch_add(&counts[op].errors, 1, __ATOMIC_RELAXED);
 }
 
+static unsigned long long setups[2]; /* [0] on new segments, [1] on pooled ones */
+
+void shim_count_setup(int pooled)
+{
+    __atomic_fetch_add(&setups[pooled != 0], 1, __ATOMIC_RELAXED);
+}
+
 const char *shim_op_name(enum shim_op op)
 {
     return op_names[op];
@@ -108,6 +116,8 @@ void shim_print_stats(void)
     shim_arena_counts(a);
     fprintf(stderr, "[shmcoll-pmpi] rank=%d shared-malloc served=%llu in-use-bytes=%llu fallbacks=%llu\n",
             rank, a[0], a[1], a[2]);
+    fprintf(stderr, "[shmcoll-pmpi] rank=%d communicators new-segment=%llu pooled-segment=%llu\n", rank,
+            setups[0], setups[1]);
     fflush(stderr);
 }
 

@@ -248,3 +248,111 @@ fn a_rejection_through_the_c_function_reaches_the_peer_with_its_class() {
         assert_eq!(recv, [0u8; 16]);
     }
 }
+
+#[test]
+fn the_creation_exchange_through_the_c_functions() {
+    let n = shmcoll_offer_record_bytes();
+    let mut err = [0 as c_char; 256];
+    let mut offer: *mut ShmcollOffer = null_mut();
+    let mut small = vec![0u8; n - 1];
+    // SAFETY: valid pointers; the record buffer is one byte short (refused).
+    let rc = unsafe {
+        shmcoll_offer_create(
+            1,
+            &mut offer,
+            small.as_mut_ptr(),
+            small.len(),
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, Status::BadArgument as c_int);
+    assert!(msg(&err).contains("needs"), "{}", msg(&err));
+    let mut record = vec![0u8; n];
+    // SAFETY: valid out pointer, a record buffer of the size asked, an error buffer.
+    let rc = unsafe {
+        shmcoll_offer_create(
+            1,
+            &mut offer,
+            record.as_mut_ptr(),
+            n,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, Status::Ok as c_int, "{}", msg(&err));
+    let mut one_node = 0;
+    let mut comm: *mut ShmcollComm = null_mut();
+    let mut garbled = record.clone();
+    garbled[0] ^= 0xff;
+    // SAFETY: `offer` is live and consumed here; the records hold `n` bytes.
+    let rc = unsafe {
+        shmcoll_offer_settle(
+            offer,
+            garbled.as_ptr(),
+            n,
+            0,
+            &mut one_node,
+            &mut comm,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, Status::Rejected as c_int);
+    assert!(
+        msg(&err).contains("garbled") && comm.is_null(),
+        "{}",
+        msg(&err)
+    );
+    // A single rank settles on this node; a pooled segment (another test's) or none.
+    // SAFETY: as above, with a new offer.
+    let rc = unsafe {
+        shmcoll_offer_create(
+            1,
+            &mut offer,
+            record.as_mut_ptr(),
+            n,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", msg(&err));
+    // SAFETY: `offer` is live and consumed here; the record holds `n` bytes.
+    let rc = unsafe {
+        shmcoll_offer_settle(
+            offer,
+            record.as_ptr(),
+            n,
+            0,
+            &mut one_node,
+            &mut comm,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", msg(&err));
+    assert_eq!(one_node, 1);
+    if !comm.is_null() {
+        // SAFETY: `comm` is live and used by this thread only.
+        assert_eq!(unsafe { shmcoll_comm_size(comm) }, 1);
+    }
+    // SAFETY: `comm` is live or null.
+    unsafe { shmcoll_comm_free(comm) };
+    // SAFETY: null is ignored.
+    unsafe {
+        shmcoll_offer_free(null_mut());
+        assert_eq!(
+            shmcoll_offer_settle(
+                null_mut(),
+                null(),
+                0,
+                0,
+                &mut one_node,
+                &mut comm,
+                err.as_mut_ptr(),
+                err.len()
+            ),
+            Status::BadArgument as c_int
+        );
+    }
+}
