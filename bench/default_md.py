@@ -16,7 +16,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from shmcoll.bench.machine_state import describe, floor_us, load
 from shmcoll.bench.sizes import fmt_size
 
-ORDER = ("shmcoll", "shmcoll before", "shmcoll heap", "shmcoll private", "tuned", "tuned private")
+ORDER = (
+    "shmcoll",
+    "shmcoll before",
+    "shmcoll heap",
+    "shmcoll private",
+    "tuned",
+    "tuned heap",
+    "tuned private",
+)
 
 
 def table(path: Path) -> str:

@@ -4,8 +4,8 @@ allocator (run it twice, once with SHMCOLL_SHARED_ARRAYS=0).
 
     python bench/memory_churn.py [--total-gib 10] [--live 24] [--seed 1]
 
-Sizes are log-uniform from 16 KiB to 64 MiB (both sides of the arena's default upper
-bound); at most `--live` arrays are alive at once, a random one freed before each new one.
+Sizes are log-uniform from 4 KiB to 64 MiB (both sides of each of the arena's default
+bounds); at most `--live` arrays are alive at once, a random one freed before each new one.
 Prints one JSON line: peak_rss (bytes, getrusage), live_peak (the most bytes of arrays alive
 at once), allocated (bytes), arrays, in_arena (arrays the arena served), seconds.
 """
@@ -24,7 +24,7 @@ import shmcoll
 
 def churn(total: int, live: int, seed: int) -> dict[str, float]:
     rng = np.random.default_rng(seed)
-    lo, hi = np.log2(16 << 10), np.log2(64 << 20)
+    lo, hi = np.log2(4 << 10), np.log2(64 << 20)
     arrays: list[np.ndarray] = []
     allocated = count = in_arena = live_bytes = live_peak = 0
     t0 = time.perf_counter()

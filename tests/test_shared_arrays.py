@@ -30,7 +30,7 @@ def allocation_rules() -> list[str]:
 
     info = shmcoll.shared_arrays_info()
     want(
-        info["installed"] and (info["min_bytes"], info["max_bytes"]) == (16 << 10, 4 << 20),
+        info["installed"] and (info["min_bytes"], info["max_bytes"]) == (8 << 10, 4 << 20),
         f"not on by default after import: {info}",
     )
     big, small, huge = np.ones(N), np.ones(100), np.ones(5 << 20)

@@ -13,7 +13,7 @@ heap arrays, whether the arrays were allocated before or after the communicator.
 arrays are NumPy's as usual, and so is everything allocated before ``import shmcoll``
 (served through the private-buffer paths).
 
-Bounds (process-wide): ``SHMCOLL_SHARED_ARRAYS_MIN`` (default 16 KiB) and
+Bounds (process-wide): ``SHMCOLL_SHARED_ARRAYS_MIN`` (default 8 KiB) and
 ``SHMCOLL_SHARED_ARRAYS_MAX`` (default 4 MiB, included: above it NumPy's transparent huge
 pages, which a memfd does not get on most systems, make element-wise work over large
 arrays up to twice as fast as on 4 KiB pages; raise it where collectives on large arrays
@@ -48,7 +48,7 @@ import numpy as np
 from . import _core
 from .errors import ArgumentError, SharedArraysWarning, ShmcollError
 
-DEFAULT_MIN_BYTES = 16 << 10
+DEFAULT_MIN_BYTES = 8 << 10
 DEFAULT_MAX_BYTES = 4 << 20
 _NOTHING = (1, 0)  # bounds that serve no request
 

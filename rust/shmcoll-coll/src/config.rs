@@ -22,7 +22,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M; at most 64G)"),
     ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 4G, or less if /dev/shm is small; sparse until used; at most 1T)"),
     ("SHMCOLL_SHARED_ARRAYS", "0 or off: NumPy arrays stay NumPy's own (no shared-array arena); default on"),
-    ("SHMCOLL_SHARED_ARRAYS_MIN", "smallest NumPy array (bytes) allocated in the shared-array arena (default 16K; 1 to 1T)"),
+    ("SHMCOLL_SHARED_ARRAYS_MIN", "smallest NumPy array (bytes) allocated in the shared-array arena (default 8K; 1 to 1T)"),
     ("SHMCOLL_SHARED_ARRAYS_MAX", "largest NumPy array (bytes) allocated in the shared-array arena; larger ones stay NumPy's own, on its huge pages (default 4M; 1 to 64T)"),
     ("SHMCOLL_ARENA_BYTES", "bytes of address space of the arena NumPy arrays are allocated from (default 64G, less under ulimit -v / -f; sparse until used; 1M to 64T)"),
     ("SHMCOLL_CHUNK_BYTES", "pipelining chunk of the staging algorithm (default 64K; 64 to 1G)"),

@@ -32,11 +32,11 @@ use shmcoll_shm::shared_arena::{self, SharedArena, DEFAULT_ARENA_BYTES};
 
 use crate::errors::IntoPyResult;
 
-/// Default bounds: from 16 KiB (below, a collective's fixed costs outweigh its copies, and
-/// whole pages would waste more of a small array) to 4 MiB included, NumPy's own threshold
+/// Default bounds: from 8 KiB, two whole pages (below, a collective's fixed costs outweigh
+/// its copies, and rounding to pages would waste more of a small array) to 4 MiB included, NumPy's own threshold
 /// for huge pages (an array of exactly 4 MiB, which power-of-two codes make often, loses
 /// under a tenth on element-wise work without them and halves a collective's time).
-pub const DEFAULT_MIN_BYTES: usize = 16 << 10;
+pub const DEFAULT_MIN_BYTES: usize = 8 << 10;
 pub const DEFAULT_MAX_BYTES: usize = 4 << 20;
 
 /// Requests of `MIN_BYTES <= n <= MAX_BYTES` bytes come from the arena (none until set).
