@@ -145,11 +145,15 @@ fn os(what: &str, e: impl Into<std::io::Error>) -> ShmError {
 
 impl SharedArena {
     fn create(requested: usize) -> Result<SharedArena> {
+        SharedArena::create_under(requested, &sizing::Limits::of_process())
+    }
+
+    /// The arena for `requested` bytes under the process limits `limits`.
+    fn create_under(requested: usize, limits: &sizing::Limits) -> Result<SharedArena> {
         let requested = requested.max(PAGE).div_ceil(PAGE) * PAGE;
         let fd = memfd_create("shmcoll-arrays", MemfdFlags::CLOEXEC)
             .map_err(|e| os("memfd_create", e))?;
-        let limits = sizing::Limits::of_process();
-        let mut sizing = sizing::plan(requested, &limits).map_err(|why| {
+        let mut sizing = sizing::plan(requested, limits).map_err(|why| {
             ShmError::os(
                 format!("creating the shared-array arena: {why}"),
                 std::io::Error::from_raw_os_error(libc::ENOMEM),

@@ -37,6 +37,35 @@ fn blocks_are_pages_inside_the_arena_and_reused_after_free() {
     );
 }
 
+/// Under strict overcommit a block's pages exist (reserved with fallocate) before the
+/// block is handed out, so that touching them cannot raise SIGBUS; elsewhere they appear
+/// only when touched.
+#[test]
+fn strict_overcommit_reserves_pages_before_handing_them_out() {
+    let strict = sizing::Limits {
+        address_space: None,
+        file_size: None,
+        strict_overcommit: true,
+    };
+    let a: &'static SharedArena = Box::leak(Box::new(
+        SharedArena::create_under(64 << 20, &strict).expect("arena"),
+    ));
+    let before = a.resident().unwrap();
+    let x = a.alloc(1 << 20, false).unwrap();
+    assert!(
+        a.resident().unwrap() >= before + (1 << 20),
+        "pages not reserved"
+    );
+    a.free(x);
+    let lazy = arena(64 << 20);
+    let before = lazy.resident().unwrap();
+    let _y = lazy.alloc(1 << 20, false).unwrap();
+    assert!(
+        lazy.resident().unwrap() < before + (1 << 20),
+        "pages reserved without need"
+    );
+}
+
 #[test]
 fn a_full_arena_refuses_and_counts() {
     let a = arena(64 << 10);
