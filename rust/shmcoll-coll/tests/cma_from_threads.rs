@@ -5,36 +5,10 @@
 
 mod common;
 
-use common::{buf, config, run_ranks};
+use common::{buf, config, run_ranks, run_ranks_with};
 use shmcoll_coll::{
     Algo, AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Config, Forced, RawBuf,
 };
-
-/// Run `f(comm)` on `p` thread ranks of a segment created with `creator`'s settings,
-/// rank r joining with `ranks[r]`; each rank's result in rank order.
-fn run_with<T: Send + 'static>(
-    creator: &Config,
-    ranks: Vec<Config>,
-    f: impl Fn(&mut Comm) -> T + Send + Sync + Copy + 'static,
-) -> Vec<T> {
-    let seg = Comm::create_segment(ranks.len(), creator).unwrap();
-    let name = seg.name().to_string();
-    let handles: Vec<_> = ranks
-        .into_iter()
-        .enumerate()
-        .map(|(r, cfg)| {
-            let seg = (r == 0).then(|| seg.clone());
-            let name = name.clone();
-            std::thread::spawn(move || {
-                let seg = seg.unwrap_or_else(|| Comm::open_segment(&name).unwrap());
-                let mut comm = Comm::join(seg, r, cfg).unwrap();
-                f(&mut comm)
-            })
-        })
-        .collect();
-    drop(seg);
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
-}
 
 /// `config(p)` with the crossover forced to `cma_from`.
 fn forcing(p: usize, cma_from: Option<usize>) -> Config {
@@ -122,7 +96,7 @@ fn every_rank_uses_the_creator_s_value_whatever_its_own() {
         forcing(p, None),
         forcing(p, Some(1 << 30)),
     ];
-    let out = run_with(&forcing(p, Some(CMA_FROM)), ranks, |comm| {
+    let out = run_ranks_with(&forcing(p, Some(CMA_FROM)), ranks, |comm| {
         let digest = comm.tables_digest();
         let below = alltoall(comm, CMA_FROM - 1, false);
         let from = alltoall(comm, CMA_FROM, false);
@@ -166,7 +140,7 @@ fn zero_keeps_the_model_s_own_sizes() {
 #[test]
 fn an_unforced_creator_publishes_its_node_probe() {
     let p = 2;
-    let out = run_with(
+    let out = run_ranks_with(
         &forcing(p, None),
         vec![forcing(p, Some(CMA_FROM)); p],
         |comm| comm.cma_from(),

@@ -30,14 +30,25 @@ pub fn run_ranks<T: Send + 'static>(
     cfg: Config,
     f: impl Fn(&mut Comm) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
-    let seg = Comm::create_segment(p, &cfg).unwrap();
+    run_ranks_with(&cfg.clone(), vec![cfg; p], f)
+}
+
+/// Run `f(comm)` on thread ranks of a segment created with `creator`'s settings, rank r
+/// joining with `ranks[r]`; each rank's result in rank order.
+pub fn run_ranks_with<T: Send + 'static>(
+    creator: &Config,
+    ranks: Vec<Config>,
+    f: impl Fn(&mut Comm) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let seg = Comm::create_segment(ranks.len(), creator).unwrap();
     let name = seg.name().to_string();
     let f = Arc::new(f);
-    let handles: Vec<_> = (0..p)
-        .map(|r| {
+    let handles: Vec<_> = ranks
+        .into_iter()
+        .enumerate()
+        .map(|(r, cfg)| {
             let f = f.clone();
-            let cfg = cfg.clone();
-            let seg = if r == 0 { Some(seg.clone()) } else { None };
+            let seg = (r == 0).then(|| seg.clone());
             let name = name.clone();
             std::thread::spawn(move || {
                 let seg = seg.unwrap_or_else(|| Comm::open_segment(&name).unwrap());
