@@ -29,16 +29,19 @@ def allocation_rules() -> list[str]:
             fails.append(what)
 
     info = shmcoll.shared_arrays_info()
+    # 4 MiB, or 64 MiB where the kernel gives the arena's large arrays huge pages
+    # (tests/test_shared_arrays_huge.py).
+    hi = (64 << 20) if info["huge_pages"] else (4 << 20)
     want(
-        info["installed"] and (info["min_bytes"], info["max_bytes"]) == (8 << 10, 4 << 20),
+        info["installed"] and (info["min_bytes"], info["max_bytes"]) == (8 << 10, hi),
         f"not on by default after import: {info}",
     )
-    big, small, huge = np.ones(N), np.ones(100), np.ones(5 << 20)
+    big, small, huge = np.ones(N), np.ones(100), np.ones(hi // 8 + (1 << 18))
     want(shmcoll.in_shared_arena(big), "np.ones of 512 KiB not in the arena")
     want(not shmcoll.in_shared_arena(small), "a small array in the arena")
     want(not shmcoll.in_shared_arena(huge), "an array above max_bytes in the arena")
-    want(shmcoll.in_shared_arena(np.ones(1 << 19)), "an array of exactly max_bytes not in the arena")
-    want(not shmcoll.in_shared_arena(np.ones((1 << 19) + 1)), "max_bytes + 8 in the arena")
+    want(shmcoll.in_shared_arena(np.ones(hi // 8)), "an array of exactly max_bytes not in the arena")
+    want(not shmcoll.in_shared_arena(np.ones(hi // 8 + 1)), "max_bytes + 8 in the arena")
     want(shmcoll.in_shared_arena(big * 2), "a large temporary not in the arena")
     # A freed block is reused dirty: zeros must still be zeros.
     dirty = np.full(N, 7.0)

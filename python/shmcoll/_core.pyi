@@ -24,6 +24,7 @@ __all__ = [
     "_install_shared_arrays",
     "_numpy_handler",
     "_shared_arrays_bounds",
+    "_shared_arrays_default_bounds",
     "_shared_arrays_env_bounds",
     "algorithms",
     "bq_compressed_size",
@@ -468,6 +469,10 @@ def _shared_arrays_bounds(min_bytes: int, max_bytes: int) -> tuple[int, int]:
 
 def _shared_arrays_env_bounds() -> tuple[int, int]:
     """SHMCOLL_SHARED_ARRAYS_MIN/MAX, or the defaults."""
+
+def _shared_arrays_default_bounds() -> tuple[int, int]:
+    """The default bounds in this process (the upper one rises where the arena's large
+    blocks get huge pages)."""
 
 def _in_shared_arena(addr: int) -> bool:
     """Whether the address lies in this process's shared-array arena."""

@@ -32,11 +32,29 @@ def kernel_settings() -> dict[str, str]:
         "kernel": platform.release(),
         "transparent huge pages (anonymous)": _read("/sys/kernel/mm/transparent_hugepage/enabled"),
         "transparent huge pages (shmem)": _read("/sys/kernel/mm/transparent_hugepage/shmem_enabled"),
+        "NumPy arrays in the shared arena": shared_arrays_summary(),
         "/dev/shm": shm,
         "yama ptrace_scope": _read("/proc/sys/kernel/yama/ptrace_scope")
         if os.path.exists("/proc/sys/kernel/yama/ptrace_scope")
         else "(no Yama)",
     }
+
+
+def shared_arrays_summary() -> str:
+    """Which NumPy arrays come from the shared-array arena here, and why not larger ones."""
+    from .bench.sizes import fmt_size
+    from .shared_arrays import shared_arrays_info
+
+    i = shared_arrays_info()
+    if not i["installed"] or i["max_bytes"] is None:
+        return "none (off: SHMCOLL_SHARED_ARRAYS=0, or no arena fits this process's limits)"
+    span = f"{fmt_size(i['min_bytes'])}B to {fmt_size(i['max_bytes'])}B"
+    if i["huge_pages"]:
+        return f"{span}, large ones on huge pages ({i['huge_pages_setting']})"
+    return (
+        f"{span}: larger ones stay NumPy's, since shared memory gets no huge pages "
+        f"({i['huge_pages_setting']}; 'advise' there lets them in on huge pages)"
+    )
 
 
 def _cma_probe() -> bool:

@@ -14,10 +14,15 @@ arrays are NumPy's as usual, and so is everything allocated before ``import shmc
 (served through the private-buffer paths).
 
 Bounds (process-wide): ``SHMCOLL_SHARED_ARRAYS_MIN`` (default 8 KiB) and
-``SHMCOLL_SHARED_ARRAYS_MAX`` (default 4 MiB, included: above it NumPy's transparent huge
-pages, which a memfd does not get on most systems, make element-wise work over large
-arrays up to twice as fast as on 4 KiB pages; raise it where collectives on large arrays
-matter more than arithmetic on them). Opting out: ``SHMCOLL_SHARED_ARRAYS=0`` before the import, or
+``SHMCOLL_SHARED_ARRAYS_MAX``. The default upper bound is 4 MiB, included
+(``DEFAULT_MAX_BYTES``): above it NumPy puts arrays on transparent huge pages, which a memfd
+gets only where the kernel allows them for shared memory, and on 4 KiB pages element-wise
+work over large arrays runs 1.1x to 1.5x slower. Where the kernel does allow them
+(``/sys/kernel/mm/transparent_hugepage/shmem_enabled`` set to ``advise``, ``within_size``
+or ``always``: ``shared_arrays_info()["huge_pages"]``), the arena gives its large arrays huge
+pages too and the bound is 64 MiB (``DEFAULT_MAX_BYTES_HUGE``; not more, since fork copies
+the arena's arrays, see below). ``default_bounds()`` says which holds here.
+Opting out: ``SHMCOLL_SHARED_ARRAYS=0`` before the import, or
 ``disable_shared_arrays()``, or ``with private_arrays():`` for a block;
 ``shared_arrays(min_bytes, max_bytes)`` sets other bounds for a block.
 
@@ -50,14 +55,25 @@ from .errors import ArgumentError, SharedArraysWarning, ShmcollError
 
 DEFAULT_MIN_BYTES = 8 << 10
 DEFAULT_MAX_BYTES = 4 << 20
+DEFAULT_MAX_BYTES_HUGE = 64 << 20
 _NOTHING = (1, 0)  # bounds that serve no request
 
 _state: dict[str, Any] = {"installed": False, "failed": None}
 
 
+def default_bounds() -> tuple[int, int]:
+    """The default (min_bytes, max_bytes) in this process: max_bytes is
+    ``DEFAULT_MAX_BYTES_HUGE`` where the arena's large arrays get huge pages, else
+    ``DEFAULT_MAX_BYTES``."""
+    _install()
+    lo, hi = _core._shared_arrays_default_bounds()
+    return int(lo), int(hi)
+
+
 def _bounds(min_bytes: int | None, max_bytes: int | None) -> tuple[int, int]:
-    lo = DEFAULT_MIN_BYTES if min_bytes is None else int(min_bytes)
-    hi = DEFAULT_MAX_BYTES if max_bytes is None else int(max_bytes)
+    dlo, dhi = default_bounds()
+    lo = dlo if min_bytes is None else int(min_bytes)
+    hi = dhi if max_bytes is None else int(max_bytes)
     if lo < 1:
         raise ArgumentError(f"min_bytes must be at least 1, not {min_bytes!r}")
     if hi < lo:
@@ -99,8 +115,9 @@ def _enable_by_default() -> None:
     try:
         if raw not in ("", "1", "on", "true", "yes"):
             raise ArgumentError(f"environment: SHMCOLL_SHARED_ARRAYS={raw!r}: expected 0/off or 1/on")
-        lo, hi = _core._shared_arrays_env_bounds()
         if _install():
+            # After the arena exists: the default upper bound depends on its huge pages.
+            lo, hi = _core._shared_arrays_env_bounds()
             _core._shared_arrays_bounds(lo, hi)
     except ArgumentError as e:
         warnings.warn(f"shmcoll: shared arrays off: {e}", SharedArraysWarning, stacklevel=2)
@@ -152,14 +169,17 @@ def in_shared_arena(a: Any) -> bool:
 def shared_arrays_info() -> dict[str, Any]:
     """The arena's counters: exists, installed, capacity, in_use (bytes of live arrays),
     cached (bytes of freed blocks kept for reuse), resident (bytes of the memfd in memory),
-    served and refused (allocations), min_bytes and max_bytes (the bounds in force, None
-    when it serves nothing)."""
+    served and refused (allocations), huge_pages (whether its large arrays get huge pages)
+    and huge_pages_setting (the kernel setting that decided it), min_bytes and max_bytes
+    (the bounds in force, None when it serves nothing)."""
     return dict(_core.shared_arrays_info())
 
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_BYTES_HUGE",
     "DEFAULT_MIN_BYTES",
+    "default_bounds",
     "disable_shared_arrays",
     "enable_shared_arrays",
     "in_shared_arena",

@@ -147,6 +147,7 @@ impl Arenas {
                         return Ok(None);
                     };
                     let mapped = map_peer_arena(r.pid, r.fd, r.len)?;
+                    mapped.advise_as_shared_arrays();
                     slot.get_or_init(|| mapped)
                 }
             };

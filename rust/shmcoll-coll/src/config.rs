@@ -23,7 +23,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 4G, or less if /dev/shm is small; sparse until used; at most 1T)"),
     ("SHMCOLL_SHARED_ARRAYS", "0 or off: NumPy arrays stay NumPy's own (no shared-array arena); default on"),
     ("SHMCOLL_SHARED_ARRAYS_MIN", "smallest NumPy array (bytes) allocated in the shared-array arena (default 8K; 1 to 1T)"),
-    ("SHMCOLL_SHARED_ARRAYS_MAX", "largest NumPy array (bytes) allocated in the shared-array arena; larger ones stay NumPy's own, on its huge pages (default 4M; 1 to 64T)"),
+    ("SHMCOLL_SHARED_ARRAYS_MAX", "largest NumPy array (bytes) allocated in the shared-array arena; larger ones stay NumPy's own, on its huge pages (default 4M, or 64M where the kernel gives shared memory huge pages, shmem_enabled=advise; 1 to 64T)"),
     ("SHMCOLL_ARENA_BYTES", "bytes of address space of the arena NumPy arrays are allocated from (default 64G, less under ulimit -v / -f; sparse until used; 1M to 64T)"),
     ("SHMCOLL_CHUNK_BYTES", "pipelining chunk of the staging algorithm (default 64K; 64 to 1G)"),
     ("SHMCOLL_NT_THRESHOLD", "bytes written per call from which the hybrid store policy streams (default from caches; at most 1T)"),

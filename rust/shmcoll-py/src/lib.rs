@@ -116,6 +116,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         shared_arrays::_shared_arrays_env_bounds,
         m
     )?)?;
+    m.add_function(wrap_pyfunction!(
+        shared_arrays::_shared_arrays_default_bounds,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::_in_shared_arena, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::shared_arrays_info, m)?)?;

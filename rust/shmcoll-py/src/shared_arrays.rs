@@ -15,9 +15,11 @@
 //! nothing.
 //!
 //! The upper bound is there because NumPy puts arrays of 4 MiB or more on transparent huge
-//! pages, which a memfd does not get on most systems (shmem_enabled=never): element-wise
-//! work over arrays larger than the caches runs up to twice as slow on 4 KiB pages, and
-//! their first touch costs more page faults (docs/results-collectives.md, "Shared arrays").
+//! pages, which a memfd gets only where the kernel allows them for shared memory
+//! (shmcoll_shm::huge_pages; most systems say `never`): element-wise work over arrays larger
+//! than the caches runs 1.1x to 1.5x slower on 4 KiB pages (docs/results-collectives.md,
+//! "Ordinary NumPy arrays by default"). Where the arena's large blocks get huge pages, that
+//! cost is gone and the bound rises to `DEFAULT_MAX_BYTES_HUGE`.
 
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -38,6 +40,21 @@ use crate::errors::IntoPyResult;
 /// under a tenth on element-wise work without them and halves a collective's time).
 pub const DEFAULT_MIN_BYTES: usize = 8 << 10;
 pub const DEFAULT_MAX_BYTES: usize = 4 << 20;
+/// The default upper bound where the arena's large blocks get huge pages. Not every size:
+/// fork copies the arena's live arrays (shmcoll_shm::shared_arena's fork model), where it
+/// shares anonymous memory copy-on-write, so arrays larger than collectives commonly move
+/// (a dataset loaded whole, a memory-mapped file's copy) stay NumPy's.
+pub const DEFAULT_MAX_BYTES_HUGE: usize = 64 << 20;
+
+/// The default upper bound in this process: `DEFAULT_MAX_BYTES_HUGE` once the arena exists
+/// and gives large blocks huge pages, else `DEFAULT_MAX_BYTES`.
+fn default_max_bytes() -> usize {
+    if shared_arena::get().is_some_and(SharedArena::huge_pages) {
+        DEFAULT_MAX_BYTES_HUGE
+    } else {
+        DEFAULT_MAX_BYTES
+    }
+}
 
 /// Requests of `MIN_BYTES <= n <= MAX_BYTES` bytes come from the arena (none until set).
 static MIN_BYTES: AtomicUsize = AtomicUsize::new(usize::MAX);
@@ -262,15 +279,21 @@ pub fn _install_shared_arrays(
     Ok(s.reduced_by.is_some().then(|| s.to_string()))
 }
 
-/// The bounds from the environment (SHMCOLL_SHARED_ARRAYS_MIN/MAX), defaults otherwise.
+/// The bounds from the environment (SHMCOLL_SHARED_ARRAYS_MIN/MAX), the defaults (which
+/// depend on the arena: call after `_install_shared_arrays`) otherwise.
 #[pyfunction]
 pub fn _shared_arrays_env_bounds(py: Python<'_>) -> PyResult<(usize, usize)> {
     let min = env_bytes("SHMCOLL_SHARED_ARRAYS_MIN", ranges::SHARED_ARRAYS_MIN).py_err(py)?;
     let max = env_bytes("SHMCOLL_SHARED_ARRAYS_MAX", ranges::SHARED_ARRAYS_MAX).py_err(py)?;
-    Ok((
-        min.unwrap_or(DEFAULT_MIN_BYTES),
-        max.unwrap_or(DEFAULT_MAX_BYTES),
-    ))
+    let (dmin, dmax) = _shared_arrays_default_bounds();
+    Ok((min.unwrap_or(dmin), max.unwrap_or(dmax)))
+}
+
+/// The default bounds in this process (the upper one depends on whether the arena's large
+/// blocks get huge pages: call after `_install_shared_arrays`).
+#[pyfunction]
+pub fn _shared_arrays_default_bounds() -> (usize, usize) {
+    (DEFAULT_MIN_BYTES, default_max_bytes())
 }
 
 /// Serve arrays of `min_bytes <= n <= max_bytes` from the arena (process-wide); returns the
@@ -307,6 +330,11 @@ pub fn shared_arrays_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         MAX_BYTES.load(Ordering::Relaxed),
     );
     let serving = INSTALLED.load(Ordering::Acquire) && min <= max;
+    d.set_item("huge_pages", a.is_some_and(SharedArena::huge_pages))?;
+    d.set_item(
+        "huge_pages_setting",
+        &shmcoll_shm::huge_pages::shared_memory().setting,
+    )?;
     d.set_item("min_bytes", serving.then_some(min))?;
     d.set_item("max_bytes", serving.then_some(max))?;
     Ok(d)

@@ -33,6 +33,12 @@ impl PeerArena {
     pub fn is_empty(&self) -> bool {
         self.map.len() == 0
     }
+    /// Lay a peer's shared-array arena out as its owner does (crate::shared_arena): ask for
+    /// huge pages on its large blocks, so that the pages this process touches first there
+    /// (a receive buffer the owner has not written yet) are huge ones too.
+    pub fn advise_as_shared_arrays(&self) {
+        crate::shared_arena::advise_huge_pages(&self.map);
+    }
 }
 
 type Key = (u32, i32, usize);

@@ -8,6 +8,7 @@ pub mod ctrl;
 pub mod error;
 pub mod handshake;
 pub mod heap;
+pub mod huge_pages;
 pub mod layout;
 pub mod node;
 pub mod placement;

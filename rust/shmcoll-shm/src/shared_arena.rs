@@ -9,7 +9,10 @@
 //! may outlive every communicator. It is sparse (MAP_NORESERVE): only touched pages cost
 //! memory. Its size is what the process's limits allow (sizing.rs: a share of RLIMIT_AS,
 //! no more than RLIMIT_FSIZE, halved while mmap refuses), or nothing, with the reason kept
-//! for the bindings to announce. Blocks are whole pages, first fit (crate::heap::HeapAlloc).
+//! for the bindings to announce. Blocks are whole pages, first fit (crate::heap::HeapAlloc);
+//! blocks of 4 MiB or more are whole huge pages in the upper half (pages.rs), which asks the
+//! kernel for huge pages where it gives shared memory any (crate::huge_pages), so that large
+//! arrays cost NumPy code no more than its own huge-page arrays.
 //!
 //! Memory: a freed block below `RELEASE_FROM` waits in a cache by exact length, so that the
 //! temporaries NumPy code allocates and frees in a loop are reused warm and in O(1); the
@@ -36,11 +39,13 @@ use memmap2::{MmapOptions, MmapRaw};
 use rustix::fs::{fallocate, ftruncate, memfd_create, FallocateFlags, MemfdFlags};
 
 use crate::error::{Result, ShmError};
-use crate::heap::HeapAlloc;
+use crate::huge_pages::{self, ShmemHuge};
 
 mod fork;
+mod pages;
 mod sizing;
 
+pub use pages::{large_part, HUGE_FROM, HUGE_PAGE};
 pub use sizing::Sizing;
 
 /// Arena size when SHMCOLL_ARENA_BYTES is not set (virtual: only touched pages are memory).
@@ -63,13 +68,16 @@ pub struct SharedArena {
     sizing: Sizing,
     /// Reserve each block's pages before handing it out (strict overcommit).
     reserve: bool,
+    /// Whether the large blocks get huge pages (the kernel allows it for shared memory and
+    /// the mapping is huge-page aligned).
+    huge: bool,
 }
 
 #[derive(Debug)]
 struct State {
     /// The memfd behind the mapping (a forked child gets a new one, fork.rs).
     fd: OwnedFd,
-    pages: HeapAlloc,
+    pages: pages::Pages,
     /// Offset -> length of every block handed out.
     blocks: HashMap<usize, usize>,
     /// Length -> offsets of freed blocks kept for reuse (still counted in `pages`).
@@ -139,6 +147,25 @@ pub fn ensure(len: usize) -> Result<&'static SharedArena> {
     Ok(a)
 }
 
+/// Ask for huge pages on the upper part of `map` (a mapping of an arena, this process's or a
+/// peer's) where the kernel wants to be asked; whether its large blocks get huge pages.
+/// The mapping must be huge-page aligned for that: the kernel aligns shared mappings when
+/// it gives shared memory huge pages.
+pub fn advise_huge_pages(map: &MmapRaw) -> bool {
+    let (start, end) = large_part(map.len());
+    let aligned = (map.as_mut_ptr() as usize).is_multiple_of(HUGE_PAGE) && end > start;
+    match huge_pages::shared_memory().mode {
+        ShmemHuge::Never => false,
+        ShmemHuge::Always => aligned,
+        ShmemHuge::OnAdvice => {
+            aligned
+                && map
+                    .advise_range(memmap2::Advice::HugePage, start, end - start)
+                    .is_ok()
+        }
+    }
+}
+
 fn os(what: &str, e: impl Into<std::io::Error>) -> ShmError {
     ShmError::os(format!("creating the shared-array arena: {what}"), e)
 }
@@ -177,13 +204,15 @@ impl SharedArena {
                 }
             }
         };
+        let huge = advise_huge_pages(&map);
         Ok(SharedArena {
             map,
             sizing,
             reserve: limits.strict_overcommit,
+            huge,
             state: Mutex::new(State {
                 fd,
-                pages: HeapAlloc::new(sizing.len),
+                pages: pages::Pages::new(sizing.len),
                 blocks: HashMap::new(),
                 cache: HashMap::new(),
                 cache_order: VecDeque::new(),
@@ -204,6 +233,12 @@ impl SharedArena {
 
     pub fn is_empty(&self) -> bool {
         self.map.len() == 0
+    }
+
+    /// Whether arrays of `HUGE_FROM` bytes or more get huge pages here (else they stay
+    /// NumPy's by default: shmcoll-py's bounds).
+    pub fn huge_pages(&self) -> bool {
+        self.huge
     }
 
     /// How the arena was sized (and why it is smaller than asked, if it is).
@@ -229,7 +264,7 @@ impl SharedArena {
     /// A block of at least `len` bytes (page aligned), zeroed if `zeroed`; None when full
     /// (or, under strict overcommit, when the kernel cannot commit its pages).
     pub fn alloc(&self, len: usize, zeroed: bool) -> Option<usize> {
-        let len = len.max(1).checked_next_multiple_of(PAGE)?;
+        let len = pages::block_len(len)?;
         let mut s = self.lock();
         let cached = s.cache.get_mut(&len).and_then(Vec::pop);
         let off = match cached {

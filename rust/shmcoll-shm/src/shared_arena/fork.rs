@@ -122,6 +122,8 @@ fn privatize(arena: &SharedArena, state: &mut State) -> rustix::io::Result<()> {
         )
     }?;
     state.fd = new; // closes the parent's memfd in this process
+                    // The new mapping has none of the old one's advice.
+    super::advise_huge_pages(&arena.map);
     Ok(())
 }
 

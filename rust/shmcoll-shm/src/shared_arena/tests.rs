@@ -177,3 +177,19 @@ proptest! {
         prop_assert_eq!(a.stats().in_use, pages);
     }
 }
+
+/// Large blocks sit on whole huge pages of the upper half, small ones in the lower half,
+/// so that huge pages (where the kernel gives shared memory any) back only large arrays.
+#[test]
+fn large_blocks_take_whole_huge_pages_in_the_upper_half() {
+    let a = arena(256 << 20);
+    let (start, end) = large_part(a.len());
+    let small = a.alloc(HUGE_FROM - 4096, false).unwrap() - a.base();
+    assert!(small + HUGE_FROM - 4096 <= start);
+    let big = a.alloc(HUGE_FROM + 1, false).unwrap() - a.base();
+    assert_eq!(big % HUGE_PAGE, 0);
+    assert!(big >= start && big + HUGE_FROM + HUGE_PAGE <= end);
+    assert_eq!(a.block_len(a.base() + big), Some(HUGE_FROM + HUGE_PAGE));
+    assert!(a.free(a.base() + big));
+    assert_eq!(a.stats().in_use, HUGE_FROM - 4096);
+}
