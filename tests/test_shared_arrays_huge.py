@@ -5,7 +5,8 @@ pages a peer touched first (the peer asks for huge pages on its mapping of the a
 
 The kernel setting is the machine's: these tests set it to ``advise`` for fresh processes
 and put it back, so they run only as root (CI is); the parsing of every setting is unit-
-tested in rust/shmcoll-shm/src/huge_pages.rs.
+tested in rust/shmcoll-shm/src/huge_pages.rs. A forked child's arena asks for huge pages
+again.
 """
 
 from __future__ import annotations
@@ -101,6 +102,16 @@ def test_large_arrays_get_huge_pages_and_the_bound_rises(shmem_advise: None, tmp
         assert not shmcoll.in_shared_arena(np.ones((8 << 20) + 1))
         small = np.ones(1 << 10)  # 8 KiB: 4 KiB pages in the lower part
         assert pmd_mapped(small.ctypes.data, small.nbytes) == 0
+        # A forked child's own arena (a copy, fork.rs) asks for huge pages again: its new
+        # large array is on them (the copy of `a` is written through the file, on 4 KiB
+        # pages), and it sees the parent's values.
+        import os
+        pid = os.fork()
+        if pid == 0:
+            b = np.full(1 << 20, 2.0)
+            ok = pmd_mapped(b.ctypes.data, b.nbytes) == b.nbytes and a.min() == a.max() == 1.0
+            os._exit(0 if ok else 1)
+        assert os.waitpid(pid, 0)[1] == 0, "the forked child's large array is not on huge pages"
         print("ok")
         """,
     )
