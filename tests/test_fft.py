@@ -254,9 +254,12 @@ def bad_arguments() -> list[str]:
         expect(ValueError, "grid cutting the first axis", lambda: PFFT(comm, (8, 8, 8), grid=(1, 1, 2)))
         expect(ValueError, "grid too long", lambda: PFFT(comm, (8, 8), grid=(2, 1, 1)))
         expect(ValueError, "grid and slab", lambda: PFFT(comm, (8, 8, 8), grid=(2,), slab=True))
+        expect(ValueError, "slab on the first-transformed axis", lambda: PFFT(comm, (8, 8, 8), slab=2))
+        expect(ValueError, "slab axis out of range", lambda: PFFT(comm, (8, 8, 8), slab=3))
         expect(ValueError, "integer dtype", lambda: PFFT(comm, (8, 8, 8), dtype=np.int32))
         expect(ValueError, "repeated axes", lambda: PFFT(comm, (8, 8, 8), axes=(0, 0, 1)))
         expect(ValueError, "axis out of range", lambda: PFFT(comm, (8, 8, 8), axes=(3,)))
+        expect(ValueError, "groups of axes", lambda: PFFT(comm, (8, 8, 8), axes=((0,), (1, 2))))
         expect(ValueError, "empty shape", lambda: PFFT(comm, (8, 0, 8)))
         with PFFT(comm, (8, 8, 8), dtype=np.float64) as f:
             expect(ValueError, "global-shaped input", lambda: f.forward(np.zeros((8, 8, 8))))

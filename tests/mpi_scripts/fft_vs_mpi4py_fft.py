@@ -61,6 +61,7 @@ def cases(nranks: int) -> list[Case]:
         ({"slab": True}, {"grid": (-1,)}),
         ({"grid": (-1,)}, {"grid": (-1,)}),
         ({"grid": (1, -1)}, {"grid": (1, -1)}),  # a slab on the second axis
+        ({"slab": 1}, {"slab": 1}),  # the same, by mpi4py-fft's deprecated slab=axis
     ]
     if nranks == 4:
         grids.append(({"grid": (2, 2)}, {"grid": (2, 2)}))

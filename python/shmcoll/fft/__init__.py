@@ -16,9 +16,10 @@ The differences that remain are listed, with their reasons, in the FFT guide
   ranks one more; the global array's blocks are contiguous and in rank order.
 * Grid: one size per leading array axis (``grid=(P, Q)`` cuts axes 0 and 1; missing
   trailing entries are 1); entries <= 0 are wildcards filled like ``MPI.Compute_dims``.
-  ``grid=(-1,)`` or ``slab=True`` is a slab decomposition; the default is all axes but the
-  one transformed first (e.g. (2, 2, 1) at 4 ranks, (3, 1, 1) at 3). The process grid is
-  Cartesian in rank order, last grid dimension fastest (``MPI.Create_cart``).
+  ``grid=(-1,)`` or ``slab=True`` is a slab decomposition (``slab=k``: on axis k); the
+  default is all axes but the one transformed first (e.g. (2, 2, 1) at 4 ranks, (3, 1, 1)
+  at 3). The process grid is Cartesian in rank order, last grid dimension fastest
+  (``MPI.Create_cart``).
 * Input layout (``shape(False)``, ``local_slice(False)``): axis a cut by ``grid[a]``.
 * Order: the last axis of `axes` is transformed first (r2c for real input: length
   ``n // 2 + 1``, like ``numpy.fft.rfftn``), then the others in reverse order; before each

@@ -61,7 +61,8 @@ class PFFT:
     axes: the transformed axes (default: all); the last one is transformed first (r2c for
         real `dtype`, giving ``n // 2 + 1``), then the others in reverse order.
     dtype: of the input (float32/float64: r2c; complex64/complex128: c2c).
-    grid / slab: the process grid, as in mpi4py-fft (see the package docstring).
+    grid / slab: the process grid, as in mpi4py-fft (see the package docstring); ``slab``
+        True distributes the axis after the one transformed first, an integer that axis.
     backend: "numpy", "scipy" or "pyfftw" (serial 1-D transforms).
     transposed_out: True (default, mpi4py-fft's only layout): the forward output stays in
         the layout of the last transform (no transposes back); False: it is transposed back
@@ -82,7 +83,7 @@ class PFFT:
         axes: Sequence[int] | int | None = None,
         dtype: Any = np.complex128,
         grid: Sequence[int] | None = None,
-        slab: bool = False,
+        slab: bool | int = False,
         backend: str = "numpy",
         transposed_out: bool = True,
     ) -> None:
@@ -107,13 +108,21 @@ class PFFT:
         axes: Sequence[int] | int | None,
         dtype: Any,
         grid: Sequence[int] | None,
-        slab: bool,
+        slab: bool | int,
         transposed_out: bool,
     ) -> None:
         gshape = tuple(int(n) for n in np.atleast_1d(np.asarray(shape)))
         ndim = len(gshape)
         if ndim == 0 or min(gshape) < 1:
             raise ArgumentError(f"shape must have at least one axis and positive lengths, got {tuple(shape)}")
+        nested = not isinstance(axes, (int, np.integer)) and any(
+            not isinstance(a, (int, np.integer)) for a in (() if axes is None else axes)
+        )
+        if nested:
+            raise ArgumentError(
+                f"axes {axes}: groups of axes (mpi4py-fft's nested form) are not supported; pass a flat "
+                "sequence (the axes between two exchanges are transformed in one call anyway)"
+            )
         ax = list(range(ndim)) if axes is None else [int(a) for a in np.atleast_1d(np.asarray(axes))]
         ax = [a + ndim if a < 0 else a for a in ax]
         if not ax or any(not 0 <= a < ndim for a in ax) or len(set(ax)) != len(ax):
