@@ -179,7 +179,7 @@ def test_mpi4py_fft_layouts() -> None:
         try:
             res = []
             for kw in ({"slab": True}, {"grid": (2, 2)}, {}):
-                with PFFT(comm, (8, 10, 12), **kw) as f:
+                with PFFT(comm, (8, 10, 12), dtype=np.complex128, **kw) as f:
                     res.append((f.grid, f.local_slice(False), f.local_slice(True)))
             with PFFT(comm, (8, 10, 12), dtype=np.float64, transposed_out=False) as f:
                 res.append((f.grid, f.local_slice(False), f.local_slice(True)))
@@ -237,12 +237,12 @@ def bad_arguments() -> list[str]:
     bad: list[str] = []
     comm = shmcoll.Comm()
 
-    def expect(exc: type[BaseException], what: str, fn: Any) -> None:
+    def expect(exc: type[BaseException], what: str, fn: Any, match: str = "") -> None:
         try:
             fn()
         except exc as e:
-            if not str(e):
-                bad.append(f"{what}: empty message")
+            if not str(e) or match not in str(e):
+                bad.append(f"{what}: message {str(e)!r} lacks {match!r}")
         except BaseException as e:
             bad.append(f"{what}: raised {type(e).__name__}: {e}")
         else:
@@ -250,6 +250,9 @@ def bad_arguments() -> list[str]:
 
     try:
         expect(ValueError, "unknown backend", lambda: PFFT(comm, (8, 8, 8), backend="fftpack"))
+        expect(
+            ValueError, "mpi4py-fft's backend name", lambda: PFFT(comm, (8, 8, 8), backend="fftw"), "'pyfftw'"
+        )
         expect(ValueError, "grid not matching size", lambda: PFFT(comm, (8, 8, 8), grid=(3, 1)))
         expect(ValueError, "grid cutting the first axis", lambda: PFFT(comm, (8, 8, 8), grid=(1, 1, 2)))
         expect(ValueError, "grid too long", lambda: PFFT(comm, (8, 8), grid=(2, 1, 1)))

@@ -75,6 +75,7 @@ def cases(nranks: int) -> list[Case]:
             for dtype in (np.complex128, np.float64):
                 out.append(((12, 10, 9), dtype, {"backend": backend}, {}, None))
     out += [
+        ((12, 10, 9), None, {}, {}, None),  # both libraries' default dtype
         ((12, 10, 9), np.complex64, {}, {}, None),
         ((12, 10, 9), np.float32, {"slab": True}, {"grid": (-1,)}, None),
         ((12, 10, 9), np.float64, {}, {}, (1, 2)),
@@ -130,9 +131,11 @@ def one_case(
     bad: list[str] = []
     tag = f"np={WORLD.Get_size()} {shape} {np.dtype(dtype)} axes={axes} {ours_kw} / mpi4py-fft {theirs_kw}"
     U = global_input(shape, dtype)
-    theirs = mpi4py_fft.PFFT(WORLD, shape, axes=axes, dtype=dtype, **theirs_kw)
+    given = {} if dtype is None else {"dtype": dtype}
+    theirs = mpi4py_fft.PFFT(WORLD, shape, axes=axes, **given, **theirs_kw)
     WORLD.Barrier()
-    ours = sf.PFFT(comm, shape, axes=axes, dtype=dtype, **ours_kw)
+    ours = sf.PFFT(comm, shape, axes=axes, **given, **ours_kw)
+    dtype = theirs.dtype(False)
     try:
         for fo in (False, True):
             for q in ("shape", "local_slice", "global_shape", "dtype"):

@@ -230,7 +230,8 @@ def get_backend(name: str) -> Backend:
         return ScipyBackend()
     if name == "pyfftw":
         return PyfftwBackend()
-    raise ArgumentError(f"unknown FFT backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    hint = " (FFTW, mpi4py-fft's 'fftw', is 'pyfftw' here)" if name == "fftw" else ""
+    raise ArgumentError(f"unknown FFT backend {name!r}; choose one of {', '.join(BACKENDS)}{hint}")
 
 
 def available_backends() -> list[str]:

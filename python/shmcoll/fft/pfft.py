@@ -60,7 +60,8 @@ class PFFT:
         :meth:`destroy`).
     axes: the transformed axes (default: all); the last one is transformed first (r2c for
         real `dtype`, giving ``n // 2 + 1``), then the others in reverse order.
-    dtype: of the input (float32/float64: r2c; complex64/complex128: c2c).
+    dtype: of the input (float32/float64: r2c; complex64/complex128: c2c); float64 by
+        default, as in mpi4py-fft.
     grid / slab: the process grid, as in mpi4py-fft (see the package docstring); ``slab``
         True distributes the axis after the one transformed first, an integer that axis.
     backend: "numpy", "scipy" or "pyfftw" (serial 1-D transforms).
@@ -81,7 +82,7 @@ class PFFT:
         comm: Any,
         shape: Sequence[int],
         axes: Sequence[int] | int | None = None,
-        dtype: Any = np.complex128,
+        dtype: Any = np.float64,
         grid: Sequence[int] | None = None,
         slab: bool | int = False,
         backend: str = "numpy",
@@ -350,8 +351,8 @@ class PFFT:
     # -- lifetime ---------------------------------------------------------------------
     def destroy(self) -> None:
         """Free the sub-communicators this plan created (and `comm`, if it wrapped an mpi4py
-        one); collective. The plan is unusable afterwards; heap arrays from
-        :func:`newDistArray` must not be used after their communicator is freed."""
+        one); collective. The plan is unusable afterwards; arrays from
+        :func:`newDistArray` and :meth:`forward` stay valid while referenced."""
         self._steps = []
         self._work = []
         for d, sub in list(self._subcomms.items()):
