@@ -41,11 +41,22 @@ if { ! command -v mpif90.mpich || ! command -v mpif90.openmpi; } >/dev/null && c
         || echo "could not install gfortran, libmpich-dev, libopenmpi-dev: the Fortran tests will skip"
 fi
 
+step "mpi4py-fft, the reference shmcoll.fft is compared with (PyPI has only its source: it builds against FFTW)"
+if ! python -c "import mpi4py_fft" 2>/dev/null; then
+    if [ ! -e /usr/include/fftw3.h ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfftw3-dev >/dev/null; } \
+            || echo "could not install libfftw3-dev"
+    fi
+    python -m pip install -q "mpi4py-fft>=2.0" \
+        || echo "could not build mpi4py-fft (needs FFTW's headers): tests/test_fft_vs_mpi4py_fft.py will skip"
+fi
+
 step "pytest"
 python -m pytest -q "$@"
 
 if [ $# -eq 0 ]; then
     step "pytest, shared arrays off (SHMCOLL_SHARED_ARRAYS=0: NumPy allocates every array itself)"
     SHMCOLL_SHARED_ARRAYS=0 python -m pytest -q tests/test_collectives_mpi.py tests/test_mpi.py \
-        tests/test_alltoallv.py tests/test_fft.py tests/test_compress.py tests/test_hierarchy.py
+        tests/test_alltoallv.py tests/test_fft.py tests/test_fft_vs_mpi4py_fft.py tests/test_compress.py \
+        tests/test_hierarchy.py
 fi

@@ -1,9 +1,11 @@
 """shmcoll.fft.PFFT on 1 to 4 forked ranks against numpy.fft on the global array.
 
 Every rank builds the same global input from a seeded RNG, transforms its block, and
-compares its block of the output with ``numpy.fft.fftn`` / ``rfftn`` of the global array
-(and the round trip with its input). Shapes are ragged on purpose (12x10x9 splits unevenly
-over 3 and 4 ranks), so the per-rank counts of the Alltoallv differ."""
+compares its block of the output with ``numpy.fft.fftn(U) / N`` / ``rfftn(U) / N`` of the
+global array (mpi4py-fft's normalisation; N the product of the transformed lengths), the
+unnormalised variants with ``fftn`` and ``ifftn``, and the round trip with its input.
+Shapes are ragged on purpose (12x10x9 splits unevenly over 3 and 4 ranks), so the per-rank
+counts of the Alltoallv differ."""
 
 from __future__ import annotations
 
@@ -55,7 +57,9 @@ def roundtrip_case(
         tag = f"{shape} {np.dtype(dtype)} {kw} heap={heap} axes={axes} grid={fft.grid}"
         U = global_input(shape, dtype)
         ax = tuple(range(len(shape))) if axes is None else axes
-        want = np.fft.rfftn(U, axes=ax) if np.dtype(dtype).kind == "f" else np.fft.fftn(U, axes=ax)
+        n = int(np.prod([shape[a] for a in ax]))
+        raw = np.fft.rfftn(U, axes=ax) if np.dtype(dtype).kind == "f" else np.fft.fftn(U, axes=ax)
+        want = raw / n
         isl, osl = fft.local_slice(False), fft.local_slice(True)
         if fft.shape(False) != U[isl].shape or fft.shape(True) != want[osl].shape:
             bad.append(f"{tag}: shape() {fft.shape(False)}/{fft.shape(True)} != slices")
@@ -90,10 +94,17 @@ def roundtrip_case(
             e = rel_err(back, U[isl])
             if e > tol:
                 bad.append(f"{tag}: round trip rel. error {e:.2e}")
-        # A second call reuses the plan and its buffers.
-        again = fft.forward(u)
-        if rel_err(again, want[osl]) > tol:
-            bad.append(f"{tag}: second forward differs")
+        # A second call reuses the plan and its buffers; normalize flips each direction's
+        # scaling: forward unscaled is numpy's fftn, backward scaled is numpy's ifftn.
+        again = fft.forward(u, normalize=False)
+        if rel_err(again, raw[osl]) > tol:
+            bad.append(f"{tag}: forward(normalize=False) rel. error {rel_err(again, raw[osl]):.2e}")
+        back = fft.backward(again, normalize=True)
+        if rel_err(back, U[isl]) > tol:
+            bad.append(f"{tag}: backward(normalize=True) rel. error {rel_err(back, U[isl]):.2e}")
+        unscaled = fft.backward(again)
+        if rel_err(unscaled, n * U[isl]) > tol:
+            bad.append(f"{tag}: backward() is not the unscaled inverse")
     return bad
 
 
@@ -158,8 +169,8 @@ def test_axes_subset_and_2d() -> None:
 
 
 def test_mpi4py_fft_layouts() -> None:
-    """transposed_out=True gives mpi4py-fft's output layout; default grids match
-    MPI.Compute_dims; the split is n // p, the first n % p ranks one more."""
+    """transposed_out=True (the default) gives mpi4py-fft's output layout; default grids
+    match MPI.Compute_dims; the split is n // p, the first n % p ranks one more."""
     assert [block(10, 4, r) for r in range(4)] == [(3, 0), (3, 3), (2, 6), (2, 8)]
     assert compute_dims(4, 2) == [2, 2] and compute_dims(12, 2) == [4, 3] and compute_dims(3, 2) == [3, 1]
 
@@ -168,9 +179,9 @@ def test_mpi4py_fft_layouts() -> None:
         try:
             res = []
             for kw in ({"slab": True}, {"grid": (2, 2)}, {}):
-                with PFFT(comm, (8, 10, 12), transposed_out=True, **kw) as f:
+                with PFFT(comm, (8, 10, 12), dtype=np.complex128, **kw) as f:
                     res.append((f.grid, f.local_slice(False), f.local_slice(True)))
-            with PFFT(comm, (8, 10, 12), dtype=np.float64) as f:
+            with PFFT(comm, (8, 10, 12), dtype=np.float64, transposed_out=False) as f:
                 res.append((f.grid, f.local_slice(False), f.local_slice(True)))
             return res
         finally:
@@ -182,21 +193,56 @@ def test_mpi4py_fft_layouts() -> None:
     assert res[1][0] == ((4, 1, 1), (s(2, 4), s(0, 10), s(0, 12)), (s(0, 8), s(3, 6), s(0, 12)))
     # pencil (2, 2), rank 1 = coords (0, 1): input axes 0, 1 cut; output axes 1 (P), 2 (Q).
     assert res[1][1] == ((2, 2, 1), (s(0, 4), s(5, 10), s(0, 12)), (s(0, 8), s(0, 5), s(6, 12)))
-    assert res[1][2][0] == (2, 2, 1)
-    # default output: the input's distribution, r2c axis shortened to 12 // 2 + 1.
+    assert res[1][2] == res[1][1]  # the default grid at 4 ranks is (2, 2, 1)
+    # transposed_out=False: the input's distribution, r2c axis shortened to 12 // 2 + 1.
     assert res[3][3] == ((2, 2, 1), (s(4, 8), s(5, 10), s(0, 12)), (s(4, 8), s(5, 10), s(0, 7)))
+
+
+def dist_arrays() -> list[str]:
+    """newDistArray's mpi4py-fft defaults: output side, zero-filled, rank 0, a DistArray."""
+    bad: list[str] = []
+    with shmcoll.Comm() as comm, PFFT(comm, (12, 10, 9), dtype=np.float64) as fft:
+        a = newDistArray(fft)
+        if a.shape != fft.shape(True) or a.dtype != fft.dtype(True) or np.any(a != 0):
+            bad.append(f"default newDistArray: {a.shape} {a.dtype}, zero-filled {not np.any(a)}")
+        if a.rank != 0 or a.dimensions != 3 or a.local_slice() != fft.local_slice(True):
+            bad.append(f"default newDistArray: rank {a.rank}, {a.dimensions} dims, {a.local_slice()}")
+        v = newDistArray(fft, False, val=2.5, rank=1)
+        if v.shape != (3, *fft.shape(False)) or np.any(v != 2.5) or not comm.in_heap(v):
+            bad.append(f"rank-1 input array: {v.shape}, filled {bool(np.all(v == 2.5))}")
+        if v.global_shape != (3, 12, 10, 9) or v.substart != (0, *(s.start for s in fft.local_slice(False))):
+            bad.append(f"rank-1 input array: global_shape {v.global_shape}, substart {v.substart}")
+        c = v[1]
+        if c.rank != 0 or c.global_shape != (12, 10, 9) or c.local_slice() != fft.local_slice(False):
+            bad.append(f"component: rank {c.rank}, global_shape {c.global_shape}, {c.local_slice()}")
+        t = newDistArray(fft, True, rank=2)
+        if t[0].rank != 1 or t[0, 1].rank != 0 or t[0:2].rank != 2 or t[0:2].global_shape[:2] != (2, 3):
+            bad.append(f"rank-2 components: {t[0].rank} {t[0, 1].rank} {t[0:2].rank} {t[0:2].global_shape}")
+        # a component is a valid transform argument: the vector field's forward, per component
+        c[...] = np.random.default_rng(comm.rank).standard_normal(c.shape)
+        fft.forward(c, t[0, 1])
+        if not np.allclose(fft.backward(t[0, 1]), c):
+            bad.append("forward/backward on components of tensor arrays")
+        plain = newDistArray(fft, False, view=True)
+        if type(plain) is not np.ndarray or not comm.in_heap(plain):
+            bad.append(f"view=True gave a {type(plain).__name__}")
+    return bad
+
+
+def test_new_dist_array_has_mpi4py_ffts_defaults() -> None:
+    check_all(run_ranks(2, dist_arrays))
 
 
 def bad_arguments() -> list[str]:
     bad: list[str] = []
     comm = shmcoll.Comm()
 
-    def expect(exc: type[BaseException], what: str, fn: Any) -> None:
+    def expect(exc: type[BaseException], what: str, fn: Any, match: str = "") -> None:
         try:
             fn()
         except exc as e:
-            if not str(e):
-                bad.append(f"{what}: empty message")
+            if not str(e) or match not in str(e):
+                bad.append(f"{what}: message {str(e)!r} lacks {match!r}")
         except BaseException as e:
             bad.append(f"{what}: raised {type(e).__name__}: {e}")
         else:
@@ -204,13 +250,19 @@ def bad_arguments() -> list[str]:
 
     try:
         expect(ValueError, "unknown backend", lambda: PFFT(comm, (8, 8, 8), backend="fftpack"))
+        expect(
+            ValueError, "mpi4py-fft's backend name", lambda: PFFT(comm, (8, 8, 8), backend="fftw"), "'pyfftw'"
+        )
         expect(ValueError, "grid not matching size", lambda: PFFT(comm, (8, 8, 8), grid=(3, 1)))
         expect(ValueError, "grid cutting the first axis", lambda: PFFT(comm, (8, 8, 8), grid=(1, 1, 2)))
         expect(ValueError, "grid too long", lambda: PFFT(comm, (8, 8), grid=(2, 1, 1)))
         expect(ValueError, "grid and slab", lambda: PFFT(comm, (8, 8, 8), grid=(2,), slab=True))
+        expect(ValueError, "slab on the first-transformed axis", lambda: PFFT(comm, (8, 8, 8), slab=2))
+        expect(ValueError, "slab axis out of range", lambda: PFFT(comm, (8, 8, 8), slab=3))
         expect(ValueError, "integer dtype", lambda: PFFT(comm, (8, 8, 8), dtype=np.int32))
         expect(ValueError, "repeated axes", lambda: PFFT(comm, (8, 8, 8), axes=(0, 0, 1)))
         expect(ValueError, "axis out of range", lambda: PFFT(comm, (8, 8, 8), axes=(3,)))
+        expect(ValueError, "groups of axes", lambda: PFFT(comm, (8, 8, 8), axes=((0,), (1, 2))))
         expect(ValueError, "empty shape", lambda: PFFT(comm, (8, 0, 8)))
         with PFFT(comm, (8, 8, 8), dtype=np.float64) as f:
             expect(ValueError, "global-shaped input", lambda: f.forward(np.zeros((8, 8, 8))))
@@ -221,6 +273,7 @@ def bad_arguments() -> list[str]:
                 lambda: f.forward(np.zeros(f.shape(False)), np.zeros(f.shape(True))),
             )
             expect(ValueError, "wrong backward input", lambda: f.backward(np.zeros(f.shape(False), complex)))
+            expect(ValueError, "negative tensor rank", lambda: newDistArray(f, rank=-1))
         for name in ("scipy", "pyfftw"):
             if name not in BACKENDS:
                 expect(ImportError, f"missing {name}", lambda n=name: PFFT(comm, (8, 8, 8), backend=n))
@@ -254,12 +307,12 @@ shape = (12, 10, 9)
 rng = np.random.default_rng(3)
 U = rng.standard_normal(shape)
 bad = []
-for kw in ({"grid": (2, 2)}, {"slab": True, "transposed_out": True}):
+for kw in ({"grid": (2, 2)}, {"slab": True, "transposed_out": False}):
     with PFFT(MPI.COMM_WORLD, shape, dtype=np.float64, **kw) as fft:
         u = newDistArray(fft, False)
         u[...] = U[fft.local_slice(False)]
         u_hat = fft.forward(u)
-        want = np.fft.rfftn(U)[fft.local_slice(True)]
+        want = np.fft.rfftn(U)[fft.local_slice(True)] / U.size
         if np.abs(u_hat - want).max() > 1e-12 * np.abs(want).max():
             bad.append(f"forward {kw}")
         if np.abs(fft.backward(u_hat) - u).max() > 1e-12:
@@ -316,34 +369,60 @@ def test_benchmark_script_standalone() -> None:
     assert "np=2" in proc.stdout and "np=1" in proc.stdout and "speedup" in proc.stdout
 
 
+class _FakeFFTW:
+    """pyFFTW's ``FFTW`` object as the adapter uses it (numpy.fft underneath): planned on
+    two arrays, re-pointed with ``update_arrays``, run by ``execute`` unscaled in either
+    direction (FFTW's convention)."""
+
+    def __init__(
+        self, a: np.ndarray, b: np.ndarray, axes: tuple[int, ...], direction: str, **kw: Any
+    ) -> None:
+        assert {"flags", "threads"} <= set(kw), f"missing keywords {{'flags', 'threads'}} - {set(kw)}"
+        self.input_array, self.output_array = a, b
+        self.axes, self.direction = axes, direction
+
+    def update_arrays(self, a: np.ndarray, b: np.ndarray) -> None:
+        self.input_array, self.output_array = a, b
+
+    def execute(self) -> None:
+        a, out, ax = self.input_array, self.output_array, self.axes
+        real_in, real_out = a.dtype.kind == "f", out.dtype.kind == "f"
+        if self.direction == "FFTW_FORWARD":
+            res = np.fft.rfftn(a, axes=ax) if real_in else np.fft.fftn(a, axes=ax)
+        elif real_out:
+            res = np.fft.irfftn(a, s=[out.shape[i] for i in ax], axes=ax, norm="forward")
+        else:
+            res = np.fft.ifftn(a, axes=ax, norm="forward")
+        np.copyto(out, res, casting="same_kind")
+
+
 def _fake_library(kind: str) -> None:
-    """Register a stand-in for scipy.fft or pyFFTW's interfaces (numpy.fft underneath,
-    checking the extra keywords the adapter passes), so that the adapters' glue is tested
-    where the libraries are not installed. Runs in forked ranks only."""
+    """Register a stand-in for scipy.fft or pyFFTW (numpy.fft underneath, checking the
+    extra keywords the adapter passes) in place of the real one, so that the adapters'
+    glue, scaling included, is tested whether or not the libraries are installed. Runs in
+    forked ranks only."""
     import types
 
-    def wrap(f: Any, extra: set[str]) -> Any:
+    def wrap(f: Any) -> Any:
         def call(a: np.ndarray, **kw: Any) -> np.ndarray:
-            assert extra <= set(kw), f"missing keywords {extra - set(kw)}"
-            return f(a, **{k: v for k, v in kw.items() if k not in extra})
+            assert "workers" in kw, "missing keyword workers"
+            return f(a, **{k: v for k, v in kw.items() if k != "workers"})
 
         return call
 
-    extra = {"workers"} if kind == "scipy" else {"threads", "planner_effort"}
     mod = types.ModuleType(f"fake_{kind}")
-    for name in ("fft", "ifft", "rfft", "irfft"):
-        setattr(mod, name, wrap(getattr(np.fft, name), extra))
     if kind == "scipy":
+        for name in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn", "irfftn"):
+            setattr(mod, name, wrap(getattr(np.fft, name)))
         sys.modules["scipy"] = types.ModuleType("scipy")
         sys.modules["scipy.fft"] = mod
     else:
-        cache = types.ModuleType("pyfftw.interfaces.cache")
-        cache.enable = lambda: None  # type: ignore[attr-defined]
-        cache.set_keepalive_time = lambda t: None  # type: ignore[attr-defined]
-        for name in ("pyfftw", "pyfftw.interfaces"):
-            sys.modules[name] = types.ModuleType(name)
-        sys.modules["pyfftw.interfaces.cache"] = cache
-        sys.modules["pyfftw.interfaces.numpy_fft"] = mod
+        mod.FFTW = _FakeFFTW  # type: ignore[attr-defined]
+        mod.simd_alignment = 16  # type: ignore[attr-defined]
+        mod.empty_aligned = np.empty  # type: ignore[attr-defined]
+        mod.import_wisdom = lambda w: None  # type: ignore[attr-defined]
+        mod.export_wisdom = lambda: ((),)  # type: ignore[attr-defined]
+        sys.modules["pyfftw"] = mod
 
 
 def with_fake_library(kind: str, cases: list[tuple[Any, ...]]) -> list[str]:
@@ -351,13 +430,15 @@ def with_fake_library(kind: str, cases: list[tuple[Any, ...]]) -> list[str]:
     return many(cases)
 
 
-@pytest.mark.parametrize("backend", [b for b in ("scipy", "pyfftw") if b not in BACKENDS])
-def test_backend_adapters_with_a_stand_in_library(backend: str) -> None:
+@pytest.mark.parametrize("backend", ["scipy", "pyfftw"])
+def test_backend_adapters_with_a_stand_in_library(backend: str, tmp_path: Any) -> None:
     cases = [
         ((12, 10, 9), np.float32, {"backend": backend}, True),
-        ((12, 10, 9), np.complex128, {"backend": backend, "transposed_out": True, "normalize": True}, False),
+        ((12, 10, 9), np.complex128, {"backend": backend, "transposed_out": False}, False),
     ]
-    check_all(run_ranks(2, with_fake_library, backend, cases))
+    # the stand-in's wisdom goes to a scratch file, not the user's FFTW wisdom cache
+    env = {"SHMCOLL_FFTW_WISDOM": str(tmp_path / "wisdom.pickle")}
+    check_all(run_ranks(2, with_fake_library, backend, cases, env=env))
 
 
 def _paths(grid: tuple[int, ...]) -> list[str]:
@@ -372,7 +453,7 @@ def _paths(grid: tuple[int, ...]) -> list[str]:
     u = sf.newDistArray(fft, False)
     u[...] = glob[fft.local_slice(False)]
     u_hat = fft.forward(u)
-    if not np.allclose(u_hat, np.fft.fftn(glob)[fft.local_slice(True)]):
+    if not np.allclose(u_hat, np.fft.fftn(glob)[fft.local_slice(True)] / glob.size):
         fail.append("forward differs from numpy")
     if not np.allclose(fft.backward(u_hat), u):
         fail.append("round trip differs")

@@ -3,9 +3,11 @@
 Why an adapter: the distributed transform only ever needs four operations (c2c forward and
 inverse, r2c, c2r) along one axis, written into a preallocated output; each library spells
 them differently (numpy >= 2 takes ``out=``; scipy takes ``workers=``; pyFFTW wants its
-plans cached). Normalisation is numpy's ``norm`` keyword throughout: forward transforms
-are never scaled, inverse ones divide by the length unless the caller asks for ``"forward"``
-(which leaves them unscaled, see :class:`~shmcoll.fft.PFFT`'s ``normalize``).
+plans cached). Scaling is one flag for all four: ``scaled=True`` divides the result by the
+product of the transformed lengths, ``False`` leaves it unscaled (FFTW's convention), in
+either direction; :class:`~shmcoll.fft.PFFT` maps mpi4py-fft's ``normalize`` onto it.
+Where the library scales inside the transform (numpy's and scipy's ``norm``), the flag
+costs no pass over the data (``fused_scaling``); otherwise it is one in-place multiply.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class Backend:
     name = "numpy"
     _mod: Any = np.fft
     _kw: dict[str, Any]
+    #: Whether ``scaled=True`` is applied inside the transform (no extra pass over `out`).
+    fused_scaling = True
 
     def __init__(self) -> None:
         self._np_out = int(np.__version__.split(".")[0]) >= 2
@@ -62,24 +66,29 @@ class Backend:
 
     # Each transform runs over `axes` (numpy's order: for the real transforms the last
     # axis is the halved one); one axis uses the 1-D function, several the n-D one, which
-    # the libraries run as one multi-dimensional plan.
-    def fft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+    # the libraries run as one multi-dimensional plan. numpy's `norm` names the direction
+    # that divides: "forward" scales a forward transform, "backward" an inverse one.
+    def fft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, scaled: bool) -> np.ndarray:
+        norm = "forward" if scaled else "backward"
         if len(axes) == 1:
             return self._call(self._mod.fft, a, out, axis=axes[0], norm=norm)
         return self._call(self._mod.fftn, a, out, axes=axes, norm=norm)
 
-    def ifft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+    def ifft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, scaled: bool) -> np.ndarray:
+        norm = "backward" if scaled else "forward"
         if len(axes) == 1:
             return self._call(self._mod.ifft, a, out, axis=axes[0], norm=norm)
         return self._call(self._mod.ifftn, a, out, axes=axes, norm=norm)
 
-    def rfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+    def rfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, scaled: bool) -> np.ndarray:
+        norm = "forward" if scaled else "backward"
         if len(axes) == 1:
             return self._call(self._mod.rfft, a, out, axis=axes[0], norm=norm)
         return self._call(self._mod.rfftn, a, out, axes=axes, norm=norm)
 
-    def irfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
+    def irfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, scaled: bool) -> np.ndarray:
         """The inverse of rfft; the lengths come from `out` (the last axis is the halved one)."""
+        norm = "backward" if scaled else "forward"
         if len(axes) == 1:
             return self._call(self._mod.irfft, a, out, n=out.shape[axes[0]], axis=axes[0], norm=norm)
         s = [out.shape[ax] for ax in axes]
@@ -111,6 +120,7 @@ class PyfftwBackend(Backend):
     input, read a copy (`PFFT.backward` promises to leave its argument unchanged)."""
 
     name = "pyfftw"
+    fused_scaling = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -154,7 +164,9 @@ class PyfftwBackend(Backend):
         except OSError:
             pass  # a read-only cache only costs planning time
 
-    def _run(self, kind: str, a: np.ndarray, out: np.ndarray, axes: tuple[int, ...], norm: str) -> np.ndarray:
+    def _run(
+        self, kind: str, a: np.ndarray, out: np.ndarray, axes: tuple[int, ...], scaled: bool
+    ) -> np.ndarray:
         inverse = kind in ("ifft", "irfft")
         in_place = a is out or (a.__array_interface__["data"][0] == out.__array_interface__["data"][0])
         # SIMD-aligned arrays (heap arrays are) get FFTW's aligned codelets; others a plan
@@ -192,26 +204,21 @@ class PyfftwBackend(Backend):
         else:
             plan.update_arrays(a, out)
         plan.execute()
-        n = int(np.prod([(out if inverse else a).shape[ax] for ax in axes]))
-        # FFTW computes unscaled transforms; apply numpy's `norm` convention.
-        scale = {"backward": 1.0 / n if inverse else 1.0, "forward": 1.0 if inverse else 1.0 / n}.get(norm)
-        if scale is None:  # "ortho"
-            scale = 1.0 / np.sqrt(n)
-        if scale != 1.0:
-            out *= scale
+        if scaled:  # FFTW computes unscaled transforms
+            out *= 1.0 / int(np.prod([(out if inverse else a).shape[ax] for ax in axes], dtype=np.int64))
         return out
 
-    def fft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
-        return self._run("fft", a, out, axes, norm)
+    def fft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, scaled: bool) -> np.ndarray:
+        return self._run("fft", a, out, axes, scaled)
 
-    def ifft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
-        return self._run("ifft", a, out, axes, norm)
+    def ifft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, scaled: bool) -> np.ndarray:
+        return self._run("ifft", a, out, axes, scaled)
 
-    def rfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
-        return self._run("rfft", a, out, axes, norm)
+    def rfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, scaled: bool) -> np.ndarray:
+        return self._run("rfft", a, out, axes, scaled)
 
-    def irfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, norm: str) -> np.ndarray:
-        return self._run("irfft", a, out, axes, norm)
+    def irfft(self, a: np.ndarray, axes: tuple[int, ...], out: np.ndarray, scaled: bool) -> np.ndarray:
+        return self._run("irfft", a, out, axes, scaled)
 
 
 def get_backend(name: str) -> Backend:
@@ -223,7 +230,8 @@ def get_backend(name: str) -> Backend:
         return ScipyBackend()
     if name == "pyfftw":
         return PyfftwBackend()
-    raise ArgumentError(f"unknown FFT backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    hint = " (FFTW, mpi4py-fft's 'fftw', is 'pyfftw' here)" if name == "fftw" else ""
+    raise ArgumentError(f"unknown FFT backend {name!r}; choose one of {', '.join(BACKENDS)}{hint}")
 
 
 def available_backends() -> list[str]:

@@ -50,21 +50,27 @@ def compute_dims(nnodes: int, ndims: int) -> list[int]:
 
 
 def resolve_grid(
-    size: int, ndim: int, first_axis: int, grid: Sequence[int] | None, slab: bool
+    size: int, ndim: int, first_axis: int, grid: Sequence[int] | None, slab: bool | int
 ) -> tuple[int, ...]:
     """Grid sizes per array axis (product `size`) of the input layout.
 
     `grid` as in mpi4py-fft: one entry per leading axis (missing trailing entries are 1);
-    entries <= 0 are wildcards. ``slab=True`` distributes only the axis after
-    `first_axis` (the axis transformed first), like mpi4py-fft's ``slab``. The axis
+    entries <= 0 are wildcards. `slab` as mpi4py-fft's: True distributes only the axis
+    after `first_axis` (the axis transformed first), an integer only that axis. The axis
     transformed first must be whole on every rank, so its grid size is forced to 1."""
-    if slab:
+    if slab is not False and slab is not None:
         if grid is not None:
-            raise ArgumentError("pass either grid or slab=True, not both")
-        dims = [1] * ndim
-        dims[(first_axis + 1) % ndim] = size
+            raise ArgumentError("pass either grid or slab, not both")
+        axis = (first_axis + 1) % ndim if slab is True else int(slab) + (ndim if int(slab) < 0 else 0)
         if ndim == 1 and size > 1:
             raise ArgumentError("a 1-D transform cannot be distributed (its only axis is transformed first)")
+        if not 0 <= axis < ndim or (axis == first_axis and size > 1):
+            raise ArgumentError(
+                f"slab={slab} must name an axis of the {ndim}-D array other than {first_axis}, "
+                "which is transformed first"
+            )
+        dims = [1] * ndim
+        dims[axis] = size
         return tuple(dims)
     if grid is None:
         g = [0] * ndim

@@ -1,4 +1,5 @@
-"""PFFT: the distributed N-D FFT (slab or pencil), planned once, with mpi4py-fft's interface.
+"""PFFT: the distributed N-D FFT (slab or pencil), planned once, with mpi4py-fft's interface
+and conventions (names, defaults, output layout, normalisation).
 
 Why the plan does everything up front: the grid, the sub-communicators of its dimensions,
 each layout on the way, the transposes' geometry and heap buffers, and the work arrays are
@@ -59,13 +60,19 @@ class PFFT:
         :meth:`destroy`).
     axes: the transformed axes (default: all); the last one is transformed first (r2c for
         real `dtype`, giving ``n // 2 + 1``), then the others in reverse order.
-    dtype: of the input (float32/float64: r2c; complex64/complex128: c2c).
-    grid / slab: the process grid, as in mpi4py-fft (see the package docstring).
+    dtype: of the input (float32/float64: r2c; complex64/complex128: c2c); float64 by
+        default, as in mpi4py-fft.
+    grid / slab: the process grid, as in mpi4py-fft (see the package docstring); ``slab``
+        True distributes the axis after the one transformed first, an integer that axis.
     backend: "numpy", "scipy" or "pyfftw" (serial 1-D transforms).
-    transposed_out: leave the forward output in the layout of the last transform (no
-        transposes back); :meth:`backward` then expects that layout.
-    normalize: whether the backward transform divides by the product of the transformed
-        lengths (numpy's convention; forward is never scaled).
+    transposed_out: True (default, mpi4py-fft's only layout): the forward output stays in
+        the layout of the last transform (no transposes back); False: it is transposed back
+        to the input's distribution (twice the exchanges). :meth:`backward` expects the
+        layout in force.
+
+    Normalisation is mpi4py-fft's, per call: :meth:`forward` divides by the product of the
+    transformed lengths (``normalize=True``), :meth:`backward` does not
+    (``normalize=False``), so that ``backward(forward(u)) == u`` with the defaults.
 
     Every method that moves data is collective over `comm`.
     """
@@ -75,12 +82,11 @@ class PFFT:
         comm: Any,
         shape: Sequence[int],
         axes: Sequence[int] | int | None = None,
-        dtype: Any = np.complex128,
+        dtype: Any = np.float64,
         grid: Sequence[int] | None = None,
-        slab: bool = False,
+        slab: bool | int = False,
         backend: str = "numpy",
-        transposed_out: bool = False,
-        normalize: bool = True,
+        transposed_out: bool = True,
     ) -> None:
         self._own_comm = not isinstance(comm, Comm)
         if self._own_comm and not hasattr(comm, "Split_type"):
@@ -91,7 +97,7 @@ class PFFT:
         self.comm: Any = Comm(comm) if self._own_comm else comm
         self._subcomms: dict[int, Any] = {}
         try:
-            self._plan(shape, axes, dtype, grid, slab, transposed_out, normalize)
+            self._plan(shape, axes, dtype, grid, slab, transposed_out)
         except BaseException:
             self.destroy()
             raise
@@ -103,14 +109,21 @@ class PFFT:
         axes: Sequence[int] | int | None,
         dtype: Any,
         grid: Sequence[int] | None,
-        slab: bool,
+        slab: bool | int,
         transposed_out: bool,
-        normalize: bool,
     ) -> None:
         gshape = tuple(int(n) for n in np.atleast_1d(np.asarray(shape)))
         ndim = len(gshape)
         if ndim == 0 or min(gshape) < 1:
             raise ArgumentError(f"shape must have at least one axis and positive lengths, got {tuple(shape)}")
+        nested = not isinstance(axes, (int, np.integer)) and any(
+            not isinstance(a, (int, np.integer)) for a in (() if axes is None else axes)
+        )
+        if nested:
+            raise ArgumentError(
+                f"axes {axes}: groups of axes (mpi4py-fft's nested form) are not supported; pass a flat "
+                "sequence (the axes between two exchanges are transformed in one call anyway)"
+            )
         ax = list(range(ndim)) if axes is None else [int(a) for a in np.atleast_1d(np.asarray(axes))]
         ax = [a + ndim if a < 0 else a for a in ax]
         if not ax or any(not 0 <= a < ndim for a in ax) or len(set(ax)) != len(ax):
@@ -122,7 +135,9 @@ class PFFT:
         self._real = self._dtype_in.kind == "f"
         self._dtype_out = _complex_of(self._dtype_in)
         self.transposed_out = bool(transposed_out)
-        self._inv_norm = "backward" if normalize else "forward"
+        #: The factor of a normalised transform: one over the product of the transformed
+        #: lengths (the real lengths for r2c), as mpi4py-fft's ``normalize``.
+        self._norm_factor = 1.0 / int(np.prod([gshape[a] for a in ax], dtype=np.int64))
         comm = self.comm
         order = ax[::-1]
         dims = resolve_grid(comm.size, ndim, order[0], grid, slab)
@@ -211,8 +226,9 @@ class PFFT:
         """The dtype of the input (False, mpi4py-fft's default) or output (True)."""
         return self._dtype_out if forward_output else self._dtype_in
 
+    @property
     def dimensions(self) -> int:
-        """The number of axes of the arrays."""
+        """The number of axes of the arrays (a property, as in mpi4py-fft)."""
         return len(self._in_layout.global_shape)
 
     # -- timing -----------------------------------------------------------------------
@@ -251,46 +267,69 @@ class PFFT:
             raise ArgumentError(f"{name} is read-only")
         return arr
 
+    def _normalised(self, out: np.ndarray, normalize: bool) -> None:
+        """The scaling the groups did not do (backends without fused scaling): one
+        in-place multiply of the result."""
+        if normalize and not self._backend.fused_scaling:
+            out *= self._norm_factor
+
     @overload
-    def forward(self, u: Any, u_hat: None = None) -> DistArray: ...
+    def forward(self, input_array: Any, output_array: None = None, normalize: bool = True) -> DistArray: ...
     @overload
-    def forward(self, u: Any, u_hat: _A) -> _A: ...
-    def forward(self, u: Any, u_hat: np.ndarray | None = None) -> np.ndarray:
-        """The forward transform of `u` (layout ``shape(False)``) into `u_hat` (layout
-        ``shape(True)``; a new heap DistArray when None), returned. Unscaled."""
-        u = self._checked(u, False, "u", writable=False)
-        u_hat = newDistArray(self, True) if u_hat is None else self._checked(u_hat, True, "u_hat", True)
+    def forward(self, input_array: Any, output_array: _A, normalize: bool = True) -> _A: ...
+    def forward(
+        self, input_array: Any, output_array: np.ndarray | None = None, normalize: bool = True
+    ) -> np.ndarray:
+        """The forward transform of `input_array` (layout ``shape(False)``) into
+        `output_array` (layout ``shape(True)``; a new heap DistArray when None), returned.
+        Divided by the product of the transformed lengths when `normalize` (default, as in
+        mpi4py-fft), i.e. ``numpy.fft.fftn(U) / N`` (``rfftn`` for real input)."""
+        u = self._checked(input_array, False, "input_array", writable=False)
+        if output_array is None:
+            u_hat: np.ndarray = newDistArray(self, True, val=None)
+        else:
+            u_hat = self._checked(output_array, True, "output_array", True)
         groups = self._groups
         result = groups[-1].buf if self.transposed_out else groups[0].buf
         work = [u_hat if k == result else w for k, w in enumerate(self._work)]
         be = self._backend
+        scaled = normalize and be.fused_scaling
         g0 = groups[0]
         cur = work[g0.buf]
-        (be.rfft if self._real else be.fft)(u, g0.axes, cur, "backward")
+        (be.rfft if self._real else be.fft)(u, g0.axes, cur, scaled)
         for g in groups[1:]:
             if g.plan is not None:
                 g.plan.forward(cur, work[g.buf])
                 cur = work[g.buf]
-            be.fft(cur, g.axes, cur, "backward")
+            be.fft(cur, g.axes, cur, scaled)
         if not self.transposed_out:
             for k in range(len(groups) - 1, 0, -1):
                 plan = groups[k].plan
                 if plan is not None:
                     plan.backward(cur, work[groups[k - 1].buf])
                     cur = work[groups[k - 1].buf]
+        self._normalised(u_hat, normalize)
         return u_hat
 
     @overload
-    def backward(self, u_hat: Any, u: None = None) -> DistArray: ...
+    def backward(self, input_array: Any, output_array: None = None, normalize: bool = False) -> DistArray: ...
     @overload
-    def backward(self, u_hat: Any, u: _A) -> _A: ...
-    def backward(self, u_hat: Any, u: np.ndarray | None = None) -> np.ndarray:
-        """The inverse of :meth:`forward`: `u_hat` (layout ``shape(True)``, left unchanged)
-        into `u` (layout ``shape(False)``; a new heap DistArray when None), returned.
-        Divided by the transformed size when `normalize` was True."""
-        u_hat = self._checked(u_hat, True, "u_hat", writable=False)
-        u = newDistArray(self, False) if u is None else self._checked(u, False, "u", True)
-        groups, work, be, norm = self._groups, self._work, self._backend, self._inv_norm
+    def backward(self, input_array: Any, output_array: _A, normalize: bool = False) -> _A: ...
+    def backward(
+        self, input_array: Any, output_array: np.ndarray | None = None, normalize: bool = False
+    ) -> np.ndarray:
+        """The inverse of :meth:`forward` with its defaults: `input_array` (layout
+        ``shape(True)``, left unchanged) into `output_array` (layout ``shape(False)``; a new
+        heap DistArray when None), returned. Unscaled by default (mpi4py-fft's
+        convention); divided by the product of the transformed lengths when `normalize`,
+        i.e. ``numpy.fft.ifftn`` (``irfftn`` for real output)."""
+        u_hat = self._checked(input_array, True, "input_array", writable=False)
+        if output_array is None:
+            u: np.ndarray = newDistArray(self, False, val=None)
+        else:
+            u = self._checked(output_array, False, "output_array", True)
+        groups, work, be = self._groups, self._work, self._backend
+        scaled = normalize and be.fused_scaling
         cur = u_hat
         if not self.transposed_out:
             for g in groups[1:]:
@@ -299,20 +338,21 @@ class PFFT:
                     cur = work[g.buf]
         for k in range(len(groups) - 1, 0, -1):
             g = groups[k]
-            be.ifft(cur, g.axes, work[g.buf], norm)
+            be.ifft(cur, g.axes, work[g.buf], scaled)
             cur = work[g.buf]
             if g.plan is not None:
                 g.plan.backward(cur, work[groups[k - 1].buf])
                 cur = work[groups[k - 1].buf]
         g0 = groups[0]
-        (be.irfft if self._real else be.ifft)(cur, g0.axes, u, norm)
+        (be.irfft if self._real else be.ifft)(cur, g0.axes, u, scaled)
+        self._normalised(u, normalize)
         return u
 
     # -- lifetime ---------------------------------------------------------------------
     def destroy(self) -> None:
         """Free the sub-communicators this plan created (and `comm`, if it wrapped an mpi4py
-        one); collective. The plan is unusable afterwards; heap arrays from
-        :func:`newDistArray` must not be used after their communicator is freed."""
+        one); collective. The plan is unusable afterwards; arrays from
+        :func:`newDistArray` and :meth:`forward` stay valid while referenced."""
         self._steps = []
         self._work = []
         for d, sub in list(self._subcomms.items()):
