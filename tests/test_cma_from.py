@@ -110,9 +110,13 @@ def test_the_probe_is_cached_per_machine_and_a_corrupt_file_ignored(tmp_path: Pa
     cache = tmp_path / "cache"
     first = _probe_in_a_fresh_process(cache)
     files = sorted((cache / "shmcoll").glob("cma-probe-*.json")) if (cache / "shmcoll").exists() else []
+    markers = sorted((cache / "shmcoll").glob("cma-probe-*.gave-up")) if (cache / "shmcoll").exists() else []
     if first["origin"] == "failed":
-        # A machine too busy to probe: CMA where the model's sizes put it, nothing kept.
+        # A machine too busy to probe: CMA where the model's sizes put it, nothing kept but
+        # a marker that spares the next processes the probe.
         assert first["bytes"] == 0 and first["figures"] is None and files == [], first
+        assert len(markers) == 1, markers
+        _spared(cache)
         return
     assert first["origin"] == "measured", first
     f = first["figures"]
@@ -120,10 +124,11 @@ def test_the_probe_is_cached_per_machine_and_a_corrupt_file_ignored(tmp_path: Pa
     assert 0 <= first["bytes"] <= 1 << 20
     assert f["took_us"] < 50_000, f
     if f["reps"] < 5:
-        # The budget cut it short (a busy machine): used, not kept.
-        assert files == [], files
+        # The budget cut it short (a busy machine): used, not kept; marked.
+        assert files == [] and len(markers) == 1, (files, markers)
+        _spared(cache)
         return
-    assert len(files) == 1, files
+    assert len(files) == 1 and markers == [], (files, markers)
     second = _probe_in_a_fresh_process(cache)
     assert second["origin"] == "cache" and str(files[0]) in second["describe"], second
     assert (second["bytes"], second["figures"]) == (first["bytes"], first["figures"])
@@ -134,6 +139,18 @@ def test_the_probe_is_cached_per_machine_and_a_corrupt_file_ignored(tmp_path: Pa
     assert _probe_in_a_fresh_process(cache)["origin"] in ("measured", "failed")
     files[0].write_text("{")
     assert _probe_in_a_fresh_process(cache)["origin"] in ("measured", "failed")
+    # A probe that kept nothing marks it; the next process then does not probe.
+    files[0].unlink(missing_ok=True)
+    files[0].with_suffix(".gave-up").write_text("")
+    _spared(cache)
+
+
+def _spared(cache: Path) -> None:
+    """A fresh process under a recent marker takes the model's sizes without probing."""
+    spared = _probe_in_a_fresh_process(cache)
+    assert spared["origin"] == "failed" and spared["bytes"] == 0, spared
+    assert "kept nothing" in spared["describe"], spared
+    assert not list((cache / "shmcoll").glob("cma-probe-*.json")), "it probed"
 
 
 def test_explain_and_info_show_the_crossover_and_its_origin(tmp_path: Path) -> None:

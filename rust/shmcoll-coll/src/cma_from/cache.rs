@@ -7,10 +7,16 @@
 //! file is ignored (and replaced by the next probe), never trusted: every value read is
 //! checked against what the probe can produce, and the crossover it records must be the
 //! one its figures give. Files are written whole under a temporary name, then renamed.
+//!
+//! A probe that found no figures worth keeping (it gave up, or its budget cut it short: a
+//! busy machine) leaves a marker beside the file instead, so that the node's next
+//! processes do not each pay up to the probe's cap: for `RETRY_AFTER` they keep CMA where
+//! the model's sizes put it, as that probe's process did not, and then one probes again.
 
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use shmcoll_kernels::hw::Machine;
@@ -24,6 +30,33 @@ const MAX_FILE_BYTES: u64 = 16 << 10;
 /// No transfer the probe times takes a second; no probe takes a minute.
 const MAX_NS: u64 = 1_000_000_000;
 const MAX_TOOK_US: u64 = 60_000_000;
+
+/// How long a probe that kept nothing spares the node's later processes from probing.
+pub const RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// The marker a probe that kept nothing leaves beside the figures' file at `path`.
+pub fn marker(path: &Path) -> PathBuf {
+    path.with_extension("gave-up")
+}
+
+/// Leave the marker (its modification time is when), the directory created if needed.
+pub fn mark_gave_up(path: &Path) -> std::io::Result<()> {
+    let m = marker(path);
+    if let Some(dir) = m.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&m, b"")
+}
+
+/// How long ago a probe on this node kept nothing, if within `within` (a marker from the
+/// future, a clock set back, counts as now).
+pub fn gave_up_within(path: &Path, within: Duration) -> Option<Duration> {
+    let when = std::fs::metadata(marker(path))
+        .and_then(|m| m.modified())
+        .ok()?;
+    let age = SystemTime::now().duration_since(when).unwrap_or_default();
+    (age < within).then_some(age)
+}
 
 /// What makes two machines' figures interchangeable.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -211,6 +244,17 @@ mod tests {
         let d = std::env::temp_dir().join(format!("shmcoll-cache-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn a_probe_that_kept_nothing_spares_the_next_ones_for_a_while() {
+        let d = tmp_dir("gave-up");
+        let path = d.join(fingerprint().file_name());
+        assert_eq!(gave_up_within(&path, RETRY_AFTER), None);
+        mark_gave_up(&path).unwrap();
+        assert!(gave_up_within(&path, RETRY_AFTER).is_some());
+        assert_eq!(gave_up_within(&path, Duration::ZERO), None, "too old");
+        assert!(!path.exists(), "no figures file");
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! only the first process of a node pays for the probe. A probe the machine's load cut
 //! short serves its process but is not kept; one that passes its cap gives up, and its
 //! process keeps CMA where the model's cache sizes put it (0: the tables unchanged).
+//! Either leaves a marker, and the node's processes in the next minutes take the model's
+//! sizes without probing (cache::RETRY_AFTER).
 //!
 //! Selection must be identical on every rank, so a communicator never uses its own rank's
 //! value: the process that creates the segment decides (`SHMCOLL_CMA_FROM` there, else
@@ -104,6 +106,18 @@ pub fn node() -> &'static CmaFrom {
                     figures: Some(figures),
                 };
             }
+            if let Some(age) = cache::gave_up_within(p, cache::RETRY_AFTER) {
+                return CmaFrom {
+                    bytes: 0,
+                    origin: Origin::Failed(format!(
+                        "a probe on this node kept nothing {} s ago (a busy machine); \
+                         the next one after {} s",
+                        age.as_secs(),
+                        cache::RETRY_AFTER.as_secs()
+                    )),
+                    figures: None,
+                };
+            }
         }
         let measured = probe::measure(chunk(), BUDGET, CAP).and_then(|f| {
             let bytes = f
@@ -111,19 +125,21 @@ pub fn node() -> &'static CmaFrom {
                 .ok_or("the probe's figures give no crossover")?;
             Ok((f, bytes))
         });
+        // Best effort: kept only when the probe took every repetition (cache::store),
+        // else marked so that the node's next processes do not probe again at once.
+        let kept = match (&path, &measured) {
+            (Some(p), Ok((figures, _))) => cache::store(p, &fp, figures).is_ok(),
+            _ => false,
+        };
+        if let (Some(p), false) = (&path, kept) {
+            let _ = cache::mark_gave_up(p);
+        }
         match measured {
-            Ok((figures, bytes)) => {
-                // Best effort: the next process probes again if the file was not written
-                // (cache::store keeps only a probe that took every repetition).
-                if let Some(p) = &path {
-                    let _ = cache::store(p, &fp, &figures);
-                }
-                CmaFrom {
-                    bytes,
-                    origin: Origin::Measured,
-                    figures: Some(figures),
-                }
-            }
+            Ok((figures, bytes)) => CmaFrom {
+                bytes,
+                origin: Origin::Measured,
+                figures: Some(figures),
+            },
             Err(why) => CmaFrom {
                 bytes: 0,
                 origin: Origin::Failed(why),
