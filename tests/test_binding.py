@@ -162,10 +162,10 @@ def test_mpiexec_under_shmcoll_bench_binds_as_shmcoll_run_does(tmp_path: Path) -
         mpiexec = None
     if mpiexec is None:
         pytest.skip("mpiexec and mpi4py are needed (pip install mpich mpi4py)")
-    from shmcoll.cli import _mpiexec_command
+    from shmcoll.mpiexec import mpiexec_command
 
     script = tmp_path / "affinity.py"
     script.write_text(AFFINITY_SCRIPT)
-    cmd, env = _mpiexec_command(OVER, mpiexec)
+    cmd, env = mpiexec_command(OVER, mpiexec)
     out = _run([*cmd, sys.executable, str(script)], env)
     _expect_round_robin(_affinities(out), OVER)

@@ -381,13 +381,13 @@ def test_the_other_collectives_under_open_mpi(openmpi: Mpi) -> None:
 def test_the_bench_launcher_binds_open_mpi_ranks_round_robin(openmpi: Mpi) -> None:
     # `shmcoll bench` under Open MPI, oversubscribed: each rank bound from the start to one
     # CPU, dealt round-robin as MPICH's Hydra and shmcoll's own launcher deal them.
-    from shmcoll.cli import _mpiexec_command
+    from shmcoll.mpiexec import mpiexec_command
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < (os.cpu_count() or 1):
         pytest.skip("this process is already confined to some CPUs")
     n = len(cpus) + 1
-    cmd, env = _mpiexec_command(n, openmpi.mpiexec)
+    cmd, env = mpiexec_command(n, openmpi.mpiexec)
     show = 'echo "$OMPI_COMM_WORLD_RANK $(grep Cpus_allowed_list /proc/self/status)"'
     p = subprocess.run(
         [*cmd, "sh", "-c", show], env=subprocess_env({**env, **openmpi.env}),

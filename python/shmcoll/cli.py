@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,46 +11,7 @@ from typing import Any
 import click
 
 from .bench.sizes import parse_range
-
-
-def default_mpiexec() -> str:
-    """The mpiexec installed beside this Python (the MPI wheel's), else the one on PATH."""
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return here if os.access(here, os.X_OK) else "mpiexec"
-
-
-def _mpi_available(mpiexec: str | None = None) -> bool:
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which(mpiexec or default_mpiexec()) is not None
-
-
-def _mpiexec_command(n: int, mpiexec: str = "mpiexec") -> tuple[list[str], dict[str, str]]:
-    """mpiexec and its flags for `n` ranks, and the environment it needs."""
-    from .binding import mpiexec_bind_flags
-
-    env = dict(os.environ)
-    cmd = [mpiexec]
-    try:
-        version = subprocess.run(
-            [mpiexec, "--version"], check=False, capture_output=True, text=True, timeout=30
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        version = ""
-    flavour = "mpich"
-    if "Open MPI" in version or "OpenRTE" in version or "PRRTE" in version:
-        flavour = "openmpi"
-        cmd.append("--oversubscribe")
-        if os.geteuid() == 0:
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    # Bound from the start, oversubscribed ranks skip the transient of being bound late
-    # by the Comm (see shmcoll.binding); MPI's ranks in the same launch are bound alike.
-    cmd += mpiexec_bind_flags(flavour, n)
-    cmd += ["-n", str(n)]
-    return cmd, env
+from .mpiexec import default_mpiexec, mpi_available, mpiexec_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -292,11 +252,11 @@ def _launch_bench(
 
         sys.exit(importlib.import_module(module).main([payload]))
     mpiexec = mpiexec or default_mpiexec()
-    use_mpi = launcher == "mpiexec" or (launcher == "auto" and not no_mpi and _mpi_available(mpiexec))
-    if launcher == "mpiexec" and not _mpi_available(mpiexec):
+    use_mpi = launcher == "mpiexec" or (launcher == "auto" and not no_mpi and mpi_available(mpiexec))
+    if launcher == "mpiexec" and not mpi_available(mpiexec):
         raise click.UsageError("--launcher mpiexec: mpi4py or mpiexec not found (pip install 'shmcoll[mpi]')")
     if use_mpi:
-        cmd, env = _mpiexec_command(nprocs, mpiexec)
+        cmd, env = mpiexec_command(nprocs, mpiexec)
         sys.exit(subprocess.call([*cmd, *worker], env=env))
     if not no_mpi and launcher == "auto":
         click.echo("note: MPI not found (pip install mpich mpi4py); measuring shmcoll alone", err=True)
@@ -501,7 +461,7 @@ def bench_create(
     Dup (needs MPI: the communicators wrap MPI's)."""
     from .bench.create import Options, options_json
 
-    if not _mpi_available(mpiexec or default_mpiexec()):
+    if not mpi_available(mpiexec or default_mpiexec()):
         raise click.UsageError("bench create needs mpi4py and mpiexec (pip install 'shmcoll[mpi]')")
     opts = Options(iters=iters, warmup=warmup, rounds=rounds, phases=phases, csv=csv_path)
     _launch_bench("shmcoll.bench.create", options_json(opts), nprocs, "mpiexec", mpiexec, False)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
+from ..mpiexec import default_mpiexec, mpiexec_command
 from . import table
 from .build import COLL_HEAP_ONLY, HEAP_ONLY, KINDS, MODEL, build_document
 
@@ -270,7 +271,6 @@ class TuneOptions:
 def run(opts: TuneOptions) -> dict[str, Any]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from ..cli import _mpiexec_command, default_mpiexec
     from ..launch import run as launch_run
     from .lookup import user_file
 
@@ -323,7 +323,7 @@ def run(opts: TuneOptions) -> dict[str, Any]:
                 if opts.launcher == "mpiexec":
                     import subprocess
 
-                    mcmd, env = _mpiexec_command(p, default_mpiexec())
+                    mcmd, env = mpiexec_command(p, default_mpiexec())
                     proc = subprocess.Popen([*mcmd, *cmd], env=env)
                     while proc.poll() is None:
                         bar.update(task, completed=len(read_checkpoint(checkpoint)))

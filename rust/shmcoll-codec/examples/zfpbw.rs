@@ -1,7 +1,7 @@
 //! Single-thread throughput of the zfp codec: encode and decode GB/s (uncompressed bytes
 //! per second, median of several runs) at rates 8 and 16, float32 and float64, on 64 MiB
 //! of a smooth random walk. `cargo run --release -p shmcoll-codec --example zfpbw [MiB]`.
-//! `zfp_vs_zfpy.py` next to it measures zfpy on the same data through the bindings.
+//! `bench/zfp_vs_zfpy.py` measures zfpy on the same data through the Python bindings.
 
 use std::time::Instant;
 

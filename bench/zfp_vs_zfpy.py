@@ -3,7 +3,7 @@ zfpy 1.0.1 on the same 64 MiB inputs, rates 8 and 16, float32 and float64; check
 are identical first. GB/s of uncompressed data, medians of interleaved runs, timed in CPU
 seconds of this process (robust on a shared machine) and in wall seconds.
 
-    python rust/shmcoll-codec/examples/zfp_vs_zfpy.py [--mib 64] [--runs 5] [--data walk|noise]
+    python bench/zfp_vs_zfpy.py [--mib 64] [--runs 5] [--data walk|noise]
 """
 
 from __future__ import annotations
