@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import shmcoll
-from conftest import mpi_available, private_empty, run_ranks
+from conftest import environ, mpi_available, private_empty, run_ranks
 from shmcoll import _core
 from shmcoll.bench.sizes import fmt_size
 from shmcoll.tuning import build, table, tuner
@@ -709,3 +709,28 @@ def test_info_reports_machine_settings_and_table(tmp_path: Path) -> None:
     assert any(ln.startswith(f"│ {ENV} ") and str(t) in ln for ln in lines), out
     # the tuning table in use
     assert value("tuning table") == f"{t} (environment)"
+
+
+def test_sizes_read_as_the_environment_reads_them() -> None:
+    # One parser (the engine's): the CLI's -m sizes, the bench and the environment's
+    # settings agree on every spelling.
+    from shmcoll.bench.sizes import iterations, parse_range, parse_size
+
+    assert [parse_size(s) for s in ("8", "4K", "64KiB", "16m", "1.5M", "2G")] == [
+        8,
+        4 << 10,
+        64 << 10,
+        16 << 20,
+        3 << 19,
+        2 << 30,
+    ]
+    assert parse_range("8:64") == [8, 16, 32, 64] and parse_range("0:2") == [0, 1, 2]
+    for bad in ("x", "4Q", "-1", "", ".5K"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+    with environ({"SHMCOLL_SHARED_ARRAYS_MAX": "1.5M"}):
+        assert _core._shared_arrays_env_bounds()[1] == parse_size("1.5M")
+    # OSU's rule, once: a tenth of the iterations from 64 KiB moved per call.
+    assert iterations(64 << 10, 1000, 100) == (1000, 100)
+    assert iterations((64 << 10) + 1, 1000, 100) == (100, 10)
+    assert iterations(1 << 30, 50, 5) == (10, 2)

@@ -44,6 +44,7 @@ __all__ = [
     "mpc_encode",
     "mpc_header",
     "mpc_max_compressed_size",
+    "parse_bytes",
     "per_rank_spec",
     "ping_pong",
     "pool_record_bytes",
@@ -483,6 +484,9 @@ def shared_arrays_info() -> dict[str, Any]:
 def copy(dst: Any, src: Any, store: str = "auto") -> None:
     """Copy `src` into `dst` (contiguous buffers of equal size) with the chosen store
     policy: "temporal", "nt", "hybrid" or "auto"."""
+
+def parse_bytes(text: str) -> int:
+    """A byte count as every part of shmcoll reads one (4096, 64K, 16M, 1.5M, 64KiB)."""
 
 def machine() -> dict[str, Any]:
     """Hardware as shmcoll sees it."""

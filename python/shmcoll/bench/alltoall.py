@@ -22,6 +22,7 @@ import numpy as np
 import shmcoll
 from shmcoll.errors import ShmcollError
 
+from . import sizes
 from .harness import Variant, measure, summarize
 from .machine_state import MachineState, describe, floor_and_ratio
 from .sizes import fmt_size
@@ -53,10 +54,8 @@ class Options:
 
 
 def iterations(opts: Options, size: int, p: int) -> tuple[int, int]:
-    """OSU's rule: fewer iterations for large messages."""
-    if size * p > 64 << 10:
-        return max(10, opts.iters // 10), max(2, opts.warmup // 10)
-    return opts.iters, opts.warmup
+    """OSU's rule: fewer iterations for large messages (sizes.iterations)."""
+    return sizes.iterations(size * p, opts.iters, opts.warmup)
 
 
 def _pattern(rank: int, peer: int, it: int) -> int:

@@ -22,6 +22,7 @@ import numpy as np
 
 import shmcoll
 
+from . import sizes
 from .alltoall import gather_times, mpi_name, print_progress
 from .harness import Variant, measure, summarize
 from .sizes import fmt_size
@@ -238,10 +239,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         variants.append(make_variant(opts, "shmcoll compressed", comm, None, False, None, codec))
     rows: list[dict[str, Any]] = []
     for size in opts.sizes:
-        big = size * p > 64 << 10
-        iters, warmup = (
-            (max(10, opts.iters // 10), max(2, opts.warmup // 10)) if big else (opts.iters, opts.warmup)
-        )
+        iters, warmup = sizes.iterations(size * p, opts.iters, opts.warmup)
         measure(comm.Barrier, variants, size, iters, warmup, opts.rounds, opts.validate)
         for v in variants:
             if v.error is not None:

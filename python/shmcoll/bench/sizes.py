@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+from .. import _core
+from ..errors import ArgumentError
+
 
 def parse_size(text: str) -> int:
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = 1
-    for suffix, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)):
-        if t.endswith(suffix):
-            t, mult = t[:-1], m
-            break
+    """A byte count, read as everywhere in shmcoll (``_core.parse_bytes``: 8, 4K, 16M, 1.5M);
+    ValueError otherwise."""
     try:
-        v = float(t) * mult
-    except ValueError as e:
-        raise ValueError(f"not a size: {text!r} (examples: 8, 4K, 16M)") from e
-    if v < 0 or v != int(v):
-        raise ValueError(f"not a byte count: {text!r}")
-    return int(v)
+        return int(_core.parse_bytes(text))
+    except ArgumentError as e:
+        raise ValueError(str(e)) from e
+
+
+#: From this many bytes moved per call (a rank's block times the ranks), the benchmarks
+#: run a tenth of the iterations and warm-up rounds (OSU's rule: large messages take long
+#: and vary little).
+LARGE_BYTES = 64 << 10
+
+
+def iterations(moved: int, iters: int, warmup: int) -> tuple[int, int]:
+    """(iterations, warm-up) for a call moving `moved` bytes."""
+    if moved > LARGE_BYTES:
+        return max(10, iters // 10), max(2, warmup // 10)
+    return iters, warmup
 
 
 def parse_range(text: str) -> list[int]:

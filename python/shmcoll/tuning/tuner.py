@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
+from ..bench.sizes import iterations
 from ..mpiexec import default_mpiexec, mpiexec_command
 from . import table
 from .build import COLL_HEAP_ONLY, HEAP_ONLY, KINDS, MODEL, build_document
@@ -207,8 +208,9 @@ def worker(plan: Plan) -> None:
         comm.Alltoall(go, got, **INTERNAL)
         if not got[0]:
             break
-        small = size * p <= 64 << 10
-        iters = plan.iters if small else max(8 * plan.rounds, plan.iters // 10)
+        # The benchmarks' rule, with enough iterations left for every interleaved round.
+        n, warm = iterations(size * p, plan.iters, 20)
+        iters = max(8 * plan.rounds, n)
         # Per batch: the model and the candidates whose buffers fit beside it.
         per_batch = max(1, BATCH_BYTES // max(1, 2 * p * size) - 1)
         records = []
@@ -225,7 +227,7 @@ def worker(plan: Plan) -> None:
             for b in range(0, max(1, len(cands)), per_batch):
                 model = variant(op, size, kind, *MODEL_CANDIDATE)
                 batch = [model, *(variant(op, size, kind, *c) for c in cands[b : b + per_batch])]
-                measure(comm.Barrier, batch, size, iters, 20 if small else 2, plan.rounds, True, True)
+                measure(comm.Barrier, batch, size, iters, warm, plan.rounds, True, True)
                 beside = result(model)
                 if b == 0 and not model_done:
                     # The model's table as the ranks bound it, for the table builder.

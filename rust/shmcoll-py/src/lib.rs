@@ -129,6 +129,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(buffer_spec::per_rank_spec, m)?)?;
     m.add_function(wrap_pyfunction!(collectives::reduction_supported, m)?)?;
     m.add_function(wrap_pyfunction!(machine::machine, m)?)?;
+    m.add_function(wrap_pyfunction!(machine::parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(machine::settings, m)?)?;
     m.add_function(wrap_pyfunction!(machine::cma_from, m)?)?;
     m.add_function(wrap_pyfunction!(machine::ping_pong, m)?)?;

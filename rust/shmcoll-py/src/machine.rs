@@ -13,6 +13,18 @@ use shmcoll_shm::probe;
 use crate::buffer::borrow;
 use crate::errors::to_py;
 
+/// A byte count as every part of shmcoll reads one (`4096`, `64K`, `16M`, `1.5M`, `64KiB`;
+/// binary suffixes), the environment's settings included (shmcoll_kernels::hw::parse_bytes).
+#[pyfunction]
+pub fn parse_bytes(py: Python<'_>, text: &str) -> PyResult<usize> {
+    hw::parse_bytes(text).ok_or_else(|| {
+        to_py(
+            py,
+            Error::InvalidArgument(format!("not a byte count: {text:?} (examples: 8, 4K, 16M)")),
+        )
+    })
+}
+
 /// Hardware as shmcoll sees it.
 #[pyfunction]
 pub fn machine(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
