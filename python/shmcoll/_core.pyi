@@ -399,11 +399,12 @@ def pooled_segments() -> int:
 def coll_model_table(
     op: str,
     nranks: int,
-    inline_bytes: int = 65536,
-    staging_bytes: int = 4194304,
+    inline_bytes: int | None = None,
+    staging_bytes: int | None = None,
     cma_from: int | None = None,
 ) -> list[tuple[int | None, list[str]]]:
-    """The model table of a collective family (rows: max bytes or None, algorithms)."""
+    """The model table of a collective family (rows: max bytes or None, algorithms); the
+    inline and staging sizes a communicator of `nranks` gets here where not given."""
 
 def vector_spec(spec: Any, size: int) -> tuple[Any, list[int], list[int]] | None:
     """(buffer, counts in bytes, displacements in bytes) of an mpi4py vector buffer

@@ -102,10 +102,11 @@ class CollResolved:
 
 
 def resolve_coll(
-    op: str, nprocs: int, inline_bytes: int = 65536, staging_bytes: int = 4 << 20
+    op: str, nprocs: int, inline_bytes: int | None = None, staging_bytes: int | None = None
 ) -> CollResolved:
     """The rows for collective `op` ("allreduce", ...) at `nprocs` ranks: from the table
-    file when it covers them, else the model."""
+    file when it covers them, else the model (with the communicator's inline and staging
+    sizes, by default those this environment gives one)."""
     path, origin = find_file()
     if path is not None:
         entry = table.entry_for(_load_cached(path), op, nprocs)

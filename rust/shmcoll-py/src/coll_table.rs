@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 use shmcoll_coll::{model_coll_table, CollAlgo, CollFacts, CollOp, CollRow, CollTable, Error};
 
-use crate::errors::to_py;
+use crate::errors::{to_py, IntoPyResult};
 
 /// `(max bytes or None, [algorithm, ...])`
 pub type CollRowPy = (Option<usize>, Vec<String>);
@@ -66,17 +66,28 @@ pub fn from_rows(py: Python<'_>, rows: Vec<CollRowPy>) -> PyResult<CollTable> {
 /// The model table of a collective family for `nranks` ranks (the embedded default), with
 /// private contributions taking CMA from `cma_from` bytes (None: the value in force here).
 #[pyfunction]
-#[pyo3(signature = (op, nranks, inline_bytes=65536, staging_bytes=4194304, cma_from=None))]
+#[pyo3(signature = (op, nranks, inline_bytes=None, staging_bytes=None, cma_from=None))]
 pub fn coll_model_table(
     py: Python<'_>,
     op: &str,
     nranks: usize,
-    inline_bytes: usize,
-    staging_bytes: usize,
+    inline_bytes: Option<usize>,
+    staging_bytes: Option<usize>,
     cma_from: Option<usize>,
 ) -> PyResult<Vec<CollRowPy>> {
     let fam = family(py, op)?;
     let cma_from = crate::table::cma_from_or_in_force(py, cma_from)?;
+    // Unset: the sizes a communicator of `nranks` would get from this environment.
+    let (inline_bytes, staging_bytes) = match (inline_bytes, staging_bytes) {
+        (Some(i), Some(s)) => (i, s),
+        (i, s) => {
+            let cfg = shmcoll_coll::config::Config::from_env(nranks).py_err(py)?;
+            (
+                i.unwrap_or(cfg.inline_bytes),
+                s.unwrap_or(cfg.staging_bytes),
+            )
+        }
+    };
     Ok(to_rows(&model_coll_table(
         fam,
         shmcoll_kernels::hw::machine(),
