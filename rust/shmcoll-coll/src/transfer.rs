@@ -6,17 +6,6 @@
 
 use shmcoll_kernels::{copy_raw, store_fence, Store};
 
-/// Store policy resolved for one call: `Hybrid` becomes streaming when the call writes at
-/// least `nt_threshold` bytes on this rank (beyond that, the data cannot stay in cache for
-/// the caller anyway, and streaming saves the read-for-ownership of every line).
-pub fn resolve_store(store: Store, bytes_written: usize, nt_threshold: usize) -> Store {
-    match store {
-        Store::Hybrid if bytes_written >= nt_threshold => Store::NonTemporal,
-        Store::Hybrid => Store::Temporal,
-        s => s,
-    }
-}
-
 /// Tracks whether streaming stores were issued, so that one fence covers them all.
 #[derive(Debug, Default)]
 pub struct Mover {

@@ -8,14 +8,14 @@ use shmcoll_shm::cma::{read_from, write_to, Direction};
 use super::Exchange;
 use crate::comm::{Comm, Side};
 use crate::error::Result;
-use crate::transfer::{cma_error, resolve_store, Mover};
+use crate::transfer::{cma_error, Mover};
 
 /// Copy our own block locally (the kernel is not needed for it).
 fn own_block(c: &Comm, x: &Exchange, m: &mut Mover) {
     let me = c.rank;
     let (so, len) = x.send_blocks.block(me);
     let (ro, _) = x.recv_blocks.block(me);
-    let store = resolve_store(x.choice.store, x.recv_total, x.choice.nt_threshold);
+    let store = x.choice.store.resolve(x.recv_total, x.choice.nt_threshold);
     // SAFETY: both blocks are ours and were bounds-checked (and found disjoint) by check_local.
     unsafe { m.copy(x.recv + ro, x.send + so, len, store) };
 }

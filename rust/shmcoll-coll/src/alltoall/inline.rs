@@ -7,7 +7,7 @@ use crate::comm::Comm;
 use crate::desc::{Arr, ArriveLine, Desc, F_TINY, F_VECTOR, LINE_PAYLOAD};
 use crate::error::Result;
 use crate::extent;
-use crate::transfer::{resolve_store, Mover};
+use crate::transfer::Mover;
 use shmcoll_kernels::Store;
 
 /// Pack the send blocks back to back, in rank order, into this rank's inline area.
@@ -63,7 +63,7 @@ fn packed_offset(c: &Comm, x: &Exchange, j: usize) -> usize {
 pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let l = *c.seg.layout();
     let parity = (x.seq & 1) as usize;
-    let store = resolve_store(x.choice.store, x.recv_total, x.choice.nt_threshold);
+    let store = x.choice.store.resolve(x.recv_total, x.choice.nt_threshold);
     let mut m = Mover::default();
     let mut err = None;
     x.choice.order.for_each_peer(c.rank, c.size, |j| {

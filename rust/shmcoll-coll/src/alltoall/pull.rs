@@ -5,10 +5,10 @@
 use super::Exchange;
 use crate::comm::{Comm, Side};
 use crate::error::Result;
-use crate::transfer::{resolve_store, Mover};
+use crate::transfer::Mover;
 
 pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
-    let store = resolve_store(x.choice.store, x.recv_total, x.choice.nt_threshold);
+    let store = x.choice.store.resolve(x.recv_total, x.choice.nt_threshold);
     let mut m = Mover::default();
     let pieces = x
         .choice

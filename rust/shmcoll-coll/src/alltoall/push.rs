@@ -5,11 +5,11 @@
 use super::Exchange;
 use crate::comm::{Comm, Side};
 use crate::error::Result;
-use crate::transfer::{resolve_store, Mover};
+use crate::transfer::Mover;
 
 pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     let send_total: usize = (0..c.size).map(|j| x.send_blocks.block(j).1).sum();
-    let store = resolve_store(x.choice.store, send_total, x.choice.nt_threshold);
+    let store = x.choice.store.resolve(send_total, x.choice.nt_threshold);
     let mut m = Mover::default();
     let pieces = x
         .choice

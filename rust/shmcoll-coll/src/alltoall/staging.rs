@@ -16,7 +16,7 @@ use shmcoll_shm::{wait_until, Layout, Segment};
 use super::Exchange;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::transfer::{resolve_store, Mover};
+use crate::transfer::Mover;
 
 /// Bytes of each pair's ring.
 pub(crate) fn ring_capacity(l: &Layout) -> usize {
@@ -75,7 +75,7 @@ pub(super) fn run(c: &mut Comm, x: &Exchange) -> Result<()> {
     // Half a ring per chunk, so that the producer fills one half while the consumer drains
     // the other.
     let chunk = (x.choice.chunk_bytes.min(cap / 2) / 64 * 64).max(64);
-    let store = resolve_store(x.choice.store, x.recv_total, x.choice.nt_threshold);
+    let store = x.choice.store.resolve(x.recv_total, x.choice.nt_threshold);
     let mut m = Mover::default();
     if !x.in_place {
         let (so, len) = x.send_blocks.block(me);

@@ -17,7 +17,6 @@ use super::{Call, CollOp};
 use crate::comm::Comm;
 use crate::desc::{F_RECV_HEAP, F_SEND_HEAP};
 use crate::error::Result;
-use crate::transfer::resolve_store;
 
 /// Reductions work in pieces of this many bytes: the combined piece is still in cache
 /// when it is written to the peers.
@@ -78,14 +77,14 @@ fn bcast(r: &mut Reach, x: &Call) {
     let split = n >= SPLIT_MIN && dests_reachable && (root_in_heap || r.c.cma_ok);
     if !split {
         if me != root {
-            let store = resolve_store(Store::Hybrid, n, r.c.cfg.nt_threshold);
+            let store = Store::Hybrid.resolve(n, r.c.cfg.nt_threshold);
             r.read(x, at(root, Side::Send, 0), x.recv, n, store);
         }
         return;
     }
     let (off, len) = part(n, p, me);
     // Streaming pays once what this rank writes no longer fits its cache share.
-    let store = resolve_store(Store::Hybrid, len * (p - 1), r.c.cfg.nt_threshold);
+    let store = Store::Hybrid.resolve(len * (p - 1), r.c.cfg.nt_threshold);
     let forwards = !root_in_heap && me != root;
     let src = if root_in_heap {
         match r.local(x, root, Side::Send, off, len) {
@@ -130,7 +129,7 @@ fn part(n: usize, p: usize, k: usize) -> (usize, usize) {
 fn allgather(r: &mut Reach, x: &Call) {
     let me = r.c.rank;
     let p = r.c.size;
-    let store = resolve_store(Store::Hybrid, x.recv_len, r.c.cfg.nt_threshold);
+    let store = Store::Hybrid.resolve(x.recv_len, r.c.cfg.nt_threshold);
     let push = pushes(
         r,
         all_in_heap(x, me, F_RECV_HEAP),
@@ -210,7 +209,7 @@ fn scatter(r: &mut Reach, x: &Call) {
         return;
     }
     let (o, l) = blocks[me];
-    let store = resolve_store(Store::Hybrid, l, r.c.cfg.nt_threshold);
+    let store = Store::Hybrid.resolve(l, r.c.cfg.nt_threshold);
     r.read(x, at(root, Side::Send, o), x.recv, l, store);
 }
 
@@ -243,7 +242,7 @@ fn allreduce(r: &mut Reach, x: &Call) {
     let (first, count) = slice(x.contrib_len / es, p, me);
     let mut tmps = [Vec::new(), Vec::new()];
     let mut acc: Vec<u8> = Vec::new();
-    let store = resolve_store(Store::Hybrid, x.contrib_len, r.c.cfg.nt_threshold);
+    let store = Store::Hybrid.resolve(x.contrib_len, r.c.cfg.nt_threshold);
     let all = x.op == CollOp::Allreduce;
     // Where this rank's result lands in its own buffer (it has one: Allreduce, or root).
     let own_out = all || me == x.root;

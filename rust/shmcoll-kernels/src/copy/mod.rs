@@ -45,6 +45,18 @@ pub enum Store {
 }
 
 impl Store {
+    /// The policy a copy of `total` bytes takes: `Hybrid` streams from `threshold` bytes
+    /// (beyond that the data cannot stay in cache for the writer anyway, and streaming
+    /// saves the read-for-ownership of every line), else stores temporally; the others
+    /// are themselves. `total` is what the call writes on this core, not one piece of it.
+    pub fn resolve(self, total: usize, threshold: usize) -> Store {
+        match self {
+            Store::Hybrid if total >= threshold => Store::NonTemporal,
+            Store::Hybrid => Store::Temporal,
+            s => s,
+        }
+    }
+
     /// All policies.
     pub const ALL: [Store; 3] = [Store::Temporal, Store::NonTemporal, Store::Hybrid];
 
@@ -229,12 +241,7 @@ pub fn available_isas() -> Vec<Isa> {
 /// the NT kernel.
 #[inline]
 fn select(k: &Kernels, store: Store, total: usize, threshold: usize) -> (Kernel, bool) {
-    let nt = match store {
-        Store::Temporal => false,
-        Store::NonTemporal => true,
-        Store::Hybrid => total >= threshold,
-    };
-    if nt {
+    if store.resolve(total, threshold) == Store::NonTemporal {
         (k.nt, k.streams)
     } else {
         (k.temporal, false)
@@ -384,6 +391,14 @@ pub fn store_fence() {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hybrid_streams_from_the_threshold_and_the_others_stay() {
+        assert_eq!(Store::Hybrid.resolve(99, 100), Store::Temporal);
+        assert_eq!(Store::Hybrid.resolve(100, 100), Store::NonTemporal);
+        assert_eq!(Store::Temporal.resolve(1 << 30, 100), Store::Temporal);
+        assert_eq!(Store::NonTemporal.resolve(1, 100), Store::NonTemporal);
+    }
+
     use super::*;
 
     #[test]
