@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The closing-note tables: `shmcoll bench <op>` against MPICH and against Open MPI (each
+# The tables of docs/results-*.md: `shmcoll bench <op>` against MPICH and against Open MPI (each
 # in its own virtual environment, since both wheels install `mpiexec`), at 2 and 4 ranks,
 # 8 B to 16 MiB. Results land in bench/results/<op>-<mpi>-np<n>.csv (and .json for
 # alltoall).

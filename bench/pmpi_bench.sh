@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A C program's MPI_Alltoall(v) with and without the PMPI library (LD_PRELOAD), in
 # alternating launches of bench/pmpi/alltoall_bench.c, then a table of the medians with
-# ratios and the bars (bench/pmpi_table.py).
+# ratios and the bars of docs/results-pmpi.md (bench/pmpi_table.py).
 #   bench/pmpi_bench.sh [alltoall_bench options: -m MIN:MAX -i ITERS -x WARMUP -o OPS]
 # Add copy-floor to -o OPS for the machine's one-copy floor beside the alltoall rows.
 #   NP=4 ROUNDS=3 SIDE=1 MPICC=/path/to/mpicc MPIEXEC=/path/to/mpiexec bench/pmpi_bench.sh

@@ -1,7 +1,7 @@
 """The table of bench/pmpi_bench.sh: per operation and size, the lowest median of the plain
-launches (MPI) and of the launches with the PMPI library, their ratio, and the issue's
-bars: MPI_Alltoall(v) at least 1.5x faster from 1 KiB to 16 MiB per peer and never slower
-below; calls passed through (derived types) at most 2% slower. With --side, two more
+launches (MPI) and of the launches with the PMPI library, their ratio, and the bars of
+docs/results-pmpi.md: MPI_Alltoall(v) at least 1.5x faster from 1 KiB to 16 MiB per peer
+and never slower below; calls passed through (derived types) at most 2% slower. With --side, two more
 columns from the launch that timed the library and MPI's own PMPI_ calls alternately in
 the same processes. When the launches ran the copy-floor op (alltoall_bench.c), two more:
 the floor (one memcpy per byte into the peers' buffers, and a barrier) and how far the
@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 SERVED = ("alltoall", "alltoallv", "alltoallv-ragged")
-#: Served too, but without a bar in the issue (reported for information).
+#: Served too, but without a bar (reported for information).
 OTHERS = ("allgather", "allreduce", "reduce-scatter", "bcast", "barrier")
 KIB, MIB = 1 << 10, 1 << 20
 #: Not an operation: the machine's one-copy floor for an Alltoall of each size.

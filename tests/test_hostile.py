@@ -1,7 +1,7 @@
 """Hostile and careless calls at 1-4 ranks: extreme counts and displacements, arguments of
 the wrong type or out of range on one rank or on all, one-sided Bcasts with a bad root.
 
-What every case must show (the contract of the README's security section): no process
+What every case must show (the contract of docs/security.md, "What is checked"): no process
 crashes; the call either succeeds on every rank or raises a `shmcoll.ShmcollError`
 subclass on every rank (a one-sided Bcast: by the next call at the latest); no receive
 buffer is written where an error was raised; the failing rank raises an error that is

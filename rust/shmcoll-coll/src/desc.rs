@@ -87,7 +87,7 @@ pub struct DescCore {
 /// The check of a sequence of words: the sum of a bijection of each word that depends on
 /// its position (an odd multiplier and a rotation), so that changing any one word always
 /// changes the check. Not a defence against a process that rewrites the check too (same-user
-/// processes are outside the trust model, see the README's security section) but against a
+/// processes are outside the trust model, see docs/security.md) but against a
 /// descriptor changed in part, by a stray write or by hand, which every rank then rejects
 /// alike before any data moves. The terms are independent, so the sum costs a few cycles
 /// per word on the publishing path of every call.

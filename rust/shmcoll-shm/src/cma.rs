@@ -1,4 +1,5 @@
-//! Cross Memory Attach: reading a peer's private memory with `process_vm_readv`.
+//! Cross Memory Attach: reading and writing a peer's private memory with
+//! `process_vm_readv` and `process_vm_writev`.
 //!
 //! It moves data in one copy between ordinary (non-shared) buffers, at the price of a
 //! system call and of page pinning in the kernel. Whether it is permitted (ptrace access

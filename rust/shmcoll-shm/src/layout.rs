@@ -3,9 +3,10 @@
 //! ```text
 //! header        one page: magic, version, sizes (so that `open` can recompute the layout),
 //!               the count of sleeping waiters, the creator's CMA crossover
-//! control       per rank: two ARRIVE lines (by call parity), DONE, INFO and STEP lines, 128 bytes each, written only by
-//!               their rank (one writer per line: no ping-pong of lines between writers;
-//!               128 rather than 64 because the adjacent-line prefetcher pairs lines)
+//! control       per rank: two ARRIVE lines (by call parity), DONE, INFO, STEP, PROGRESS and
+//!               LEFT lines (crate::ctrl::Line), 128 bytes each, written only by their rank
+//!               (one writer per line: no ping-pong of lines between writers; 128 rather
+//!               than 64 because the adjacent-line prefetcher pairs lines)
 //! descriptors   per rank and call parity: what the rank contributes to the call
 //! inline        per rank and call parity: small payloads, written before the arrive
 //! ring counters per rank: bytes produced for / consumed from each peer, 64 bytes apart

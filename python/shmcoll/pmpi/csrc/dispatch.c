@@ -54,7 +54,7 @@ static int mpi_error_class(int cls)
 }
 
 /* The call failed, on every rank (but for a small Bcast whose root left before a non-root
- * rejected it: see README): report it (once per process, so that a program that aborts
+ * rejected it: see docs/pmpi.md, "Errors"): report it (once per process, so that a program that aborts
  * on it says why), then hand the code to the communicator's error handler, which
  * aborts under MPI_ERRORS_ARE_FATAL as MPI's own check would, and returns under
  * MPI_ERRORS_RETURN. */
