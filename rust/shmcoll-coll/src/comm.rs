@@ -252,6 +252,23 @@ impl Comm {
     pub fn pid_of(&self, rank: usize) -> u32 {
         self.peers.pid(rank)
     }
+
+    /// The error of a failed CMA system call (`call`) with rank `j`: the peer's death
+    /// (ESRCH) is reported as such, as a death noticed while waiting would be; else the
+    /// call's own failure.
+    pub fn cma_error(&self, call: &str, j: usize, e: std::io::Error) -> Error {
+        if e.raw_os_error() == Some(libc::ESRCH) {
+            return Error::Shm(shmcoll_shm::ShmError::PeerDied {
+                what: "a CMA transfer",
+                peer: j,
+                pid: self.pid_of(j),
+            });
+        }
+        Error::Shm(shmcoll_shm::ShmError::Os {
+            context: format!("{call} with rank {j}"),
+            source: e,
+        })
+    }
     pub fn is_broken(&self) -> Option<&str> {
         self.broken.as_deref()
     }

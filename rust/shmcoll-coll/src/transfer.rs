@@ -34,25 +34,3 @@ impl Mover {
         }
     }
 }
-
-/// A failed CMA transfer with rank `j`: the peer's death (ESRCH) is reported as such, as a
-/// death noticed while waiting would be.
-pub fn cma_error(
-    c: &crate::comm::Comm,
-    call: &str,
-    j: usize,
-    e: std::io::Error,
-) -> crate::error::Error {
-    use crate::error::Error;
-    if e.raw_os_error() == Some(libc::ESRCH) {
-        return Error::Shm(shmcoll_shm::ShmError::PeerDied {
-            what: "a CMA transfer",
-            peer: j,
-            pid: c.pid_of(j),
-        });
-    }
-    Error::Shm(shmcoll_shm::ShmError::Os {
-        context: format!("{call} with rank {j}"),
-        source: e,
-    })
-}

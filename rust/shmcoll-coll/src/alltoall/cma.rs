@@ -8,7 +8,7 @@ use shmcoll_shm::cma::{read_from, write_to, Direction};
 use super::Exchange;
 use crate::comm::{Comm, Side};
 use crate::error::Result;
-use crate::transfer::{cma_error, Mover};
+use crate::transfer::Mover;
 
 /// Copy our own block locally (the kernel is not needed for it).
 fn own_block(c: &Comm, x: &Exchange, m: &mut Mover) {
@@ -85,7 +85,7 @@ fn transfer(c: &mut Comm, x: &Exchange, dir: Direction) -> Result<()> {
             } else {
                 "process_vm_writev"
             };
-            failure.get_or_insert(cma_error(c, call, j, e));
+            failure.get_or_insert(c.cma_error(call, j, e));
         }
     }
     m.fence();

@@ -8,7 +8,7 @@ use shmcoll_shm::cma::{read_from, write_to};
 use super::Call;
 use crate::comm::Comm;
 use crate::error::Error;
-use crate::transfer::{cma_error, Mover};
+use crate::transfer::Mover;
 
 /// Which of a peer's buffers: `Send` is its contribution (its send block, or inside its
 /// receive buffer in place).
@@ -93,7 +93,7 @@ impl<'c> Reach<'c> {
                 if let Err(e) = unsafe { read_from(self.c.pid_of(j), remote, dst as *mut u8, len) }
                 {
                     self.failure
-                        .get_or_insert(cma_error(self.c, "process_vm_readv", j, e));
+                        .get_or_insert(self.c.cma_error("process_vm_readv", j, e));
                 }
             }
         }
@@ -116,7 +116,7 @@ impl<'c> Reach<'c> {
                 if let Err(e) = unsafe { write_to(self.c.pid_of(j), remote, src as *const u8, len) }
                 {
                     self.failure
-                        .get_or_insert(cma_error(self.c, "process_vm_writev", j, e));
+                        .get_or_insert(self.c.cma_error("process_vm_writev", j, e));
                 }
             }
         }
