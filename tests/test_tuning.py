@@ -497,6 +497,14 @@ def test_lookup_order(no_table_files: Path, tmp_path: Path, monkeypatch: pytest.
         assert (r.source, r.origin) == ("model", "model"), none
     monkeypatch.setenv(ENV, "")  # empty: as if unset
     assert lookup.resolve("alltoall", 2).origin == "user"
+    # `~/` in the variable is the home directory, as a shell would expand it.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(ENV, "~/env.json")
+    assert lookup.find_file() == (env, "environment")
+    # Without XDG_CONFIG_HOME the user file is under the home's .config.
+    monkeypatch.delenv(ENV)
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert lookup.user_file() == tmp_path / ".config" / "shmcoll" / "tuning.json"
 
 
 def test_a_file_that_does_not_cover_the_count_falls_back_to_the_model(

@@ -3,6 +3,7 @@ API is the ``shmcoll`` package, which wraps what is here."""
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final, Self, final, overload
 
 from numpy.typing import NDArray
@@ -38,6 +39,7 @@ __all__ = [
     "coll_model_table",
     "coll_resolve",
     "copy",
+    "find_tuning_file",
     "machine",
     "model_table",
     "mpc_decode",
@@ -55,6 +57,7 @@ __all__ = [
     "settings",
     "shared_arrays_info",
     "vector_spec",
+    "tuning_file_places",
     "wants_inline",
     "whole_spec",
     "zfp_compressed_size",
@@ -423,6 +426,14 @@ def per_rank_spec(spec: Any, ranks: int) -> tuple[Any, int] | None:
 
 def coll_algorithms() -> list[tuple[str, str]]:
     """(name, description) of the collectives' algorithms."""
+
+def tuning_file_places() -> list[tuple[Path, str]]:
+    """Where a tuning table file is looked for after SHMCOLL_TUNING_FILE, in order:
+    (path, "user" or "system")."""
+
+def find_tuning_file() -> tuple[Path | None, str]:
+    """The tuning table file in force and its origin ("environment", "user", "system"),
+    or (None, "model")."""
 
 def check_table(rows: list[_RangeRow]) -> None:
     """Check a table (names, overlaps) without binding it; raises ArgumentError."""

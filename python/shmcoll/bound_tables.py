@@ -8,8 +8,8 @@ it binds is a function of the communicator's size, its inline and staging areas 
 system files (which follow the XDG variables and HOME) and those files' identity and
 modification time. A process that bound the tables for the same inputs already sets the
 same ones again without resolving them; the inputs are read with one `stat` per candidate
-file (finding the candidates' places through platformdirs costs several times more, so
-they are remembered per value of the variables that place them).
+file (finding the candidates' places costs more, so they are remembered per value of the
+variables that place them).
 
 Every rank still binds what every other rank binds: the ranks compare tokens (the digest
 of the binding each remembers for its key, 0 for none), and they set their remembered
@@ -57,7 +57,7 @@ _lock = threading.Lock()
 _remembered: dict[tuple[Any, ...], _Binding] = {}
 
 #: The variables `lookup.find_file` depends on: the one naming a table file, and those that
-#: place the user and system files (platformdirs' XDG rules).
+#: place the user and system files (XDG's rules, shmcoll_coll::tuning_file::places).
 LOOKUP_ENV = (lookup.ENV_FILE, "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "HOME")
 _places: dict[tuple[str | None, ...], tuple[Path, ...]] = {}
 

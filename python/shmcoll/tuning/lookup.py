@@ -1,6 +1,7 @@
 """Which tuning table a communicator uses.
 
-Lookup order (first file found wins, as with FFTW's wisdom files):
+Lookup order (first file found wins, as with FFTW's wisdom files; the engine decides it,
+shmcoll_coll::tuning_file, for these bindings and for communicators created outside Python):
 ``SHMCOLL_TUNING_FILE`` (``none`` skips files), the user file
 (``<user config dir>/shmcoll/tuning.json``), the system files
 (``<site config dir>/shmcoll/tuning.json``, ``/etc/shmcoll/tuning.json``), then the model
@@ -13,17 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import platformdirs
 
 from .. import _core
-from ..errors import ForeignTableWarning, MismatchError, TuningTableError
+from ..errors import ArgumentError, ForeignTableWarning, MismatchError, TuningTableError
 from . import table
 
 ENV_FILE = "SHMCOLL_TUNING_FILE"
@@ -34,11 +33,12 @@ INTERNAL = {"algorithm": "staging", "order": "shifted", "store": "temporal"}
 
 
 def user_file() -> Path:
-    return platformdirs.user_config_path("shmcoll") / "tuning.json"
+    """Where `shmcoll tune` writes, and the first place a table is looked for."""
+    return next(p for p, origin in _core.tuning_file_places() if origin == "user")
 
 
 def system_files() -> list[Path]:
-    return [platformdirs.site_config_path("shmcoll") / "tuning.json", Path("/etc/shmcoll/tuning.json")]
+    return [p for p, origin in _core.tuning_file_places() if origin == "system"]
 
 
 @dataclass(frozen=True)
@@ -73,22 +73,13 @@ def _load_cached(path: Path) -> dict[str, Any]:
 
 def find_file() -> tuple[Path | None, str]:
     """The table file to use and where it was found ("environment", "user", "system"),
-    or (None, "model")."""
-    env = os.environ.get(ENV_FILE)
-    if env is not None and env.strip():
-        if env.strip().lower() == "none":
-            return None, "model"
-        p = Path(env).expanduser()
-        if not p.is_file():
-            raise TuningTableError(f"{p}: {ENV_FILE} names a file that does not exist")
-        return p, "environment"
-    u = user_file()
-    if u.is_file():
-        return u, "user"
-    for s in system_files():
-        if s.is_file():
-            return s, "system"
-    return None, "model"
+    or (None, "model"): the engine's lookup (shmcoll_coll::tuning_file), the one
+    communicators created outside Python use too."""
+    try:
+        path, origin = _core.find_tuning_file()
+    except ArgumentError as e:
+        raise TuningTableError(str(e)) from e
+    return path, origin
 
 
 @dataclass(frozen=True)

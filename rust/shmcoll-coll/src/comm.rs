@@ -828,7 +828,7 @@ impl Comm {
     /// found (crate::tuning_file); returns its path. For communicators created outside
     /// Python (whose bindings load the file themselves). Every rank must do the same.
     pub fn bind_tuning_file(&mut self) -> Result<Option<std::path::PathBuf>> {
-        let Some(path) = crate::tuning_file::find_file()? else {
+        let Some((path, _)) = crate::tuning_file::find_file()? else {
             return Ok(None);
         };
         let file = crate::tuning_file::TableFile::load(&path)?;

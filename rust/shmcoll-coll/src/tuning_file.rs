@@ -1,7 +1,8 @@
 //! The tuning table file (`shmcoll tune` writes it, like FFTW's wisdom) read without
 //! Python, for communicators created outside it (the PMPI library's).
 //!
-//! Same lookup order as python/shmcoll/tuning/lookup.py: `SHMCOLL_TUNING_FILE` (`none`
+//! The lookup order (python/shmcoll/tuning/lookup.py asks it here, through `_core`, so
+//! there is one): `SHMCOLL_TUNING_FILE` (`none`
 //! skips files), the user file (`$XDG_CONFIG_HOME/shmcoll/tuning.json`, by default under
 //! `~/.config`), the system files (`<first of $XDG_CONFIG_DIRS, default /etc/xdg>/shmcoll/
 //! tuning.json`, `/etc/shmcoll/tuning.json`); the first file found wins and the model
@@ -106,8 +107,56 @@ fn bad(path: &Path, what: String) -> Error {
     Error::InvalidArgument(format!("{}: {what}", path.display()))
 }
 
-/// The table file to use, if any (see the module doc for the order).
-pub fn find_file() -> Result<Option<PathBuf>> {
+/// Where a table file was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Named by `SHMCOLL_TUNING_FILE`.
+    Environment,
+    /// The user's file.
+    User,
+    /// A system file.
+    System,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Environment => "environment",
+            Origin::User => "user",
+            Origin::System => "system",
+        }
+    }
+}
+
+/// The places a table file is looked for after `SHMCOLL_TUNING_FILE`, in order: the user
+/// file (`$XDG_CONFIG_HOME/shmcoll/tuning.json`, by default under `~/.config`), then the
+/// system files.
+pub fn places() -> Vec<(PathBuf, Origin)> {
+    let env_dir = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    // The home directory as Python's expanduser finds it: HOME, else the password entry.
+    #[allow(deprecated)] // home_dir's Windows behaviour; on Linux it is right.
+    let home = std::env::home_dir().filter(|h| !h.as_os_str().is_empty());
+    let user = env_dir("XDG_CONFIG_HOME").or_else(|| home.map(|h| h.join(".config")));
+    let site = std::env::var("XDG_CONFIG_DIRS")
+        .ok()
+        .and_then(|v| v.split(':').find(|d| !d.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/etc/xdg"));
+    user.map(|u| (u.join("shmcoll/tuning.json"), Origin::User))
+        .into_iter()
+        .chain([
+            (site.join("shmcoll/tuning.json"), Origin::System),
+            (PathBuf::from("/etc/shmcoll/tuning.json"), Origin::System),
+        ])
+        .collect()
+}
+
+/// The table file to use and where it was found, if any (see the module doc for the
+/// order); an error when `SHMCOLL_TUNING_FILE` names a file that does not exist.
+pub fn find_file() -> Result<Option<(PathBuf, Origin)>> {
     if let Some(v) = std::env::var_os(ENV_FILE) {
         let s = v.to_string_lossy();
         let s = s.trim();
@@ -115,34 +164,21 @@ pub fn find_file() -> Result<Option<PathBuf>> {
             return Ok(None);
         }
         if !s.is_empty() {
-            let p = PathBuf::from(s);
+            // `~/` as a shell would expand it (the variable may come from a job script).
+            let p = match (s.strip_prefix("~/"), std::env::var_os("HOME")) {
+                (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+                _ => PathBuf::from(s),
+            };
             if !p.is_file() {
                 return Err(Error::InvalidArgument(format!(
                     "{}: {ENV_FILE} names a file that does not exist",
                     p.display()
                 )));
             }
-            return Ok(Some(p));
+            return Ok(Some((p, Origin::Environment)));
         }
     }
-    let env_dir = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let user = env_dir("XDG_CONFIG_HOME").or_else(|| env_dir("HOME").map(|h| h.join(".config")));
-    let site = std::env::var("XDG_CONFIG_DIRS")
-        .ok()
-        .and_then(|v| v.split(':').find(|d| !d.is_empty()).map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/etc/xdg"));
-    let candidates = user
-        .map(|u| u.join("shmcoll/tuning.json"))
-        .into_iter()
-        .chain([
-            site.join("shmcoll/tuning.json"),
-            PathBuf::from("/etc/shmcoll/tuning.json"),
-        ]);
-    Ok(candidates.into_iter().find(|p| p.is_file()))
+    Ok(places().into_iter().find(|(p, _)| p.is_file()))
 }
 
 impl TableFile {

@@ -138,6 +138,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coll_table::coll_model_table, m)?)?;
     m.add_function(wrap_pyfunction!(coll_table::coll_algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(table::check_table, m)?)?;
+    m.add_function(wrap_pyfunction!(table::tuning_file_places, m)?)?;
+    m.add_function(wrap_pyfunction!(table::find_tuning_file, m)?)?;
     m.add_function(wrap_pyfunction!(table::resolve, m)?)?;
     m.add_function(wrap_pyfunction!(table::wants_inline, m)?)?;
     m.add_function(wrap_pyfunction!(coll_table::coll_resolve, m)?)?;

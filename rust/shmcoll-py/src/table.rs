@@ -1,7 +1,8 @@
 //! Selection tables across the boundary: Python holds them as plain tuples
 //! `(min_bytes, max_bytes or None for inf, [(algorithm, order, store, nt_threshold or None,
-//! chunk_bytes or None), ...])`; the tuning-file format, its schema and its lookup order
-//! live in Python (shmcoll.tuning), the ranges and candidates in Rust.
+//! chunk_bytes or None), ...])`; the tuning-file format and its schema live in Python
+//! (shmcoll.tuning), the ranges and candidates and the file's lookup order in Rust
+//! (shmcoll_coll::tuning_file, also read by communicators created outside Python).
 
 use pyo3::prelude::*;
 
@@ -79,6 +80,28 @@ pub fn model_table(
         nranks,
         cma_from,
     )))
+}
+
+/// The places a tuning table file is looked for after SHMCOLL_TUNING_FILE, in order:
+/// (path, "user" or "system").
+#[pyfunction]
+pub fn tuning_file_places() -> Vec<(std::path::PathBuf, &'static str)> {
+    shmcoll_coll::tuning_file::places()
+        .into_iter()
+        .map(|(p, o)| (p, o.name()))
+        .collect()
+}
+
+/// The tuning table file in force and where it was found ("environment", "user",
+/// "system"), or (None, "model"); ArgumentError when SHMCOLL_TUNING_FILE names a missing
+/// file.
+#[pyfunction]
+pub fn find_tuning_file(py: Python<'_>) -> PyResult<(Option<std::path::PathBuf>, &'static str)> {
+    match shmcoll_coll::tuning_file::find_file() {
+        Ok(Some((p, o))) => Ok((Some(p), o.name())),
+        Ok(None) => Ok((None, "model")),
+        Err(e) => Err(crate::errors::to_py(py, e)),
+    }
 }
 
 /// Check a table (names, overlaps) without binding it; raises ArgumentError.
