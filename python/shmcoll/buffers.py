@@ -285,9 +285,10 @@ def _vector_items(spec: Any) -> tuple[Any, Any, Any, Any]:
         if _is_datatype(counts):
             counts, dtype = None, counts
     elif len(rest) == 2:
-        counts, dtype = rest
-        if _is_seq(counts) and not isinstance(counts, tuple) and _is_seq(dtype):
-            counts, displs, dtype = counts, dtype, None
+        if _is_seq(rest[0]) and not isinstance(rest[0], tuple) and _is_seq(rest[1]):
+            counts, displs = rest  # [buf, counts, displs]
+        else:
+            counts, dtype = rest
     elif len(rest) == 3:
         counts, displs, dtype = rest
     if isinstance(counts, tuple) and len(rest) < 3:
