@@ -42,6 +42,7 @@ import numpy as np
 from . import _core
 from .errors import ArgumentError, ArgumentTypeError, BadBufferError, ServedByMPI
 from .exports import host_buffer
+from .ops import mpi_ops_by_id
 
 #: The most bytes a count or displacement may name: no buffer holds more than isize::MAX
 #: bytes (the engine's sizes are Rust's usize; an allocation never exceeds isize::MAX).
@@ -261,7 +262,9 @@ def parse_vector(spec: Any, size: int) -> Vector:
     """Resolve a send or receive specification of Alltoallv."""
     # Counts as lists, tuples or NumPy integer arrays with a predefined mpi4py or a NumPy
     # datatype resolve natively (ten microseconds less per specification with NumPy
-    # counts); the native parser declines everything else.
+    # counts); the native parser declines everything else (MPI.BOTTOM too, once
+    # registered).
+    mpi_ops_by_id()
     hit = _core.vector_spec(spec, size)
     if hit is not None:
         return Vector(*hit)

@@ -95,7 +95,10 @@ def _dlpack_dtype(obj: Any, device: tuple[int, int]) -> np.dtype:
     """The element type of `obj`'s DLPack tensor, as NumPy reads it. NumPy reads an export
     this function holds until NumPy has let go of it: a producer may free the tensor with
     its capsule (DLPack lets it tie the two together) rather than when its deleter runs."""
-    capsule = obj.__dlpack__()
+    try:
+        capsule = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:  # an exporter of the unversioned protocol only
+        capsule = obj.__dlpack__()
     try:
         probe = np.from_dlpack(_Held(capsule, device))
     except RuntimeError as e:  # an element type NumPy has no dtype for (long double...)
