@@ -203,7 +203,10 @@ class Collectives:
         agreed_as = name.removesuffix("_init")
         if self._mpi is None:
             self._reject_with(
-                agreed_as, UnsupportedError(f"{name}: {why} (and there is no MPI to fall back to)")
+                agreed_as,
+                UnsupportedError(
+                    f"{name}: {why} is not supported by shmcoll, and there is no MPI to fall back to"
+                ),
             )
         self._fallback_agree(agreed_as, str(why))
         note_fallback(str(why))

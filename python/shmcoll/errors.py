@@ -116,6 +116,10 @@ class CodecError(ShmcollError, ValueError):
     """A codec parameter outside its domain, an output buffer too small, or a corrupt stream."""
 
 
+class CodecTypeError(CodecError, TypeError):
+    """Data no codec can take: an array of Python objects (numcodecs' contract: TypeError)."""
+
+
 class SpawnError(ShmcollError, RuntimeError):
     """One or more ranks of :func:`shmcoll.spawn` failed; the message holds their tracebacks."""
 
@@ -181,6 +185,7 @@ __all__ = [
     "BadBufferError",
     "CallsDivergedError",
     "CodecError",
+    "CodecTypeError",
     "CommBrokenError",
     "ForeignTableWarning",
     "HeapExhaustedError",
