@@ -18,6 +18,7 @@ from shmcoll.buffers import (
     is_in_place,
     parse_simple,
     parse_vector,
+    parse_whole,
 )
 
 
@@ -45,7 +46,8 @@ def test_in_place_is_a_singleton_that_pickles_to_itself() -> None:
 
 def test_is_in_place() -> None:
     assert is_in_place(IN_PLACE)
-    for other in (None, 0, np.zeros(3), "IN_PLACE", [IN_PLACE]):
+    assert is_in_place(None)  # mpi4py's reading where MPI takes IN_PLACE
+    for other in (0, np.zeros(3), "IN_PLACE", [IN_PLACE]):
         assert not is_in_place(other)
 
 
@@ -78,10 +80,10 @@ def test_datatype_size_mpi4py(MPI) -> None:
         contig.Free()
 
 
-def test_datatype_with_gaps_is_unsupported(MPI) -> None:
+def test_datatype_with_gaps_is_served_by_mpi(MPI) -> None:
     vec = MPI.DOUBLE.Create_vector(2, 1, 2).Commit()
     try:
-        with pytest.raises(shmcoll.UnsupportedError, match="gaps"):
+        with pytest.raises(shmcoll.ServedByMPI, match="gaps"):  # an UnsupportedError
             datatype_size(vec)
         with pytest.raises(NotImplementedError):  # the matching built-in
             parse_simple([np.zeros(8), vec], 2)
@@ -286,7 +288,7 @@ def test_vector_mpi4py_datatypes(MPI) -> None:
         pytest.param(lambda b: [b, ([1, 2, 3], [0, 1]), "d"], id="too-few-displs"),
         pytest.param(lambda b: [b, [1, -2, 3], "d"], id="negative-count"),
         pytest.param(lambda b: [b, [1, 2, 3], [0, -1, 4], "d"], id="negative-displ"),
-        pytest.param(lambda b: np.zeros(13), id="not-divisible"),
+        pytest.param(lambda b: [bytearray(13), "d"], id="not-whole-elements"),
         pytest.param(lambda b: [b, [1, 2, 3], "xx"], id="unknown-datatype"),
         pytest.param(lambda b: [b, 1, 2, 3], id="unreadable"),
         pytest.param(lambda b: [b, [1, 2, 3], [0, 1, 2], [3, 4, 5]], id="three-arrays"),
@@ -302,6 +304,65 @@ def test_vector_not_a_buffer() -> None:
         parse_vector(object(), 2)
     with pytest.raises(shmcoll.BadBufferError, match="buffer protocol"):
         parse_vector([[1.0, 2.0], [1, 1]], 2)
+
+
+# -- mpi4py's readings (src/mpi4py/MPI.src/msgbuffer.pxi: message_simple, message_vector) --
+def test_vector_scalar_count_and_stride() -> None:
+    """[buf, (count, displ), type] with integers: every rank's count, and displacements
+    displ * i (strided), as mpi4py reads it; at 2 ranks too, where the pair has as many
+    items as there are ranks."""
+    b = np.zeros(12)
+    for size in (2, 3):
+        v = parse_vector([b, (2, 4), "d"], size)
+        assert v.counts == [16] * size
+        assert v.displs == [32 * i for i in range(size)]
+    v = parse_vector([b, (1, [0, 5]), "d"], 2)
+    assert (v.counts, v.displs) == ([8, 8], [0, 40])
+    v = parse_vector([b, ([1, 2], 3), "d"], 2)
+    assert (v.counts, v.displs) == ([8, 16], [0, 24])
+    v = parse_vector([b, 3, 1, "d"], 3)  # [buf, count, displ, type]
+    assert (v.counts, v.displs) == ([24] * 3, [0, 8, 16])
+
+
+def test_vector_tuple_is_counts_and_displs() -> None:
+    b = np.zeros(12)
+    with pytest.raises(shmcoll.ArgumentError, match="tuple"):
+        parse_vector([b, (1, 2, 3), "d"], 3)
+    v = parse_vector([b, [1, 2], "d"], 2)  # a list is the counts
+    assert (v.counts, v.displs) == ([8, 16], [0, 8])
+
+
+def test_vector_counts_inferred_split_as_evenly_as_they_go() -> None:
+    """Without counts, mpi4py gives the first n % size ranks one element more."""
+    v = parse_vector(np.zeros(13), 3)
+    assert (v.counts, v.displs) == ([40, 32, 32], [0, 40, 72])
+    v = parse_vector([np.zeros(2), "d"], 3)
+    assert (v.counts, v.displs) == ([8, 8, 0], [0, 8, 16])
+
+
+def test_simple_count_displ_datatype() -> None:
+    """[buf, count, displ, type]: `displ` elements into the buffer."""
+    b = np.arange(12, dtype=np.float64)
+    s = parse_simple([b, 2, 3, "d"], 2)
+    assert s.bytes_per_rank == 16
+    assert np.frombuffer(s.buf, np.float64)[0] == 3.0
+    w = parse_whole([b, 2, 3, "d"], 2)
+    assert w.nbytes == 32
+    assert np.frombuffer(w.buf, np.float64).tolist() == [3.0, 4.0, 5.0, 6.0]
+
+
+def test_none_as_a_specification_buffer_is_empty() -> None:
+    assert parse_whole([None, 0, "d"]).nbytes == 0
+    assert parse_vector([None, [0, 0], "d"], 2).counts == [0, 0]
+    with pytest.raises(shmcoll.ShmcollError):
+        parse_whole([None, 1, "d"])
+
+
+def test_bottom_is_served_by_mpi(MPI) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(shmcoll.ServedByMPI, match="BOTTOM"):
+        parse_whole([MPI.BOTTOM, 1, MPI.INT])
+    with pytest.raises(shmcoll.ServedByMPI, match="BOTTOM"):
+        parse_vector([MPI.BOTTOM, ([1, 1], [0, 0]), MPI.INT], 2)
 
 
 # -- the native vector parser -------------------------------------------------------------
@@ -323,14 +384,18 @@ def _vector_specs(MPI, buf, counts, displs):  # type: ignore[no-untyped-def]
             ([buf, (tuple(counts), list(displs)), dt], common, True),
             ([buf, counts, displs, dt], common, True),
             ([buf, counts, dt], common, False),
-            ((buf, tuple(counts), dt), common, False),
+            ((buf, list(counts), dt), common, False),
         ]
         for ca in arrays:
             out += [([buf, (ca, da), dt], common, True), ([buf, ca, da, dt], common, True)]
             out += [([buf, ca, dt], common, False)]
     # Without a datatype: the buffer's own item size.
     out += [([buf, (counts, displs)], True, True), ([buf, counts, displs], True, True)]
-    out += [([buf, counts], True, False), ((buf, tuple(counts)), True, False)]
+    out += [([buf, counts], True, False), ((buf, list(counts)), True, False)]
+    # A tuple in the counts' place is (counts, displs), as mpi4py reads it: scalars there
+    # (every rank's count, a stride) and tuples of another length are the Python parser's.
+    out += [([buf, (counts[0], 3), MPI.DOUBLE], False, True), ([buf, (counts[0], displs)], False, True)]
+    out += [([buf, tuple(counts) * 3, MPI.DOUBLE], False, False), ([buf, 2, MPI.DOUBLE], False, False)]
     out += [([buf, np.array(counts)], True, False), ([buf.astype(np.int16), counts], True, False)]
     out += [([memoryview(buf), (counts, displs)], True, True), ([bytearray(8), counts], False, False)]
     # Arrays that are not integer counts: the Python parser decides (it converts floats).

@@ -195,6 +195,29 @@ def test_frame_round_trip_and_config(codec: object) -> None:
     assert get_codec(cfg) == c and get_codec(cfg["id"]).codec_id == cfg["id"]
 
 
+CONTRACT = [*ALL, *([Zfp(rate=8), Zfp(rate=16)] if hasattr(_core, "zfp_encode") else [])]
+
+
+@pytest.mark.parametrize("codec", CONTRACT, ids=repr)
+def test_numcodecs_own_checks(codec: object) -> None:
+    """numcodecs' own contract checks (numcodecs.tests.common): the configuration
+    round-trips through JSON and numcodecs' registry, object arrays raise TypeError, and a
+    lossless codec gives the array back item for item, into `out` too; the repr
+    re-creates the codec."""
+    pytest.importorskip("numcodecs")
+    from numcodecs.tests import common
+
+    import shmcoll.codecs
+
+    common.check_config(codec)
+    common.check_err_encode_object_buffer(codec)
+    assert eval(repr(codec), vars(shmcoll.codecs)) == codec
+    if isinstance(codec, Mpc):
+        x = np.random.default_rng(2).standard_normal((9, 11)).astype(np.float32)
+        common.check_encode_decode_array(x, codec)
+        common.check_err_decode_object_buffer(codec)
+
+
 def test_entry_points_name_every_codec() -> None:
     from importlib.metadata import entry_points
 
@@ -275,6 +298,13 @@ needs_zfp = pytest.mark.skipif(not hasattr(_core, "zfp_encode"), reason="this bu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("rate", [8, 16])
 def test_zfp_matches_zfpy(dtype: type, rate: int) -> None:
+    """The calls whose bytes are zfpy's, exactly as docs/compression.md states them:
+    ``encode_raw(x)`` is ``zfpy.compress_numpy(np.ravel(x), rate=R, write_header=False)`` for
+    an array of any shape (zfp's 1-D blocks of the flattened array), so for a 1-D ``x`` it
+    is ``zfpy.compress_numpy(x, ...)``; ``decode_raw`` of zfpy's 1-D streams gives zfpy's
+    values bit for bit. Not zfpy's: the stream of a 2-D array as zfpy compresses it (2-D
+    blocks), zfpy's streams with a header, and ``encode`` (shmcoll's frame around the
+    stream)."""
     zfpy = pytest.importorskip("zfpy")
     x = np.random.default_rng(3).standard_normal(1000).astype(dtype)
     c = Zfp(rate=rate)
@@ -284,6 +314,11 @@ def test_zfp_matches_zfpy(dtype: type, rate: int) -> None:
     y = c.decode_raw(s, dtype, x.size)
     np.testing.assert_array_equal(y, zfpy.decompress_numpy(zfpy.compress_numpy(x, rate=rate)))
     np.testing.assert_array_equal(c.decode(c.encode(x.reshape(10, 100))).reshape(-1), y)
+    x2 = x.reshape(10, 100)
+    assert bytes(c.encode_raw(x2)) == zfpy.compress_numpy(np.ravel(x2), rate=rate, write_header=False)
+    assert bytes(c.encode_raw(x2)) != zfpy.compress_numpy(x2, rate=rate, write_header=False)
+    assert bytes(s) != zfpy.compress_numpy(x, rate=rate)  # zfpy's header
+    assert bytes(c.encode(x)) != bytes(s) and bytes(c.encode(x)).endswith(bytes(s))  # the frame
 
 
 def _zfpy_bindings(monkeypatch: pytest.MonkeyPatch) -> None:

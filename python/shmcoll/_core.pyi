@@ -466,8 +466,8 @@ def coll_resolve(
 def reduction_supported(op: str, dtype: str) -> bool:
     """Whether the reduction kernels combine `dtype` (a NumPy name) with `op`."""
 
-def register_mpi(in_place: Any, ops: list[tuple[Any, str]]) -> None:
-    """Tell the native fast path mpi4py's IN_PLACE and predefined operators."""
+def register_mpi(in_place: Any, ops: list[tuple[Any, str]], bottom: Any = None) -> None:
+    """Tell the native fast path mpi4py's IN_PLACE, predefined operators and BOTTOM."""
 
 def _install_shared_arrays(arena_bytes: int | None = None) -> str | None:
     """Create the shared-array arena and install the NumPy allocator for the whole process

@@ -1,17 +1,27 @@
 """mpi4py's buffer specifications, resolved to what the engine needs: a buffer object and
 byte counts.
 
-Accepted forms (as in mpi4py), for a buffer-protocol object ``buf`` (NumPy array,
-bytearray, memoryview, ...):
+Accepted forms (as in mpi4py), for a buffer ``buf`` (an object with the buffer protocol:
+NumPy array, bytearray, memoryview...; or with DLPack: torch CPU tensors..., see
+`exports`):
 
 * ``buf``: counts inferred from its length (elements of its own item size);
 * ``[buf, datatype]`` / ``[buf, count]`` / ``[buf, count, datatype]``;
-* ``[buf, (count, displ), datatype]``: ``displ`` elements into the buffer;
+* ``[buf, (count, displ), datatype]`` and ``[buf, count, displ, datatype]``: ``displ``
+  elements into the buffer;
 * for the vector collectives: ``[buf, counts, datatype]`` (displacements are the prefix
-  sums), ``[buf, (counts, displs), datatype]`` and ``[buf, counts, displs, datatype]``.
+  sums), ``[buf, (counts, displs), datatype]`` and ``[buf, counts, displs, datatype]``,
+  where a single integer count is every rank's count and a single integer displacement
+  ``d`` means ``d * i`` for rank i (strided); a tuple in the counts' place is always
+  ``(counts, displs)``; without counts, the buffer's elements are split as evenly as they
+  go (the first ``n % size`` ranks one more), as mpi4py splits them.
 
-A datatype is an ``mpi4py.MPI.Datatype`` (predefined or contiguous), a NumPy dtype or
-anything ``numpy.dtype()`` accepts ("d", "float32", ...).
+``None`` where MPI takes ``IN_PLACE`` is ``IN_PLACE``; ``None`` as the buffer of a
+specification is an empty buffer; ``MPI.BOTTOM`` (absolute addresses) is MPI's to serve.
+
+A datatype is an ``mpi4py.MPI.Datatype`` (predefined or derived without gaps), a NumPy
+dtype or anything ``numpy.dtype()`` accepts ("d", "float32", ...). A derived datatype with
+gaps, memory on a device and MPI.BOTTOM raise `ServedByMPI`: the call runs on MPI.
 
 Counts and displacements are integers of any integer type (Python ints, NumPy integers,
 anything with ``__index__``); a float is rejected rather than truncated, and a byte count
@@ -20,6 +30,7 @@ must fit what a buffer can hold (`MAX_BYTES`), so that nothing downstream can ov
 
 from __future__ import annotations
 
+import itertools
 import operator
 import sys
 from collections.abc import Sequence
@@ -29,7 +40,9 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .errors import ArgumentError, ArgumentTypeError, BadBufferError, UnsupportedError
+from .errors import ArgumentError, ArgumentTypeError, BadBufferError, ServedByMPI
+from .exports import host_buffer
+from .ops import mpi_ops_by_id
 
 #: The most bytes a count or displacement may name: no buffer holds more than isize::MAX
 #: bytes (the engine's sizes are Rust's usize; an allocation never exceeds isize::MAX).
@@ -57,8 +70,9 @@ IN_PLACE = _InPlace()
 
 
 def is_in_place(obj: Any) -> bool:
-    """``shmcoll.IN_PLACE`` or ``mpi4py.MPI.IN_PLACE`` (without importing mpi4py)."""
-    if obj is IN_PLACE:
+    """``shmcoll.IN_PLACE``, ``mpi4py.MPI.IN_PLACE`` (without importing mpi4py) or None
+    (mpi4py's reading, where MPI takes IN_PLACE)."""
+    if obj is IN_PLACE or obj is None:
         return True
     mpi = sys.modules.get("mpi4py.MPI")
     return mpi is not None and obj is getattr(mpi, "IN_PLACE", object())
@@ -78,10 +92,7 @@ def datatype_size(dt: Any) -> int:
         size = dt.Get_size()
         lb, extent = dt.Get_extent()
         if lb != 0 or extent != size:
-            raise UnsupportedError(
-                f"datatype {dt.Get_name() or dt!r} has gaps (size {size}, extent {extent}); "
-                "shmcoll moves contiguous bytes only"
-            )
+            raise ServedByMPI("derived datatypes with gaps (shmcoll moves contiguous bytes)")
         return int(size)
     try:
         return int(np.dtype(dt).itemsize)
@@ -185,16 +196,33 @@ class Vector:
     displs: list[int]
 
 
+def _is_bottom(obj: Any) -> bool:
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi is not None and obj is getattr(mpi, "BOTTOM", object())
+
+
 def _split(spec: Any) -> tuple[Any, list[Any]]:
+    """The buffer of a specification (see `exports.host_buffer`; None there is an empty
+    buffer, MPI.BOTTOM is MPI's) and the items after it."""
     if isinstance(spec, list | tuple):
         if len(spec) == 0 or len(spec) > 4:
             raise ArgumentError(f"a buffer specification has 1 to 4 items, got {len(spec)}")
-        return spec[0], list(spec[1:])
-    return spec, []
+        buf, rest = spec[0], list(spec[1:])
+        if buf is None:
+            return bytearray(), rest
+    else:
+        buf, rest = spec, []
+    if _is_bottom(buf):
+        raise ServedByMPI("buffers at MPI.BOTTOM (absolute addresses)")
+    return host_buffer(buf), rest
 
 
 def _items(rest: list[Any]) -> tuple[Any, int | None, int]:
-    """(datatype, count, displacement) of the items after the buffer in a specification."""
+    """(datatype, count, displacement) of the items after the buffer in a specification:
+    ``count, displ, datatype`` in that order, or a count, a ``(count, displ)`` pair and a
+    datatype in any order."""
+    if len(rest) == 3 and _is_number(rest[0]) and _is_number(rest[1]):
+        return rest[2], _index(rest[0], "count"), _index(rest[1], "displacement")
     dtype: Any = None
     count: int | None = None
     displ = 0
@@ -234,71 +262,85 @@ def parse_vector(spec: Any, size: int) -> Vector:
     """Resolve a send or receive specification of Alltoallv."""
     # Counts as lists, tuples or NumPy integer arrays with a predefined mpi4py or a NumPy
     # datatype resolve natively (ten microseconds less per specification with NumPy
-    # counts); the native parser declines everything else.
+    # counts); the native parser declines everything else (MPI.BOTTOM too, once
+    # registered).
+    mpi_ops_by_id()
     hit = _core.vector_spec(spec, size)
     if hit is not None:
         return Vector(*hit)
     return parse_vector_py(spec, size)
 
 
+def _is_datatype(x: Any) -> bool:
+    """Whether `x` can only be a datatype in a specification (an mpi4py datatype, a type
+    code or name, a NumPy dtype or scalar type)."""
+    return _is_mpi_datatype(x) or isinstance(x, str | np.dtype | type)
+
+
+def _vector_items(spec: Any) -> tuple[Any, Any, Any, Any]:
+    """(buffer, counts, displacements, datatype) of a vector specification, as mpi4py
+    reads its 1 to 4 items; each but the buffer may be None. Besides mpi4py's forms,
+    ``[buf, counts, displs]`` (two sequences, no datatype)."""
+    buf, rest = _split(spec)
+    counts = displs = dtype = None
+    if len(rest) == 1:
+        (counts,) = rest
+        if _is_datatype(counts):
+            counts, dtype = None, counts
+    elif len(rest) == 2:
+        if _is_seq(rest[0]) and not isinstance(rest[0], tuple) and _is_seq(rest[1]):
+            counts, displs = rest  # [buf, counts, displs]
+        else:
+            counts, dtype = rest
+    elif len(rest) == 3:
+        counts, displs, dtype = rest
+    if isinstance(counts, tuple) and len(rest) < 3:
+        if len(counts) != 2:
+            raise ArgumentError(f"a tuple in the counts' place is (counts, displs), got {len(counts)} items")
+        counts, displs = counts
+    return buf, counts, displs, dtype
+
+
+def _per_rank(x: Any, size: int, what: str) -> list[int]:
+    """`size` integers from a sequence of them."""
+    if not _is_seq(x):
+        raise ArgumentTypeError(
+            f"{what} must be an integer or a sequence of integers, not {type(x).__name__}"
+        )
+    out = _indices(x, f"an entry of {what}")
+    if len(out) != size:
+        raise ArgumentError(f"{what} has {len(out)} entries but the communicator has {size} ranks")
+    return out
+
+
 def parse_vector_py(spec: Any, size: int) -> Vector:
     """`parse_vector` in Python: every form, and the errors."""
-    buf, rest = _split(spec)
-    dtype: Any = None
-    counts: Any = None
-    displs: Any = None
-    if rest and rest[-1] is None:  # [buf, counts, None]: the buffer's own element type
-        rest.pop()
-    if rest and not _is_seq(rest[-1]) and not _is_number(rest[-1]) and rest[-1] is not None:
-        dtype = rest.pop()
-    if len(rest) == 2:
-        counts, displs = rest
-    elif len(rest) == 1:
-        item = rest[0]
-        if isinstance(item, tuple) and len(item) == 2 and all(x is None or _is_seq(x) for x in item):
-            counts, displs = item
-        else:
-            counts = item
-    elif rest:
-        raise ArgumentError("cannot interpret the vector buffer specification")
+    buf, counts, displs, dtype = _vector_items(spec)
     isz = datatype_size(dtype) if dtype is not None else _itemsize(buf)
     if counts is None:
         elems, rem = divmod(_nbytes(buf), isz)
-        if rem or elems % size:
-            raise ArgumentError(f"cannot split {elems} elements into {size} equal blocks; pass counts")
-        counts = [elems // size] * size
+        if rem:
+            raise ArgumentError(
+                f"cannot infer the counts: {_nbytes(buf)} bytes are not whole {isz}-byte elements"
+            )
+        q, r = divmod(elems, max(size, 1))
+        counts = [q + (i < r) for i in range(size)]
     elif _is_number(counts):
         counts = [_index(counts, "count")] * size
-    elif not _is_seq(counts):
-        raise ArgumentTypeError(f"counts must be a sequence of integers, not {type(counts).__name__}")
-    counts = _indices(counts, "a count")
-    if len(counts) != size:
-        raise ArgumentError(f"counts has {len(counts)} entries but the communicator has {size} ranks")
+    else:
+        counts = _per_rank(counts, size, "counts")
     if displs is None:
-        displs = [0] * size
-        for j in range(1, size):
-            displs[j] = displs[j - 1] + counts[j - 1]
-    if not _is_seq(displs):
-        raise ArgumentTypeError(f"displacements must be a sequence of integers, not {type(displs).__name__}")
-    displs = _indices(displs, "a displacement")
-    if len(displs) != size:
-        raise ArgumentError(f"displacements has {len(displs)} entries but the communicator has {size} ranks")
+        displs = list(itertools.accumulate(counts, initial=0))[:size]
+    elif _is_number(displs):
+        stride = _index(displs, "displacement")
+        displs = [stride * i for i in range(size)]
+    else:
+        displs = _per_rank(displs, size, "displacements")
     return Vector(
         buf,
         [in_bytes(c, isz, "a count") for c in counts],
         [in_bytes(d, isz, "a displacement") for d in displs],
     )
-
-
-def resolve_alltoall(sendbuf: Any, recvbuf: Any, size: int) -> tuple[Any, Any, int | None, int | None]:
-    """(send buffer or None for in place, receive buffer, send bytes per rank, receive
-    bytes per rank) of an Alltoall call; None counts mean "the buffer length / size".
-    Called by the native Comm.Alltoall for anything but two plain buffers."""
-    r = parse_simple(recvbuf, size)
-    if is_in_place(sendbuf):
-        return None, r.buf, None, r.bytes_per_rank
-    s = parse_simple(sendbuf, size)
-    return s.buf, r.buf, s.bytes_per_rank, r.bytes_per_rank
 
 
 @dataclass

@@ -8,7 +8,12 @@ specifications to byte counts here and hands them to the native engine
 ``IN_PLACE`` follows MPI: Allgather(v) and Allreduce take it as the send buffer on every
 rank, Gather(v) and Reduce at the root, Scatter(v) as the root's receive buffer,
 Reduce_scatter(_block) as the send buffer (the input then fills the receive buffer and
-the result lands at its start).
+the result lands at its start); None there is IN_PLACE too, as in mpi4py.
+
+What shmcoll does not serve itself (operators and datatypes its kernels do not reduce,
+derived datatypes with gaps, buffers in device memory, MPI.BOTTOM: `ServedByMPI`) runs on
+the wrapped MPI communicator, once every rank agreed to (`_on_mpi`), announced once per
+kind and counted in ``shmcoll.ops.fallback_calls``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from .buffers import IN_PLACE, Whole, in_bytes, is_in_place, parse_counts, parse_vector, parse_whole
-from .errors import ArgumentError, UnsupportedError
+from .errors import ArgumentError, ServedByMPI, UnsupportedError
 from .ops import SUM, Op, check_operator, defined_in_mpi, dtype_name, note_fallback, op_name, supports
 
 
@@ -76,6 +81,8 @@ class Collectives:
         """Broadcast the root's `buf` to every rank's `buf`."""
         try:
             b = parse_whole(buf)
+        except ServedByMPI as why:
+            return self._on_mpi("Bcast", why, (buf, root))
         except Exception as e:
             self._reject_with("Bcast", e)
         self._coll("Bcast", None, b.buf, root, None, None, None, None, None, algorithm)
@@ -86,6 +93,8 @@ class Collectives:
             r = parse_whole(recvbuf, blocks=self.size)
             block = _split_bytes(r, self.size, "receive buffer")
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
+        except ServedByMPI as why:
+            return self._on_mpi("Allgather", why, (sendbuf, recvbuf))
         except Exception as e:
             self._reject_with("Allgather", e)
         self._coll("Allgather", s, r.buf, 0, block, None, None, None, None, algorithm)
@@ -95,6 +104,8 @@ class Collectives:
         try:
             r = parse_vector(recvbuf, self.size)
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
+        except ServedByMPI as why:
+            return self._on_mpi("Allgatherv", why, (sendbuf, recvbuf))
         except Exception as e:
             self._reject_with("Allgatherv", e)
         alg = algorithm
@@ -108,6 +119,8 @@ class Collectives:
                 rw = parse_whole(recvbuf, blocks=self.size)
                 block, r = _split_bytes(rw, self.size, "receive buffer"), rw.buf
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
+        except ServedByMPI as why:
+            return self._on_mpi("Gather", why, (sendbuf, recvbuf, root))
         except Exception as e:
             self._reject_with("Gather", e)
         self._coll("Gather", s, r, root, block, None, None, None, None, algorithm)
@@ -120,6 +133,8 @@ class Collectives:
                 v = parse_vector(recvbuf, self.size)
                 counts, displs, r = v.counts, v.displs, v.buf
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
+        except ServedByMPI as why:
+            return self._on_mpi("Gatherv", why, (sendbuf, recvbuf, root))
         except Exception as e:
             self._reject_with("Gatherv", e)
         alg = algorithm
@@ -133,6 +148,8 @@ class Collectives:
                 sw = parse_whole(sendbuf, blocks=self.size)
                 block, s = _split_bytes(sw, self.size, "send buffer"), sw.buf
             r = None if is_in_place(recvbuf) else parse_whole(recvbuf).buf
+        except ServedByMPI as why:
+            return self._on_mpi("Scatter", why, (sendbuf, recvbuf, root))
         except Exception as e:
             self._reject_with("Scatter", e)
         self._coll("Scatter", s, r, root, block, None, None, None, None, algorithm)
@@ -147,6 +164,8 @@ class Collectives:
                 v = parse_vector(sendbuf, self.size)
                 counts, displs, s = v.counts, v.displs, v.buf
             r = None if is_in_place(recvbuf) else parse_whole(recvbuf).buf
+        except ServedByMPI as why:
+            return self._on_mpi("Scatterv", why, (sendbuf, recvbuf, root))
         except Exception as e:
             self._reject_with("Scatterv", e)
         alg = algorithm
@@ -155,9 +174,9 @@ class Collectives:
     # -- reductions -------------------------------------------------------------------
     def _reduction(
         self, name: str, sendbuf: Any, recvbuf: Any, op: Any, send_blocks: int = 1, recv_blocks: int = 1
-    ) -> tuple[Any, Whole | None, str, str] | None:
-        """(send buffer or None, receive buffer, dtype name, op name), or None when the
-        call went to MPI instead."""
+    ) -> tuple[Any, Whole | None, str, str]:
+        """(send buffer or None, receive buffer, dtype name, op name); ServedByMPI for an
+        operator or element type the kernels do not combine."""
         if op is None:
             op = SUM
         r = None if recvbuf is None else parse_whole(recvbuf, blocks=recv_blocks)
@@ -172,38 +191,44 @@ class Collectives:
             raise ArgumentError(f"{name}: {o.upper()} is not defined on {dt.name} (in MPI either)")
         if o is None or not supports(o, dt):
             order = "" if dt.isnative else " in non-native byte order"
-            what = f"operator {op!r}" if o is None else f"{o.upper()} on {dt.name}{order}"
-            if self._mpi is None:
-                raise UnsupportedError(
-                    f"{name}: {what} is not supported (and there is no MPI to fall back to)"
-                )
-            note_fallback(what)
-            return None
+            raise ServedByMPI(f"operator {op!r}" if o is None else f"{o.upper()} on {dt.name}{order}")
         return (None if s is None else s.buf), r, dtype_name(dt), str(o)
 
-    def _fallback(self, name: str, *args: Any, **kw: Any) -> None:
-        """Hand the call to MPI, once every rank agreed to (a rank that ran it on shmcoll
-        while this one went to MPI would leave both waiting)."""
-        self._fallback_agree(name, "an operator or datatype shmcoll does not reduce")
-        getattr(self._mpi, name)(*[_mpi_spec(a) for a in args], **kw)
+    def _on_mpi(self, name: str, why: ServedByMPI, args: tuple[Any, ...], method: str | None = None) -> Any:
+        """Run call `name` on the wrapped MPI communicator (its method `method`, default
+        `name`, with `args`; shmcoll's IN_PLACE and operators become mpi4py's) once every
+        rank agreed to: a rank that ran it on shmcoll while this one went to MPI would
+        leave both waiting. Announced once per kind of `why`, counted per call. Without
+        an MPI communicator, every rank raises UnsupportedError."""
+        agreed_as = name.removesuffix("_init")
+        if self._mpi is None:
+            self._reject_with(
+                agreed_as,
+                UnsupportedError(
+                    f"{name}: {why} is not supported by shmcoll, and there is no MPI to fall back to"
+                ),
+            )
+        self._fallback_agree(agreed_as, str(why))
+        note_fallback(str(why))
+        return getattr(self._mpi, method or name)(*[self._mpi_arg(a) for a in args])
 
-    def _mpi_op(self, op: Any) -> Any:
-        """`op` as mpi4py understands it (shmcoll's operators become MPI's)."""
-        if isinstance(op, Op):
-            return getattr(sys.modules["mpi4py.MPI"], op.upper())
-        return op
+    def _mpi_arg(self, a: Any) -> Any:
+        """An argument as mpi4py understands it (shmcoll's IN_PLACE and operators become
+        mpi4py's)."""
+        if isinstance(a, Op):
+            return getattr(sys.modules["mpi4py.MPI"], a.upper())
+        return _mpi_spec(a)
 
     def _py_Allreduce(
         self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None
     ) -> None:
         """Combine every rank's `sendbuf` element-wise with `op` into every `recvbuf`."""
         try:
-            red = self._reduction("Allreduce", sendbuf, recvbuf, op)
+            s, r, dt, o = self._reduction("Allreduce", sendbuf, recvbuf, op)
+        except ServedByMPI as why:
+            return self._on_mpi("Allreduce", why, (sendbuf, recvbuf, op or SUM))
         except Exception as e:
             self._reject_with("Allreduce", e)
-        if red is None:
-            return self._fallback("Allreduce", sendbuf, recvbuf, self._mpi_op(op or SUM))
-        s, r, dt, o = red
         assert r is not None
         self._coll("Allreduce", s, r.buf, 0, None, None, None, dt, o, algorithm)
 
@@ -212,12 +237,11 @@ class Collectives:
     ) -> None:
         """Combine every rank's `sendbuf` element-wise with `op` into the root's `recvbuf`."""
         try:
-            red = self._reduction("Reduce", sendbuf, recvbuf if self.rank == root else None, op)
+            s, r, dt, o = self._reduction("Reduce", sendbuf, recvbuf if self.rank == root else None, op)
+        except ServedByMPI as why:
+            return self._on_mpi("Reduce", why, (sendbuf, recvbuf, op or SUM, root))
         except Exception as e:
             self._reject_with("Reduce", e)
-        if red is None:
-            return self._fallback("Reduce", sendbuf, recvbuf, self._mpi_op(op or SUM), root)
-        s, r, dt, o = red
         alg = algorithm
         self._coll("Reduce", s, None if r is None else r.buf, root, None, None, None, dt, o, alg)
 
@@ -229,18 +253,15 @@ class Collectives:
             # As mpi4py: a count in the send specification (and in the receive one in
             # place) is per block.
             p = self.size
-            red = self._reduction(
+            s, r, dt, o = self._reduction(
                 "Reduce_scatter_block", sendbuf, recvbuf, op, p, p if is_in_place(sendbuf) else 1
             )
-            if red is not None:
-                s, r, dt, o = red
-                assert r is not None
-                block = _split_bytes(r, self.size, "receive buffer") if s is None else r.nbytes
+            assert r is not None
+            block = _split_bytes(r, self.size, "receive buffer") if s is None else r.nbytes
+        except ServedByMPI as why:
+            return self._on_mpi("Reduce_scatter_block", why, (sendbuf, recvbuf, op or SUM))
         except Exception as e:
             self._reject_with("Reduce_scatter_block", e)
-        if red is None:
-            return self._fallback("Reduce_scatter_block", sendbuf, recvbuf, self._mpi_op(op or SUM))
-        assert r is not None
         self._coll("Reduce_scatter_block", s, r.buf, 0, block, None, None, dt, o, algorithm)
 
     def _py_Reduce_scatter(
@@ -257,20 +278,17 @@ class Collectives:
         buffer length is its count (gathered from every rank)."""
         counts: list[int] | None = None
         try:
-            red = self._reduction("Reduce_scatter", sendbuf, recvbuf, op)
-            if red is not None:
-                s, r, dt, o = red
-                assert r is not None
-                isz = _itemsize(dt)
-                if recvcounts is None and s is None:
-                    raise ArgumentError("Reduce_scatter with IN_PLACE needs recvcounts")
-                if recvcounts is not None:
-                    counts = parse_counts(recvcounts, self.size, isz, "recvcounts")
+            s, r, dt, o = self._reduction("Reduce_scatter", sendbuf, recvbuf, op)
+            assert r is not None
+            isz = _itemsize(dt)
+            if recvcounts is None and s is None:
+                raise ArgumentError("Reduce_scatter with IN_PLACE needs recvcounts")
+            if recvcounts is not None:
+                counts = parse_counts(recvcounts, self.size, isz, "recvcounts")
+        except ServedByMPI as why:
+            return self._on_mpi("Reduce_scatter", why, (sendbuf, recvbuf, recvcounts, op or SUM))
         except Exception as e:
             self._reject_with("Reduce_scatter", e)
-        if red is None:
-            return self._fallback("Reduce_scatter", sendbuf, recvbuf, recvcounts, self._mpi_op(op or SUM))
-        assert r is not None
         if counts is None:
             mine = np.array([r.nbytes // isz], np.int64)
             everyone = np.empty(self.size, np.int64)

@@ -21,10 +21,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 import numpy as np
 
 from . import _core, bootstrap, bound_tables
-from .buffers import is_in_place, parse_vector
+from .buffers import is_in_place, parse_simple, parse_vector
 from .collectives import Collectives
 from .envvars import parse_whole
-from .errors import ArgumentError, BadBufferError, ShmcollError, UnsupportedError, as_shmcoll_error
+from .errors import (
+    ArgumentError,
+    BadBufferError,
+    ServedByMPI,
+    ShmcollError,
+    UnsupportedError,
+    as_shmcoll_error,
+)
 from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
 from .passthrough import MPI4PY_NAMES, forward_missing, forward_type, lookup
@@ -261,6 +268,29 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
             raise
 
     # -- collectives ------------------------------------------------------------------
+    def _py_Alltoall(
+        self,
+        sendbuf: Any,
+        recvbuf: Any,
+        *,
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> None:
+        """Alltoall for the buffer specifications the native method does not read itself
+        (a count per rank, as mpi4py reads Alltoall's); `sendbuf` may be IN_PLACE."""
+        try:
+            r = parse_simple(recvbuf, self.size)
+            s = None if is_in_place(sendbuf) else parse_simple(sendbuf, self.size)
+        except ServedByMPI as why:
+            return self._on_mpi("Alltoall", why, (sendbuf, recvbuf))
+        except Exception as e:
+            self._reject_with("Alltoall", e)
+        if s is None:
+            self._alltoall(None, r.buf, None, r.bytes_per_rank, algorithm, order, store)
+        else:
+            self._alltoall(s.buf, r.buf, s.bytes_per_rank, r.bytes_per_rank, algorithm, order, store)
+
     def _py_Alltoallv(
         self,
         sendbuf: Any,
@@ -276,6 +306,8 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
         try:
             r = parse_vector(recvbuf, self.size)
             s = None if is_in_place(sendbuf) else parse_vector(sendbuf, self.size)
+        except ServedByMPI as why:
+            return self._on_mpi("Alltoallv", why, (sendbuf, recvbuf))
         except Exception as e:
             self._reject_with("Alltoallv", e)
         if s is None:

@@ -7,6 +7,9 @@ against mpi4py. The native module maps its one error enum onto these classes.
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 
 class ShmcollError(Exception):
     """Base class of every shmcoll error."""
@@ -40,6 +43,13 @@ class PeerRejectedError(ShmcollError, ValueError):
 
 class UnsupportedError(ShmcollError, NotImplementedError):
     """Something shmcoll does not do (yet)."""
+
+
+class ServedByMPI(UnsupportedError):
+    """What this rank's call asks for is not shmcoll's to serve (a derived datatype with
+    gaps, an operator shmcoll does not implement, a buffer in device memory, MPI.BOTTOM):
+    the call runs on the wrapped MPI communicator instead, where there is one
+    (`shmcoll.Comm._on_mpi`). Raised only where there is none."""
 
 
 class AlgorithmError(ShmcollError, ValueError):
@@ -106,8 +116,43 @@ class CodecError(ShmcollError, ValueError):
     """A codec parameter outside its domain, an output buffer too small, or a corrupt stream."""
 
 
+class CodecTypeError(CodecError, TypeError):
+    """Data no codec can take: an array of Python objects (numcodecs' contract: TypeError)."""
+
+
 class SpawnError(ShmcollError, RuntimeError):
     """One or more ranks of :func:`shmcoll.spawn` failed; the message holds their tracebacks."""
+
+
+_as_mpi: dict[tuple[type, Any], type] = {}
+
+
+def as_mpi_exception(err: ShmcollError, error_class: str) -> ShmcollError:
+    """`err` as an instance of its class and of mpi4py's ``MPI.Exception`` too, of MPI's
+    error class `error_class` ("ERR_ROOT", ...), where mpi4py is loaded: code written
+    against mpi4py catches it as it caught mpi4py's (``Get_error_class()`` included);
+    ``str()`` is shmcoll's message. `err` itself without mpi4py."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return err
+    base = type(err)
+    cls = _as_mpi.get((base, mpi))
+    if cls is None:
+        cls = type(
+            base.__name__,
+            (base, mpi.Exception),
+            {
+                "__str__": lambda self: self.message,
+                "__repr__": lambda self: f"{base.__name__}({self.message!r})",
+                "__module__": base.__module__,
+                "__doc__": base.__doc__,
+            },
+        )
+        _as_mpi[(base, mpi)] = cls
+    out = cls()
+    out.args = (getattr(mpi, error_class),)  # MPI.Exception's error code is args[0]
+    out.message = str(err)
+    return out
 
 
 def as_shmcoll_error(e: BaseException) -> BaseException:
@@ -140,6 +185,7 @@ __all__ = [
     "BadBufferError",
     "CallsDivergedError",
     "CodecError",
+    "CodecTypeError",
     "CommBrokenError",
     "ForeignTableWarning",
     "HeapExhaustedError",
@@ -148,11 +194,13 @@ __all__ = [
     "PeerFailedError",
     "PeerRejectedError",
     "SegmentError",
+    "ServedByMPI",
     "SharedArraysWarning",
     "ShmcollError",
     "ShmcollTimeoutError",
     "SpawnError",
     "TuningTableError",
     "UnsupportedError",
+    "as_mpi_exception",
     "as_shmcoll_error",
 ]

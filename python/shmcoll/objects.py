@@ -21,7 +21,9 @@ A rank that cannot pickle its object, or whose arguments are wrong (a root that 
 rank; ``scatter``'s or ``alltoall``'s sequence not of ``size`` items), rejects the exchange:
 it raises its own exception and every other rank a PeerRejectedError that names it and
 quotes the error (mpi4py leaves the other ranks waiting). Ranks that make different object
-collectives at the same point, or name different roots, all raise MismatchError.
+collectives at the same point, or name different roots, all raise MismatchError. A root
+that is not a rank raises an ArgumentError that is also mpi4py's ``MPI.Exception`` of class
+``MPI.ERR_ROOT`` where mpi4py is loaded, as mpi4py's own raise.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from . import _core
-from .errors import ArgumentError
+from .errors import ArgumentError, as_mpi_exception
 from .ops import BAND, BOR, BXOR, LAND, LOR, MAX, MIN, PROD, SUM, op_name
 
 #: Bytes of pickle that travel in the first exchange (a slot of 256 bytes less its header,
@@ -175,7 +177,9 @@ class ObjectCollectives:
             if isinstance(root, bool) or not isinstance(root, (int, np.integer)):
                 raise ArgumentError(f"root must be an int, not {type(root).__name__}")
             if not 0 <= root < self.size:
-                raise ArgumentError(f"root {root} is not a rank of this {self.size}-rank communicator")
+                # mpi4py raises MPI.Exception with error class ERR_ROOT there.
+                bad = ArgumentError(f"root {root} is not a rank of this {self.size}-rank communicator")
+                raise as_mpi_exception(bad, "ERR_ROOT")
         except ArgumentError as e:
             self._reject_with(op, e)
         return int(root)

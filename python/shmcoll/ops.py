@@ -55,8 +55,8 @@ def _mpi_table() -> dict[int, Op]:
         _mpi_ops = {id(getattr(mpi, o.upper())): o for o in OPS}
         from . import _core
 
-        # The native fast path recognises them (and IN_PLACE) too, by identity.
-        _core.register_mpi(mpi.IN_PLACE, [(getattr(mpi, o.upper()), str(o)) for o in OPS])
+        # The native fast path recognises them (and IN_PLACE, and BOTTOM) too, by identity.
+        _core.register_mpi(mpi.IN_PLACE, [(getattr(mpi, o.upper()), str(o)) for o in OPS], mpi.BOTTOM)
     return _mpi_ops or {}
 
 

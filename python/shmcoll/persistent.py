@@ -6,6 +6,11 @@ Each returns a request (``shmcoll._core.Prequest``) with ``Start()``, ``Wait()``
 specifications, datatypes, operators and forced choices are resolved and the buffers
 borrowed once, at creation; a started call goes straight to the engine. Creation is
 collective: every rank learns whether any rank's arguments were rejected.
+
+What shmcoll does not serve (`ServedByMPI`: operators it does not implement, derived
+datatypes with gaps, device memory) gets MPI's persistent request instead (``MPI.Prequest``,
+the same ``Start``/``Wait``/``Test``/``Free``), once every rank agreed to, announced and
+counted as every fallback (`Collectives._on_mpi`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import numpy as np
 from . import _core
 from ._core import Prequest
 from .buffers import is_in_place, parse_simple, parse_vector, parse_whole
-from .errors import ArgumentError, ShmcollError, as_shmcoll_error
+from .errors import ArgumentError, ServedByMPI, ShmcollError, as_shmcoll_error
 from .ops import SUM
 
 
@@ -39,12 +44,19 @@ class Persistent(_core.CommBase):
             self, name: str, sendbuf: Any, recvbuf: Any, op: Any, send_blocks: int = 1, recv_blocks: int = 1
         ) -> Any: ...
 
-    def _agree(self, name: str, make: Any) -> Prequest:
-        """Build a request with `make()`; if any rank fails, every rank raises."""
+        def _on_mpi(
+            self, name: str, why: ServedByMPI, args: tuple[Any, ...], method: str | None = None
+        ) -> Any: ...
+
+    def _agree(self, name: str, make: Any, args: tuple[Any, ...]) -> Any:
+        """Build a request with `make()`; if any rank fails, every rank raises. Where
+        `make` finds that MPI must serve the call, MPI's request for `name(*args)`."""
         req = None
         err: BaseException | None = None
         try:
             req = make()
+        except ServedByMPI as why:
+            return self._on_mpi(name, why, args)
         except Exception as e:
             err = e
         flag = np.array([0 if err is None else 1], np.int32)
@@ -72,7 +84,7 @@ class Persistent(_core.CommBase):
         algorithm: str | None = None,
         order: str | None = None,
         store: str | None = None,
-    ) -> Prequest:
+    ) -> Any:
         """A persistent Alltoall."""
 
         def make() -> Prequest:
@@ -82,7 +94,7 @@ class Persistent(_core.CommBase):
             s, sb = _uniform_bytes(sendbuf, self.size, "send buffer")
             return self._alltoall_init(s, r, (sb, rb), None, algorithm, order, store)
 
-        return self._agree("Alltoall_init", make)
+        return self._agree("Alltoall_init", make, (sendbuf, recvbuf))
 
     def Alltoallv_init(
         self,
@@ -92,7 +104,7 @@ class Persistent(_core.CommBase):
         algorithm: str | None = None,
         order: str | None = None,
         store: str | None = None,
-    ) -> Prequest:
+    ) -> Any:
         """A persistent Alltoallv (vector buffer specifications as in Alltoallv)."""
 
         def make() -> Prequest:
@@ -104,23 +116,20 @@ class Persistent(_core.CommBase):
             arrays = [s.counts, s.displs, r.counts, r.displs]
             return self._alltoall_init(s.buf, r.buf, None, arrays, algorithm, order, store)
 
-        return self._agree("Alltoallv_init", make)
+        return self._agree("Alltoallv_init", make, (sendbuf, recvbuf))
 
     def Allreduce_init(
         self, sendbuf: Any, recvbuf: Any, op: Any = SUM, *, algorithm: str | None = None
-    ) -> Prequest:
-        """A persistent Allreduce (natively supported operators and datatypes)."""
+    ) -> Any:
+        """A persistent Allreduce."""
 
         def make() -> Prequest:
-            red = self._reduction("Allreduce_init", sendbuf, recvbuf, op)
-            if red is None:
-                raise ArgumentError("Allreduce_init: this operator or datatype runs on MPI; use Allreduce")
-            s, r, dt, o = red
+            s, r, dt, o = self._reduction("Allreduce_init", sendbuf, recvbuf, op)
             return self._coll_init("Allreduce", s, r.buf, 0, None, None, None, dt, o, algorithm)
 
-        return self._agree("Allreduce_init", make)
+        return self._agree("Allreduce_init", make, (sendbuf, recvbuf, op or SUM))
 
-    def Allgather_init(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> Prequest:
+    def Allgather_init(self, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None) -> Any:
         """A persistent Allgather."""
 
         def make() -> Prequest:
@@ -134,13 +143,13 @@ class Persistent(_core.CommBase):
                 "Allgather", s, r.buf, 0, r.nbytes // self.size, None, None, None, None, algorithm
             )
 
-        return self._agree("Allgather_init", make)
+        return self._agree("Allgather_init", make, (sendbuf, recvbuf))
 
-    def Bcast_init(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> Prequest:
+    def Bcast_init(self, buf: Any, root: int = 0, *, algorithm: str | None = None) -> Any:
         """A persistent Bcast."""
 
         def make() -> Prequest:
             b = parse_whole(buf)
             return self._coll_init("Bcast", None, b.buf, root, None, None, None, None, None, algorithm)
 
-        return self._agree("Bcast_init", make)
+        return self._agree("Bcast_init", make, (buf, root))

@@ -1,8 +1,8 @@
 """mpi4py's single-buffer specifications (``[buf, MPI.DOUBLE]``, ``[buf, count, dt]``,
 ``[buf, (count, displ), dt]``, NumPy dtypes and type codes) run natively for every
 collective with one buffer per side, and for Reduce_scatter with recvcounts: the Python
-implementations (``_py_<Name>``, and Alltoall's ``shmcoll.buffers.resolve_alltoall``),
-whose calls this script counts, are never reached, and every result (the whole receive
+implementations (``_py_<Name>``, Alltoall's ``_py_Alltoall`` included), whose calls this
+script counts, are never reached, and every result (the whole receive
 buffer, so the bytes a count leaves out too) equals MPI's for the same specifications.
 Prints one line: ``rank R routes python=<calls> failures=<n>``."""
 
@@ -12,11 +12,8 @@ import numpy as np
 from mpi4py import MPI
 
 import shmcoll
-import shmcoll.buffers
 
 calls: list[str] = []
-resolve = shmcoll.buffers.resolve_alltoall
-shmcoll.buffers.resolve_alltoall = lambda *a: (calls.append("resolve_alltoall"), resolve(*a))[1]
 
 world = MPI.COMM_WORLD
 comm = shmcoll.Comm(world)

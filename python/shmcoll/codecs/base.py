@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import CodecError
+from ..errors import CodecError, CodecTypeError
 from . import frame
 from .arrays import byte_view, flat_out, host_input, is_cupy
 
@@ -141,6 +141,8 @@ class Codec(_Base):
             dt = np.dtype(dtype)
         except TypeError as e:
             raise CodecError(f"{self.codec_id}: not a dtype: {dtype!r}") from e
+        if dt.hasobject:
+            raise CodecTypeError(f"{self.codec_id}: cannot encode Python objects ({dt})")
         return self._check_dtype(dt.newbyteorder("=") if not dt.isnative else dt)
 
     def _use_gpu(self) -> bool:

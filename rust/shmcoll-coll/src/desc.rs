@@ -23,6 +23,16 @@ pub fn op_name(op: u32) -> &'static str {
     }
 }
 
+/// The code of the operation named `name` (the inverse of `op_name`), None for no such.
+pub fn op_code(name: &str) -> Option<u32> {
+    match name {
+        "Barrier" => Some(OP_BARRIER),
+        "Alltoall" => Some(OP_ALLTOALL),
+        "Alltoallv" => Some(OP_ALLTOALLV),
+        _ => crate::collectives::CollOp::parse(name).map(crate::collectives::CollOp::code),
+    }
+}
+
 /// The `extra` word of a descriptor: root (16 bits), datatype and operator codes (8 each).
 pub fn pack_extra(root: usize, dtype: u8, op: u8) -> u32 {
     (root as u32 & 0xffff) | (u32::from(dtype) << 16) | (u32::from(op) << 24)

@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyModule};
+use pyo3::types::{PyBytes, PyDict};
 
 use shmcoll_coll::{AlltoallCall, Blocks, CollOp, Comm, Config, Error, Forced};
 use shmcoll_shm::Segment;
@@ -74,21 +73,6 @@ impl SegmentHandle {
 #[pyclass(module = "shmcoll._core", subclass)]
 pub struct CommBase {
     comm: Option<Comm>,
-}
-
-static RESOLVE_ALLTOALL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// `shmcoll.buffers.resolve_alltoall`, for buffer specifications other than plain buffers.
-fn resolver(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    RESOLVE_ALLTOALL
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(
-                PyModule::import(py, "shmcoll.buffers")?
-                    .getattr("resolve_alltoall")?
-                    .unbind(),
-            )
-        })
-        .map(|f| f.bind(py))
 }
 
 fn forced(
@@ -268,14 +252,23 @@ impl CommBase {
         if compress.is_some() || a.traffic.is_some() {
             return compressed(slf, "Alltoall", (sendbuf, recvbuf), compress, a.traffic);
         }
-        slf.borrow_mut().alltoall_any(
-            py,
-            sendbuf,
-            recvbuf,
+        let (algorithm, order, store) = (
             a.algorithm.as_deref(),
             a.order.as_deref(),
             a.store.as_deref(),
-        )
+        );
+        let native = slf
+            .borrow_mut()
+            .alltoall_native(py, sendbuf, recvbuf, algorithm, order, store)?;
+        if let Some(r) = native {
+            return r;
+        }
+        let kw = PyDict::new(py);
+        kw.set_item("algorithm", algorithm)?;
+        kw.set_item("order", order)?;
+        kw.set_item("store", store)?;
+        slf.call_method("_py_Alltoall", (sendbuf, recvbuf), Some(&kw))
+            .map(|_| ())
     }
 
     /// Combine every rank's `sendbuf` element-wise with `op` (default SUM) into every
@@ -889,19 +882,21 @@ impl CommBase {
             .py_err(py)
     }
 
-    /// This rank hands the collective `op` to MPI (`why`: the operator or datatype shmcoll
-    /// does not serve): agree on it with every rank first (raises unless every rank does
+    /// This rank hands the collective `op` to MPI (`why`: the operator, datatype or buffer
+    /// shmcoll does not serve): agree on it with every rank first (raises unless every rank does
     /// the same, see shmcoll_coll's `Comm::agree_fallback`).
     #[pyo3(name = "_fallback_agree")]
     fn fallback_agree(&mut self, py: Python<'_>, op: &str, why: &str) -> PyResult<()> {
-        let Some(op) = CollOp::parse(op) else {
+        let Some(code) =
+            shmcoll_coll::desc::op_code(op).filter(|&c| c != shmcoll_coll::desc::OP_BARRIER)
+        else {
             return Err(to_py(
                 py,
                 Error::InvalidArgument(format!("unknown collective {op:?}")),
             ));
         };
         let comm = self.comm(py)?;
-        py.detach(|| comm.agree_fallback(op, why)).py_err(py)
+        py.detach(|| comm.agree_fallback(code, why)).py_err(py)
     }
 
     /// One of the other collectives (Bcast, Allgather(v), Gather(v), Scatter(v),
@@ -1200,9 +1195,10 @@ impl CommBase {
 }
 
 impl CommBase {
-    /// Alltoall on any buffer specification: two plain buffers go straight to the engine,
-    /// anything else through `shmcoll.buffers.resolve_alltoall` first.
-    fn alltoall_any(
+    /// Alltoall natively when both buffers are plain or specifications such as
+    /// `[buf, MPI.DOUBLE]` (`Ok(Some(result))`); `Ok(None)` sends the call to the Python
+    /// implementation (`Comm._py_Alltoall`: the other forms, and what runs on MPI).
+    fn alltoall_native(
         &mut self,
         py: Python<'_>,
         sendbuf: &Bound<'_, PyAny>,
@@ -1210,9 +1206,9 @@ impl CommBase {
         algorithm: Option<&str>,
         order: Option<&str>,
         store: Option<&str>,
-    ) -> PyResult<()> {
+    ) -> PyResult<Option<PyResult<()>>> {
         if is_buffer(recvbuf) && is_buffer(sendbuf) {
-            return self.alltoall(
+            return Ok(Some(self.alltoall(
                 py,
                 Some(sendbuf),
                 recvbuf,
@@ -1221,57 +1217,31 @@ impl CommBase {
                 algorithm,
                 order,
                 store,
-            );
+            )));
         }
         let p = self.comm(py)?.size();
-        // Specifications such as `[buf, MPI.DOUBLE]` natively; the rest in Python.
-        if let Some((recv, rbpp)) = crate::buffer_spec::per_rank(recvbuf, p) {
-            let send = if is_in_place(sendbuf) {
-                Some(None)
-            } else if is_buffer(sendbuf) {
-                Some(Some((sendbuf.clone(), None)))
-            } else {
-                crate::buffer_spec::per_rank(sendbuf, p).map(|(b, n)| Some((b, Some(n))))
-            };
-            if let Some(send) = send {
-                let (sbuf, sbpp) = send.map_or((None, None), |(b, n)| (Some(b), n));
-                return self.alltoall(
-                    py,
-                    sbuf.as_ref(),
-                    &recv,
-                    sbpp,
-                    Some(rbpp),
-                    algorithm,
-                    order,
-                    store,
-                );
-            }
-        }
-        let resolved = resolver(py).and_then(|f| f.call1((sendbuf, recvbuf, p)));
-        let resolved = match resolved {
-            Ok(r) => r,
-            Err(e) => {
-                // Tell the peers, so that they raise instead of waiting for us.
-                let _ = self.reject(py, "Alltoall", &e.to_string(), "argument");
-                return Err(e);
-            }
+        let Some((recv, rbpp)) = crate::buffer_spec::per_rank(recvbuf, p) else {
+            return Ok(None);
         };
-        let (send, recv, sbpp, rbpp): (
-            Option<Bound<'_, PyAny>>,
-            Bound<'_, PyAny>,
-            Option<usize>,
-            Option<usize>,
-        ) = resolved.extract()?;
-        self.alltoall(
+        let send = if is_in_place(sendbuf) {
+            Some(None)
+        } else if is_buffer(sendbuf) {
+            Some(Some((sendbuf.clone(), None)))
+        } else {
+            crate::buffer_spec::per_rank(sendbuf, p).map(|(b, n)| Some((b, Some(n))))
+        };
+        let Some(send) = send else { return Ok(None) };
+        let (sbuf, sbpp) = send.map_or((None, None), |(b, n)| (Some(b), n));
+        Ok(Some(self.alltoall(
             py,
-            send.as_ref(),
+            sbuf.as_ref(),
             &recv,
             sbpp,
-            rbpp,
+            Some(rbpp),
             algorithm,
             order,
             store,
-        )
+        )))
     }
 }
 

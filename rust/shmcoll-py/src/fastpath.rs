@@ -37,15 +37,23 @@ fn in_place(py: Python<'_>) -> Option<&Bound<'_, PyAny>> {
 
 /// mpi4py's IN_PLACE (which exports an empty buffer, so it must be recognised first).
 static MPI_IN_PLACE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// mpi4py's BOTTOM, which exports an empty buffer too but means absolute addresses: the
+/// Python implementation hands calls with it to MPI.
+static MPI_BOTTOM: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// Register mpi4py's IN_PLACE and operators: a list of (operator object, name).
+/// Register mpi4py's IN_PLACE, operators (a list of (operator object, name)) and BOTTOM.
 #[pyfunction]
+#[pyo3(signature = (in_place, ops, bottom=None))]
 pub fn register_mpi(
     py: Python<'_>,
     in_place: Py<PyAny>,
     ops: Vec<(Py<PyAny>, String)>,
+    bottom: Option<Py<PyAny>>,
 ) -> PyResult<()> {
     let _ = MPI_IN_PLACE.set(py, in_place);
+    if let Some(b) = bottom {
+        let _ = MPI_BOTTOM.set(py, b);
+    }
     let v: Vec<(Py<PyAny>, Op)> = ops
         .into_iter()
         .filter_map(|(o, n)| Op::parse(&n).map(|op| (o, op)))
@@ -61,10 +69,13 @@ pub fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
         || in_place(py).is_some_and(|ip| ip.is(obj))
 }
 
-/// Whether `obj` exports a buffer (then it is a plain buffer, not a specification).
+/// Whether `obj` exports a buffer (then it is a plain buffer, not a specification), other
+/// than mpi4py's BOTTOM.
 pub(crate) fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
     // SAFETY: `obj` is a live object; the call only inspects its type.
-    unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 }
+    let exports = unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 };
+    let py = obj.py();
+    exports && !MPI_BOTTOM.get(py).is_some_and(|b| b.bind(py).is(obj))
 }
 
 /// The operator, if predefined (None: the default SUM).

@@ -1,7 +1,8 @@
 //! mpi4py's vector buffer specifications (`[buf, (counts, displs), datatype]`,
 //! `[buf, counts, displs, datatype]`, `[buf, counts, datatype]`, and the same without a
-//! datatype or with None for it) resolved natively for the common cases: counts as lists
-//! or tuples of non-negative ints or as NumPy integer arrays, and a datatype that is a
+//! datatype or with None for it) resolved natively for the common cases: counts and
+//! displacements as lists or tuples of non-negative ints or as NumPy integer arrays (a
+//! tuple in the counts' place is (counts, displs), as mpi4py reads it), and a datatype that is a
 //! predefined mpi4py datatype, a NumPy dtype, a NumPy scalar type or a type code ("d"),
 //! or, without one, the item size of a NumPy array or memoryview. On this path a call pays
 //! well under a microsecond for its specification where the Python parser
@@ -39,17 +40,23 @@ pub(crate) fn ints(obj: &Bound<'_, PyAny>, size: usize) -> Option<Vec<usize>> {
     items.iter().map(|c| c.extract::<usize>().ok()).collect()
 }
 
-/// The counts (and displacements, if given) of a two-item specification's second item: a
-/// tuple of two sequences is (counts, displs); any other list or tuple, the counts.
+/// The counts (and displacements, if given) of a two-item specification's second item,
+/// as mpi4py reads it: a tuple is always (counts, displs), any other list or array the
+/// counts. Scalars in the tuple (one count for every rank, strided displacements), and
+/// tuples of other lengths (an error), are the Python parser's.
 fn counts_and_displs(
     cd: &Bound<'_, PyAny>,
     size: usize,
 ) -> Option<(Vec<usize>, Option<Vec<usize>>)> {
-    if PyTuple::is_type_of(cd) && cd.len().ok()? == 2 {
-        let (c, d) = (cd.get_item(0).ok()?, cd.get_item(1).ok()?);
-        if is_seq(&c) && is_seq(&d) {
-            return Some((ints(&c, size)?, Some(ints(&d, size)?)));
+    if PyTuple::is_type_of(cd) {
+        if cd.len().ok()? != 2 {
+            return None;
         }
+        let (c, d) = (cd.get_item(0).ok()?, cd.get_item(1).ok()?);
+        if !(is_seq(&c) && is_seq(&d)) {
+            return None;
+        }
+        return Some((ints(&c, size)?, Some(ints(&d, size)?)));
     }
     is_seq(cd)
         .then(|| ints(cd, size))
@@ -179,6 +186,10 @@ pub fn vector_spec<'py>(spec: &Bound<'py, PyAny>, size: usize) -> Option<Vector<
         [buf, c, d, dt] => (buf, ints(c, size)?, Some(ints(d, size)?), Some(dt)),
         _ => return None,
     };
+    // Other exporters (DLPack, the CUDA array interface) are the Python parser's.
+    if !crate::fastpath::is_buffer(buf) {
+        return None;
+    }
     // A missing datatype, or None, means the buffer's own item size.
     let isz = match dt {
         Some(dt) if !dt.is_none() => datatype_size(dt)?,

@@ -429,20 +429,21 @@ impl Comm {
         Ok(choice)
     }
 
-    /// This rank hands call `op` to MPI (an operator or a datatype shmcoll does not
+    /// This rank hands call `op` (an operation code, `desc::op_code`: Alltoall(v) or one
+    /// of this module's) to MPI (an operator, a datatype or a buffer shmcoll does not
     /// serve; `why` says which). A call served by MPI on some ranks and by shmcoll on
     /// others would leave both waiting (MPI's forever), so the ranks agree first: each one
     /// that falls back takes part in this call, publishing the fallback where a rejection
     /// would go. When every rank falls back, it returns Ok and MPI serves the call; when
     /// some rank runs `op` on shmcoll instead, that rank sees this one's fallback as a
     /// rejection (`Error::Peer`) and this one sees a `Mismatch`: every rank raises.
-    pub fn agree_fallback(&mut self, op: CollOp, why: &str) -> Result<()> {
+    pub fn agree_fallback(&mut self, op: u32, why: &str) -> Result<()> {
         self.run_call(|c, seq| {
-            c.publish_rejection(seq, op.code(), &Error::FallsBack(why.to_string()))?;
+            c.publish_rejection(seq, op, &Error::FallsBack(why.to_string()))?;
             for j in 0..c.size {
                 let at = c.seg.arrive_seq(j, seq).load(std::sync::atomic::Ordering::Acquire);
                 let h = crate::desc::ArriveLine::of(&c.seg, j, seq).head();
-                if at == seq && h.op == op.code() && h.status == ErrorKind::Fallback as u32 {
+                if at == seq && h.op == op && h.status == ErrorKind::Fallback as u32 {
                     continue;
                 }
                 if at == seq && h.status != 0 {
@@ -454,7 +455,7 @@ impl Comm {
                 }
                 return Err(Error::Mismatch(format!(
                     "rank {j} runs this {} on shmcoll while rank {} hands it to MPI ({why}); ranks must call it alike",
-                    op.name(),
+                    crate::desc::op_name(op),
                     c.rank
                 )));
             }
