@@ -26,6 +26,7 @@ from conftest import (
     environ,
     first_difference,
     new_buffer,
+    private_empty,
     recv_expected,
     run_ranks,
     send_data,
@@ -382,6 +383,12 @@ def _mpi_datatypes() -> list[str]:
     comm.Alltoall(MPI.IN_PLACE, [ip, MPI.DOUBLE])
     if not np.array_equal(ip, recv_expected(me, p, 4, np.float64)):
         failures.append("MPI.IN_PLACE")
+    # MPI.IN_PLACE exports an empty buffer: it must not be taken for a 0-byte send buffer.
+    for plain in (s.copy(), private_empty(s.shape, s.dtype)):
+        plain[...] = s
+        comm.Alltoall(MPI.IN_PLACE, plain)
+        if not np.array_equal(plain, recv_expected(me, p, 4, np.float64)):
+            failures.append("MPI.IN_PLACE with a plain array")
     return failures
 
 

@@ -70,12 +70,14 @@ pub fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
 }
 
 /// Whether `obj` exports a buffer (then it is a plain buffer, not a specification), other
-/// than mpi4py's BOTTOM.
+/// than mpi4py's BOTTOM and IN_PLACE (which export empty buffers).
 pub(crate) fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
     // SAFETY: `obj` is a live object; the call only inspects its type.
     let exports = unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) != 0 };
     let py = obj.py();
-    exports && !MPI_BOTTOM.get(py).is_some_and(|b| b.bind(py).is(obj))
+    exports
+        && !MPI_BOTTOM.get(py).is_some_and(|b| b.bind(py).is(obj))
+        && !MPI_IN_PLACE.get(py).is_some_and(|b| b.bind(py).is(obj))
 }
 
 /// The operator, if predefined (None: the default SUM).
