@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,8 +55,6 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The Cargo profile of the archive (Cargo.toml says why it differs from release).
-ENGINE_PROFILE = "engine-archive"
 
 
 def build_wheel(
@@ -127,13 +126,15 @@ def _bundle() -> Iterator[None]:
 
 
 def _engine_archive() -> Path:
-    """Build rust/shmcoll-capi as a static library alone (as one of several crate types
-    cargo would skip its link-time optimisation); its path, from cargo's report."""
+    """Build rust/shmcoll-capi as a static library alone: with no rlib beside it, the
+    link-time optimisation of the profile runs over the engine and the standard library and
+    keeps only what the C ABI reaches (else the archive carries all of std's objects,
+    several times the size). Its path, from cargo's report."""
     cargo = shutil.which("cargo") or shutil.which(str(Path.home() / ".cargo" / "bin" / "cargo"))
     if cargo is None:
         raise RuntimeError("building shmcoll needs cargo (a Rust toolchain: https://rustup.rs)")
     cmd = [
-        cargo, "rustc", "--lib", "-p", "shmcoll-capi", "--profile", ENGINE_PROFILE,
+        cargo, "rustc", "--lib", "-p", "shmcoll-capi", "--profile", _wheel_profile(),
         "--crate-type", "staticlib", "--manifest-path", str(ROOT / "Cargo.toml"),
         "--message-format", "json-render-diagnostics",
     ]  # fmt: skip
@@ -146,6 +147,12 @@ def _engine_archive() -> Path:
                 if f.endswith(".a"):
                     return Path(f)
     raise RuntimeError(f"cargo built shmcoll-capi but reported no static library:\n{p.stdout}")
+
+
+def _wheel_profile() -> str:
+    """The Cargo profile maturin builds the wheel's extension module with (pyproject's)."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return str(tomllib.load(f)["tool"]["maturin"]["profile"])
 
 
 def _strip_debug(archive: Path, dest: Path) -> None:
