@@ -9,7 +9,8 @@ extension cannot be linked into a plain C MPI program; the archive is another cr
 script run before `maturin build`, makes every wheel built through PEP 517 carry it: pip
 install ., pip wheel ., python -m build, and wheels built from the sdist. (A bare `maturin
 build` skips this backend; `shmcoll pmpi` then says the archive is missing.) Editable
-installs take maturin's path unchanged: they read everything from the tree.
+installs take maturin's path unchanged: they read everything from the tree. (maturin warns
+that pyproject's build-backend is not maturin: this wrapper is why, and pip uses it.)
 
 The copies are staged into python/shmcoll/_bundled (ignored by git, listed for the wheel by
 pyproject's include) and removed once the wheel is written. Every non-editable wheel is

@@ -1,8 +1,9 @@
 """The package as a wheel installs it, without building one: a copy of python/shmcoll outside
 the checkout with the bundle the wheel build puts in it (shmcoll.bundle: the engine's static
 archive and header, the CUDA sources, the PMPI benchmark), run with no cargo on PATH. There
-the PMPI library is linked from the prebuilt archive and serves a C Alltoall program at 2
-ranks, and the CUDA sources are found in the package. (scripts/wheel_smoke.sh does the same
+the PMPI library is linked from the prebuilt archive with the MPICH wheel's mpicc, and with
+Debian's MPICH and Open MPI where installed, and serves a C Alltoall program at 2 ranks;
+the CUDA sources are found in the package. (scripts/wheel_smoke.sh does the same
 with a real wheel, built and installed into a fresh environment.)"""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import find_tool, subprocess_env
-from pmpi_support import Mpi, stats
+from pmpi_support import Mpi, openmpi_env, stats
 from shmcoll import bundle
 from shmcoll.pmpi.build import _static_engine
 
@@ -57,16 +58,25 @@ def _python(code: str, env: Mapping[str, str], cwd: Path) -> subprocess.Complete
 
 @pytest.fixture(scope="module")
 def mpich() -> tuple[str, str]:
+    """The MPICH wheel's mpicc and mpiexec (the test extras install it)."""
     mpicc, mpiexec = find_tool("mpicc"), find_tool("mpiexec")
     if not mpicc or not mpiexec:
         pytest.skip("mpicc and mpiexec are needed (pip install mpich)")
     return mpicc, mpiexec
 
 
+def _debian(flavour: str) -> tuple[str, str]:
+    mpicc, mpiexec = shutil.which(f"mpicc.{flavour}"), shutil.which(f"mpiexec.{flavour}")
+    if not mpicc or not mpiexec:
+        pytest.skip(f"Debian's {flavour} is not installed (mpicc.{flavour}, mpiexec.{flavour})")
+    return mpicc, mpiexec
+
+
+@pytest.mark.parametrize("flavour", ["mpich-wheel", "mpich", "openmpi"])
 def test_the_pmpi_library_links_the_prebuilt_engine_and_serves_alltoall(
-    mpich: tuple[str, str], tmp_path: Path
+    flavour: str, mpich: tuple[str, str], tmp_path: Path
 ) -> None:
-    mpicc, mpiexec = mpich
+    mpicc, mpiexec = mpich if flavour == "mpich-wheel" else _debian(flavour)
     site = tmp_path / "site"
     pkg = _installed_copy(site, with_bundle=True)
     env = _env(site, tmp_path, mpicc)
@@ -83,7 +93,7 @@ def test_the_pmpi_library_links_the_prebuilt_engine_and_serves_alltoall(
     library = Path(p.stdout.strip())
     assert library.is_file() and library.is_relative_to(tmp_path / "pmpi-cache")
 
-    mpi = Mpi("mpich", mpicc, mpiexec, library, tmp_path)
+    mpi = Mpi(flavour, mpicc, mpiexec, library, tmp_path, openmpi_env() if flavour == "openmpi" else {})
     run = mpi.run(2, mpi.compile("alltoall_check"))
     assert ", 0 failures" in run.stdout, run.stdout + run.stderr
     s = stats(run.stderr)
