@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The wheel as a new user meets it: build it from this checkout (scripts/build_wheel.sh),
-# check what it is (platform tag manylinux_2_28 or older, at most 4 MB, the bundle inside,
-# no path of this checkout in its binaries), install it into a fresh virtual environment
-# with the MPICH wheel, and run the installed entry points there with no cargo on PATH, HOME
-# and caches of their own and the working directory outside the checkout: info, explain, a
-# short Alltoall benchmark, a quick tune, the PMPI library (built from the wheel's engine
-# with mpicc) preloaded under a C Alltoall program at 2 ranks, an FFT, codec round trips,
-# the CUDA sources. Fails at the first step that fails. scripts/test.sh runs it.
+# The wheel as a new user meets it: build it from this checkout (scripts/build_wheel.sh);
+# check what it is (platform tag manylinux_2_28 or older, at most 4 MB, the bundle inside, no
+# path of this checkout in its binaries, the sdist holding what a build needs); install it
+# into a fresh virtual environment with the MPICH wheel; run the installed entry points there
+# with no cargo on PATH, HOME and caches of their own and the working directory outside the
+# checkout: info, explain, a short Alltoall benchmark, a quick tune, the PMPI library (built
+# from the wheel's engine with mpicc) preloaded under a C Alltoall program at 2 ranks, an
+# FFT, codec round trips, the CUDA sources. Fails at the first step that fails.
+# scripts/test.sh runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -25,24 +26,40 @@ ls "$TMP"/dist/shmcoll-*.tar.gz >/dev/null || fail "no sdist"
 echo "$(basename "$WHEEL"): $(stat -c %s "$WHEEL") bytes"
 
 step "what the wheel is"
-"${SHMCOLL_BUILD_VENV:-.venv-build}/bin/python" - "$WHEEL" "$ROOT" <<'EOF' || fail "wheel contents"
-import re, sys, zipfile
+"${SHMCOLL_BUILD_VENV:-.venv-build}/bin/python" - "$WHEEL" "$ROOT" <<'EOF' || fail "wheel or sdist contents"
+import importlib.util, re, sys, tarfile, zipfile
 from pathlib import Path
 
-wheel, root = Path(sys.argv[1]), sys.argv[2]
+wheel, root = Path(sys.argv[1]), Path(sys.argv[2])
 m = re.search(r"-manylinux_2_(\d+)_x86_64\.whl$", wheel.name) or re.search(r"-manylinux(2014)_x86_64\.whl$", wheel.name)
 assert m and (m[1] == "2014" or int(m[1]) <= 28), f"{wheel.name}: not manylinux_2_28 or older"
 assert wheel.stat().st_size <= 4_000_000, f"{wheel.stat().st_size} bytes: over 4 MB"
-names = set(zipfile.ZipFile(wheel).namelist())
-cuda = {f"shmcoll/_bundled/cuda/{p.name}" for p in Path(root, "cuda").glob("*.cu")}
-need = cuda | {"shmcoll/_bundled/capi/libshmcoll_capi.a", "shmcoll/_bundled/capi/include/shmcoll_capi.h",
-               "shmcoll/_bundled/bench/alltoall_bench.c"}
-assert cuda and need <= names, f"missing from the wheel: {sorted(need - names)}"
+
+# What shmcoll.bundle says a wheel carries, and the sources the sdist needs to build one
+# (pyproject's sdist include lists them a second time).
+spec = importlib.util.spec_from_file_location("layout", root / "python/shmcoll/bundle.py")
+layout = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(layout)
+in_wheel = {f"shmcoll/_bundled/{layout.CAPI_ARCHIVE_IN_BUNDLE}"}
+in_sdist = {"build_backend/shmcoll_build.py", "rust/shmcoll-capi/Cargo.toml"}
+for name, source in layout.SHIPPED.items():
+    p = root / source
+    for f in p.rglob("*") if p.is_dir() else [p]:
+        if f.is_file():
+            in_wheel.add(f"shmcoll/_bundled/{name}/{f.relative_to(p)}" if p.is_dir() else f"shmcoll/_bundled/{name}")
+            in_sdist.add(str(f.relative_to(root)))
+assert any(n.endswith(".cu") for n in in_wheel), "no CUDA sources to ship"
+
 with zipfile.ZipFile(wheel) as z:
+    names = set(z.namelist())
+    assert in_wheel <= names, f"missing from the wheel: {sorted(in_wheel - names)}"
     for name in names:
         if name.endswith((".so", ".a")):
-            assert root.encode() not in z.read(name), f"{name} holds the build path {root}"
-print("tag, size, bundle and paths: ok")
+            assert str(root).encode() not in z.read(name), f"{name} holds the build path {root}"
+with tarfile.open(next(wheel.parent.glob("shmcoll-*.tar.gz"))) as t:
+    files = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+assert in_sdist <= files, f"missing from the sdist: {sorted(in_sdist - files)}"
+print("tag, size, bundle, paths and sdist: ok")
 EOF
 
 step "a fresh virtual environment with the wheel and the MPICH wheel"
