@@ -5,8 +5,8 @@
 # into a fresh virtual environment with the MPICH wheel; run the installed entry points there
 # with no cargo on PATH, HOME and caches of their own and the working directory outside the
 # checkout: info, explain, a short Alltoall benchmark, a quick tune, the PMPI library (built
-# from the wheel's engine with mpicc) preloaded under a C Alltoall program at 2 ranks, an
-# FFT, codec round trips, the CUDA sources. Fails at the first step that fails.
+# from the wheel's engine with mpicc) preloaded under a C Alltoall program at 2 ranks and
+# its --tune, an FFT, codec round trips, the CUDA sources. Fails at the first step that fails.
 # scripts/test.sh runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -108,6 +108,8 @@ for rank in 0 1; do
     done
 done
 echo "MPI_Alltoall and MPI_Alltoallv served by shmcoll on both ranks"
+# --tune builds the PMPI benchmark from the wheel's copy of its source (a few iterations)
+in_venv shmcoll pmpi --tune --iters 20 --max-bytes 1K --rounds 1 | tail -1
 
 step "an FFT at 2 ranks"
 cat >fft_smoke.py <<'EOF'
