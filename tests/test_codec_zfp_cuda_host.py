@@ -1,4 +1,4 @@
-"""The CUDA twin of the zfp codec (python/shmcoll/cuda/zfp.cu), checked without a GPU: the
+"""The CUDA twin of the zfp codec (cuda/zfp.cu), checked without a GPU: the
 same source compiled as C++ by g++ (CUDA builtins shimmed, the launch grid emulated thread
 by thread, undefined behaviour trapped by UBSan where available) must write the bytes of the
 Rust codec and decode any stream to the same bits. Skips without g++."""

@@ -1,4 +1,4 @@
-"""Every CUDA kernel shipped in shmcoll/cuda compiles with NVRTC, to PTX and to CUBIN for
+"""Every CUDA kernel in cuda/ compiles with NVRTC, to PTX and to CUBIN for
 each architecture we ship for, with the options the runtime uses. No GPU needed: NVRTC
 comes from the nvidia-cuda-nvrtc-cu12 wheel."""
 

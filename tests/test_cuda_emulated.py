@@ -1,6 +1,6 @@
 """The CUDA kernels of bq, cast and mpc, run on the CPU, give the Rust reference's bytes.
 
-No GPU here, so the very sources in python/shmcoll/cuda are compiled with g++ against
+No GPU here, so the very sources in cuda/ are compiled with g++ against
 tests/cuda_emu/shim.h (each CUDA thread an OS thread, warp intrinsics through a barrier)
 and driven by the real GPU wrappers (shmcoll/gpu/{bq,cast,mpc}.py) through a NumPy-backed
 stand-in for CuPy. That checks the kernels' arithmetic, layout and the wrappers' host side;
@@ -33,7 +33,7 @@ def emu(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     lib = tmp_path_factory.mktemp("emu") / "libemu.so"
     cmd = [
         "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
-        "-I", str(ROOT / "tests" / "cuda_emu"), "-I", str(ROOT / "python" / "shmcoll" / "cuda"),
+        "-I", str(ROOT / "tests" / "cuda_emu"), "-I", str(ROOT / "cuda"),
         str(ROOT / "tests" / "cuda_emu" / "driver.cpp"), "-o", str(lib),
     ]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)

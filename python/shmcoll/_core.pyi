@@ -12,7 +12,6 @@ from typing_extensions import Buffer, disjoint_base
 __all__ = [
     "OBJECT_ROOM",
     "SEGMENT_PREFIX",
-    "SOURCE_DIR",
     "CommBase",
     "HeapBuffer",
     "PeerView",
@@ -70,8 +69,6 @@ __version__: Final[str]
 SEGMENT_PREFIX: Final[str]
 #: Bytes of pickle that travel in the first exchange of an object collective (objects.rs).
 OBJECT_ROOM: Final[int]
-#: The source tree the module was built from (where the PMPI library is built from).
-SOURCE_DIR: Final[str]
 
 @final
 class SegmentOffer:

@@ -1,4 +1,4 @@
-// The codec kernels of python/shmcoll/cuda compiled for the CPU through shim.h, behind one
+// The codec kernels of cuda/ compiled for the CPU through shim.h, behind one
 // C entry point for ctypes: emu_run(kernel name, grid, block, pointers to the arguments).
 #include "shim.h"
 

@@ -1,5 +1,5 @@
 // A CPU stand-in for the few CUDA features shmcoll's codec kernels use, so that the very
-// sources in python/shmcoll/cuda can run (slowly) without a GPU and their bytes be compared
+// sources in cuda/ can run (slowly) without a GPU and their bytes be compared
 // with the Rust reference. Each CUDA thread is an OS thread; the 32 threads of a warp meet
 // at a barrier in every warp intrinsic; blocks run one after another, so a kernel's
 // __shared__ arrays (statics here) belong to the one block that runs.

@@ -9,7 +9,7 @@
     get_codec({"id": "shmcoll.cast", "dtype": "float16"})
 
 Each stream is specified byte for byte in the documentation of its Rust module
-(rust/shmcoll-codec/src/{zfp,bq,cast,mpc}.rs); the CUDA kernels in shmcoll/cuda produce
+(rust/shmcoll-codec/src/{zfp,bq,cast,mpc}.rs); the CUDA kernels in cuda/ produce
 the same bytes. With numcodecs installed these are numcodecs codecs, registered through the
 ``numcodecs.codecs`` entry points, so ``numcodecs.get_codec({"id": "shmcoll.bq"})`` works.
 """

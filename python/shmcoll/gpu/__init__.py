@@ -1,4 +1,4 @@
-"""The GPU side of shmcoll's codecs: CUDA kernels (``shmcoll/cuda/*.cu``) compiled at run
+"""The GPU side of shmcoll's codecs: CUDA kernels (``cuda/*.cu``) compiled at run
 time by NVRTC through CuPy's ``RawModule``.
 
 Nothing here imports CuPy or touches a device at import time: :func:`available` says

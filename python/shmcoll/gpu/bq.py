@@ -1,4 +1,4 @@
-"""bq on CuPy arrays: the kernels of ``shmcoll/cuda/bq.cu`` (the same bytes as the Rust
+"""bq on CuPy arrays: the kernels of ``cuda/bq.cu`` (the same bytes as the Rust
 reference, rust/shmcoll-codec/src/bq.rs). CuPy is imported when a function runs."""
 
 from __future__ import annotations

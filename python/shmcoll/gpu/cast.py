@@ -1,4 +1,4 @@
-"""cast on CuPy arrays: the kernels of ``shmcoll/cuda/cast.cu`` (the same bytes as the Rust
+"""cast on CuPy arrays: the kernels of ``cuda/cast.cu`` (the same bytes as the Rust
 reference, rust/shmcoll-codec/src/cast.rs). CuPy is imported when a function runs."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Loading the CUDA sources shipped in ``shmcoll/cuda`` as CuPy RawModules.
+"""Loading the CUDA kernel sources (top-level ``cuda/``, carried by the wheel; see
+shmcoll.bundle) as CuPy RawModules.
 
 Every kernel is compiled with ``--fmad=false`` and without fast-math, so that float
 arithmetic rounds exactly as the Rust reference does (a fused multiply-add rounds once
@@ -8,8 +9,9 @@ where the CPU rounds twice, and the streams would differ).
 from __future__ import annotations
 
 import functools
-from importlib import resources
 from typing import Any
+
+from ..bundle import shipped
 
 #: NVRTC options of every kernel: no contraction into FMA, IEEE division and square root.
 NVRTC_OPTIONS: tuple[str, ...] = (
@@ -21,19 +23,19 @@ NVRTC_OPTIONS: tuple[str, ...] = (
 
 
 def kernel_names() -> list[str]:
-    """The kernel sources shipped with the package (file stems of ``shmcoll/cuda/*.cu``)."""
-    root = resources.files("shmcoll") / "cuda"
-    return sorted(p.name[:-3] for p in root.iterdir() if p.name.endswith(".cu"))
+    """The kernel sources shipped with the package (file stems of ``cuda/*.cu``)."""
+    root = shipped("cuda")
+    return sorted(p.stem for p in root.glob("*.cu")) if root.is_dir() else []
 
 
 KERNEL_NAMES: tuple[str, ...] = tuple(kernel_names())
 
 
 def kernel_source(name: str) -> str:
-    """The CUDA source of kernel file `name` (``zfp`` for ``shmcoll/cuda/zfp.cu``)."""
+    """The CUDA source of kernel file `name` (``zfp`` for ``cuda/zfp.cu``)."""
     if name not in KERNEL_NAMES:
         raise ValueError(f"no CUDA source {name!r}; known: {', '.join(KERNEL_NAMES)}")
-    return (resources.files("shmcoll") / "cuda" / f"{name}.cu").read_text()
+    return (shipped("cuda") / f"{name}.cu").read_text()
 
 
 @functools.cache
@@ -43,6 +45,8 @@ def unavailable() -> str | None:
     compiles nothing, and the codecs must then take the CPU path instead of failing).
     Checked once, lazily, by the first call that could use the GPU; compiling the kernels
     then is a cost that call would pay anyway."""
+    if not KERNEL_NAMES:
+        return f"no CUDA kernel sources in {shipped('cuda')} (this installation does not carry them)"
     try:
         import cupy  # type: ignore[import-not-found]
 

@@ -1,4 +1,4 @@
-"""mpc on CuPy arrays: the kernels of ``shmcoll/cuda/mpc.cu`` (the same bytes as the Rust
+"""mpc on CuPy arrays: the kernels of ``cuda/mpc.cu`` (the same bytes as the Rust
 reference, rust/shmcoll-codec/src/mpc.rs). The chunks are coded on the device; the header
 and the chunk table (4 bytes per 1024 words) pass through the host, which also checks a
 stream's table before decoding. CuPy is imported when a function runs."""

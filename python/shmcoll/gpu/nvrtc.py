@@ -1,6 +1,6 @@
 """Compile CUDA sources with NVRTC directly through ctypes, without CuPy or a GPU.
 
-CI has no GPU, but it can still prove that every kernel in ``shmcoll/cuda`` compiles, to
+CI has no GPU, but it can still prove that every kernel in ``cuda/`` compiles, to
 PTX and to CUBIN for the architectures we ship for, with the exact options the runtime
 uses. The NVRTC library comes from the ``nvidia-cuda-nvrtc-cu12`` wheel (or the system).
 """

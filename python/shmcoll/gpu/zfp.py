@@ -1,4 +1,4 @@
-"""zfp fixed-rate compression of CuPy arrays with the CUDA kernels of ``shmcoll/cuda/zfp.cu``:
+"""zfp fixed-rate compression of CuPy arrays with the CUDA kernels of ``cuda/zfp.cu``:
 the same bytes as the Rust codec (``shmcoll._core.zfp_encode``) and zfpy. CuPy is imported
 inside the functions, never at import time.
 """

@@ -1,6 +1,7 @@
-"""Building libshmcoll_pmpi.so: find the MPI's mpicc and what MPI it is, build the engine's
-static library with cargo, link both with mpicc, and cache the result under a name keyed by
-MPI flavour and version, shmcoll version and a hash of the sources."""
+"""Building libshmcoll_pmpi.so: find the MPI's mpicc and what MPI it is, take the engine's
+static library (the wheel's prebuilt one, or in a source checkout one cargo builds from the
+tree), compile the C shim and link both with mpicc, and cache the result under a name keyed
+by MPI flavour and version, shmcoll version and a hash of the inputs."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ..bundle import CAPI_ARCHIVE, bundled_capi_archive, shipped, source_tree
 from ..errors import ShmcollError
 
 #: Where the built libraries go (else the user cache directory).
@@ -28,7 +30,7 @@ RUST_NATIVE_LIBS = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"]
 
 
 class PmpiBuildError(ShmcollError, RuntimeError):
-    """The PMPI library cannot be built (no mpicc, no cargo, no sources, a failed step)."""
+    """The PMPI library cannot be built (no mpicc, no engine library, a failed step)."""
 
 
 @dataclass(frozen=True)
@@ -88,24 +90,48 @@ def mpi_info(mpicc: str) -> MpiInfo:
     raise PmpiBuildError(f"{mpicc}'s mpi.h defines no MPI_VERSION: is it an MPI compiler wrapper?")
 
 
-def source_dir() -> Path | None:
-    """The source tree the native module was built from, if it is still there."""
-    from .. import _core
+@dataclass(frozen=True)
+class Engine:
+    """The engine's C ABI to link: the directory of its header, and its static archive,
+    prebuilt (a wheel's) or built by cargo from a source checkout."""
 
-    for d in (getattr(_core, "SOURCE_DIR", None), Path(__file__).resolve().parents[3]):
-        if d and (Path(d) / "rust" / "shmcoll-capi" / "Cargo.toml").is_file():
-            return Path(d).resolve()
-    return None
+    include: Path
+    #: The prebuilt archive, or the checkout cargo builds it from.
+    origin: Path
+    prebuilt: bool
+
+    def inputs(self) -> list[Path]:
+        """The files whose contents make the library (with csrc/)."""
+        if self.prebuilt:
+            return [self.origin, *sorted(self.include.iterdir())]
+        rust = self.origin / "rust"
+        manifests = [self.origin / "Cargo.toml", self.origin / "Cargo.lock"]
+        return [*sorted(rust.rglob("*.rs")), *sorted(rust.rglob("*.h")), *manifests]
+
+    def archive(self, log: TextIO | None) -> Path:
+        """The static archive, built first from a checkout."""
+        return self.origin if self.prebuilt else _static_engine(self.origin, log)
 
 
-def _fingerprint(src: Path | None) -> str:
+def find_engine() -> Engine:
+    """A source checkout builds the engine from its tree (edits take effect); an installed
+    wheel carries it prebuilt (shmcoll.bundle)."""
+    include = shipped("capi/include")
+    if (src := source_tree()) is not None:
+        return Engine(include, src, prebuilt=False)
+    if (archive := bundled_capi_archive()) is not None:
+        return Engine(include, archive, prebuilt=True)
+    raise PmpiBuildError(
+        f"this shmcoll installation carries no prebuilt engine library ({CAPI_ARCHIVE}) and is not a "
+        "source checkout: reinstall from a wheel built with pip wheel or scripts/build_wheel.sh (a bare "
+        "`maturin build` leaves it out), or install from a source checkout (pip install -e .)"
+    )
+
+
+def _fingerprint(engine: Engine) -> str:
     """A hash of what goes into the library, so that edited sources make a new one."""
     h = hashlib.sha256()
-    files = sorted(CSRC.iterdir())
-    if src is not None:
-        files += sorted((src / "rust").rglob("*.rs")) + sorted((src / "rust").rglob("*.h"))
-        files += [src / "Cargo.toml", src / "Cargo.lock"]
-    for f in files:
+    for f in [*sorted(CSRC.iterdir()), *engine.inputs()]:
         if f.is_file():
             h.update(f.name.encode())
             h.update(f.read_bytes())
@@ -126,7 +152,7 @@ def library_path(mpi: MpiInfo, directory: str | os.PathLike[str] | None = None) 
     """Where the library for `mpi` is (or will be) in the cache."""
     from .. import __version__
 
-    tag = f"{mpi.key}-shmcoll{__version__}-{_fingerprint(source_dir())}"
+    tag = f"{mpi.key}-shmcoll{__version__}-{_fingerprint(find_engine())}"
     return cache_dir(directory) / tag / LIB_NAME
 
 
@@ -153,7 +179,8 @@ def _cargo() -> str:
 
 
 def _static_engine(src: Path, log: TextIO | None) -> Path:
-    """Build rust/shmcoll-capi as a static library; its path."""
+    """Build rust/shmcoll-capi of the checkout `src` as a static library; its path.
+    Incremental, in the release profile the checkout's other builds share."""
     cargo = _cargo()
     _run(
         [cargo, "build", "--release", "-p", "shmcoll-capi", "--manifest-path", str(src / "Cargo.toml")],
@@ -161,7 +188,7 @@ def _static_engine(src: Path, log: TextIO | None) -> Path:
         log,
     )
     target = Path(os.environ.get("CARGO_TARGET_DIR") or src / "target")
-    lib = (target if target.is_absolute() else src / target) / "release" / "libshmcoll_capi.a"
+    lib = (target if target.is_absolute() else src / target) / "release" / CAPI_ARCHIVE
     if not lib.is_file():
         raise PmpiBuildError(f"cargo reported success but {lib} is missing")
     return lib
@@ -199,15 +226,10 @@ def _library(
 
 
 def _build_into(mpi: MpiInfo, out: Path, log: TextIO | None) -> None:
-    src = source_dir()
-    if src is None:
-        raise PmpiBuildError(
-            "the shmcoll source tree (with rust/shmcoll-capi) is not available: the PMPI library "
-            "is built from it; install shmcoll from a source checkout (pip install -e .)"
-        )
+    engine = find_engine()
     if log is not None:
         log.write(f"building {LIB_NAME} for {mpi.flavour} {mpi.version} ({mpi.mpicc})\n")
-    engine = _static_engine(src, log)
+    archive = engine.archive(log)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     cmd = [
         mpi.mpicc,
@@ -217,9 +239,9 @@ def _build_into(mpi: MpiInfo, out: Path, log: TextIO | None) -> None:
         "-Wall",
         "-Wextra",
         f'-DSHMCOLL_MPI_KEY="{mpi.key}"',  # names its windows file (csrc/window.c)
-        f"-I{src / 'rust' / 'shmcoll-capi' / 'include'}",
+        f"-I{engine.include}",
         *sorted(str(c) for c in CSRC.glob("*.c")),
-        str(engine),
+        str(archive),
         f"-Wl,--version-script={CSRC / 'exports.map'}",
         # The engine's (and Rust std's) symbols stay inside the library.
         "-Wl,--exclude-libs,ALL",

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from .build import MpiInfo, PmpiBuildError, _run, cache_dir, source_dir
+from ..bundle import shipped
+from .build import MpiInfo, PmpiBuildError, _run, cache_dir
 
 #: The operations with a window: the bench's name -> the windows file's (csrc/window.c).
 OPS = {
@@ -95,10 +96,9 @@ def measure(
     rounds: int = 3,
 ) -> list[Window]:
     """Build and run the benchmark (see the module's docstring); one window per op."""
-    src = source_dir()
-    bench = src / "bench" / "pmpi" / "alltoall_bench.c" if src else None
-    if bench is None or not bench.is_file():
-        raise PmpiBuildError("the benchmark (bench/pmpi/alltoall_bench.c) needs the shmcoll source tree")
+    bench = shipped("bench/alltoall_bench.c")
+    if not bench.is_file():
+        raise PmpiBuildError(f"the benchmark's source {bench} is missing from this installation")
     mpiexec = mpiexec_for(mpi.mpicc)
     env = {**os.environ, "LD_PRELOAD": str(library)}
     env.pop("SHMCOLL_PMPI_WINDOWS", None)

@@ -1,6 +1,6 @@
 //! CPU codecs of shmcoll. Each codec's stream is specified byte for byte in its module's
 //! documentation; these implementations are the reference that the CUDA kernels in
-//! `python/shmcoll/cuda/` must match bit for bit. No knowledge of processes or
+//! `cuda/` must match bit for bit. No knowledge of processes or
 //! collectives: buffers in, buffers out.
 
 pub mod bq;

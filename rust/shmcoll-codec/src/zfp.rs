@@ -1,7 +1,7 @@
 //! ZFP fixed-rate compression of 1-D float32 and float64 arrays, byte for byte the stream
 //! of zfpy 1.0.1's `compress_numpy(a, rate=R, write_header=False)` for a contiguous 1-D
 //! array `a`, and decoding bit for bit as `zfpy._decompress(stream, ztype, [n], rate=R)`.
-//! This is the reference of the CUDA twin in `python/shmcoll/cuda/zfp.cu`.
+//! This is the reference of the CUDA twin in `cuda/zfp.cu`.
 //!
 //! # Stream specification
 //!

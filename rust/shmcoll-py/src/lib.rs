@@ -91,15 +91,6 @@ fn copy(
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     gil::install_signal_check(m.py())?;
-    // The source tree this module was built from (workspace root): the PMPI library
-    // (python/shmcoll/pmpi) builds rust/shmcoll-capi from it on demand.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2);
-    m.add(
-        "SOURCE_DIR",
-        root.map(|p| p.display().to_string()).unwrap_or_default(),
-    )?;
     m.add_class::<engine::CommBase>()?;
     m.add_class::<engine::SegmentHandle>()?;
     m.add_class::<heap::HeapBuffer>()?;
