@@ -159,7 +159,7 @@ def test_python_whole_numbers_are_in_range_or_an_argument_error(value: str) -> N
 @pytest.mark.parametrize("value", ["0", "-3", "1e3", "٣", "9" * 5000])
 def test_node_split_and_fft_threads_are_checked(value: str) -> None:
     from shmcoll.fft.backends import _threads
-    from shmcoll.hierarchy import node_split
+    from shmcoll.nodes import node_split
 
     with (
         environ({"SHMCOLL_NODE_SPLIT": value}),

@@ -39,6 +39,7 @@ from .errors import (
     TuningTableError,
     UnsupportedError,
 )
+from .hierarchy import HierComm
 from .launch import spawn
 from .ops import BAND, BOR, BXOR, LAND, LOR, MAX, MIN, PROD, SUM, Op
 from .shared_arrays import (
@@ -101,6 +102,7 @@ __all__ = [
     "CommBrokenError",
     "ForeignTableWarning",
     "HeapExhaustedError",
+    "HierComm",
     "InternalError",
     "MismatchError",
     "Op",

@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import numpy as np
@@ -32,6 +33,7 @@ from .errors import (
     UnsupportedError,
     as_shmcoll_error,
 )
+from .nodes import node_split, spans_nodes
 from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
 from .passthrough import MPI4PY_NAMES, forward_missing, forward_type, lookup
@@ -115,6 +117,17 @@ def free_owned(comm: Any) -> None:
             owned.Free()
 
 
+#: What serves a communicator whose ranks span nodes: shmcoll.hierarchy's HierComm, which
+#: builds on Comm and so registers itself here (serve_spanning_nodes_with) at import
+#: instead of being imported by this module.
+_spanning_nodes: Callable[[Any], Any] | None = None
+
+
+def serve_spanning_nodes_with(factory: Callable[[Any], Any]) -> None:
+    global _spanning_nodes
+    _spanning_nodes = factory
+
+
 class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
     """A communicator over the processes of one node.
 
@@ -144,8 +157,6 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
             mpi = MPI.COMM_WORLD
         survey = None
         if mpi is not None and not isinstance(mpi, Comm) and hasattr(mpi, "Split_type"):
-            from .hierarchy import HierComm, node_split, spans_nodes
-
             if mpi.Is_inter():
                 raise UnsupportedError("inter-communicators are not supported; use an intra-communicator")
             if node_split() is None:
@@ -154,7 +165,9 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
             else:
                 several = spans_nodes(mpi)
             if several:
-                return HierComm(mpi)
+                if _spanning_nodes is None:
+                    raise UnsupportedError("communicators that span nodes need shmcoll.hierarchy")
+                return _spanning_nodes(mpi)
         obj = super().__new__(cls, comm)
         obj._survey = survey
         return obj

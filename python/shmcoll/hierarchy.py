@@ -37,48 +37,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .buffers import is_in_place, parse_simple, parse_whole
+from .comm import Comm, serve_spanning_nodes_with
 from .compress import compressible
-from .envvars import env_whole
+from .nodes import node_color
 from .ops import SUM, Op
 from .passthrough import COLLECTIVES, MPI4PY_NAMES, forward_missing, forward_type, lookup
-
-ENV_NODE_SPLIT = "SHMCOLL_NODE_SPLIT"
-
-
-#: The most ranks per fake node SHMCOLL_NODE_SPLIT may ask for.
-MAX_NODE_SPLIT = 1 << 20
-
-
-def node_split() -> int | None:
-    """``SHMCOLL_NODE_SPLIT`` as a number of ranks per node (1 to MAX_NODE_SPLIT), or None."""
-    return env_whole(ENV_NODE_SPLIT, 1, MAX_NODE_SPLIT)
-
-
-def node_color(mpi_comm: Any) -> int:
-    """The node of this rank, as the lowest rank of its node (collective)."""
-    from mpi4py import MPI
-
-    k = node_split()
-    if k is not None:
-        return int(mpi_comm.Get_rank() // k)
-    node = mpi_comm.Split_type(MPI.COMM_TYPE_SHARED, key=mpi_comm.Get_rank())
-    try:
-        first = node.allreduce(mpi_comm.Get_rank(), op=MPI.MIN)
-    finally:
-        node.Free()
-    return int(first)
-
-
-def spans_nodes(mpi_comm: Any) -> bool:
-    """Whether `mpi_comm` must be served hierarchically (collective)."""
-    from mpi4py import MPI
-
-    k = node_split()
-    if k is not None:
-        # Fake nodes are k consecutive ranks of the communicator being wrapped.
-        return bool(mpi_comm.Get_size() > k)
-    colors = mpi_comm.allgather(node_color(mpi_comm))
-    return bool(mpi_comm.allreduce(len(set(colors)) > 1, op=MPI.LOR))
 
 
 def _mpi_op(op: Any) -> Any:
@@ -95,8 +58,6 @@ class HierComm:
     """A communicator over several nodes (see the module documentation)."""
 
     def __init__(self, mpi_comm: Any) -> None:
-        from .comm import Comm
-
         self.mpi_comm = mpi_comm
         forward_type(type(self), type(mpi_comm))
         self.rank = int(mpi_comm.Get_rank())
@@ -378,3 +339,8 @@ def _byte() -> Any:
 
 
 forward_missing(HierComm, MPI4PY_NAMES)
+
+
+# Comm serves communicators that span nodes with HierComm, which builds on Comm: it is
+# registered here rather than imported there (the package imports this module).
+serve_spanning_nodes_with(HierComm)

@@ -25,6 +25,8 @@ import shmcoll
 from . import sizes
 from .alltoall import gather_times, mpi_name, print_progress
 from .harness import Variant, measure, summarize
+from .machine_state import MachineState, describe, floor_and_ratio
+from .shapes import call_shape
 from .sizes import fmt_size
 
 OPS = ("allreduce", "allgather", "bcast", "reduce_scatter", "reduce", "gather", "scatter", "barrier")
@@ -60,31 +62,6 @@ class Options:
 PERSISTENT = {"allreduce": "Allreduce_init", "allgather": "Allgather_init", "bcast": "Bcast_init"}
 
 
-def _shapes(op: str, size: int, p: int, floats: bool = False) -> tuple[int, int, np.dtype[Any]]:
-    """(send elements, receive elements, dtype) of one call with `size` bytes (float32
-    for every operation when `floats`: codecs compress floats)."""
-    dt: np.dtype[Any]
-    if floats and op in ("bcast", "allgather", "gather", "scatter"):
-        n = max(size // 4, 1)
-        f32 = np.dtype(np.float32)
-        return {"bcast": (n, n, f32), "scatter": (n * p, n, f32)}.get(op, (n, n * p, f32))
-    if op in ("allreduce", "reduce", "reduce_scatter"):
-        dt = np.dtype(np.float32)
-        n = max(size // 4, 1)
-        if op == "reduce_scatter":
-            n = max(n // p, 1)
-            return n * p, n, dt
-        return n, n, dt
-    dt = np.dtype(np.uint8)
-    if op == "barrier":
-        return 0, 0, dt
-    if op == "bcast":
-        return size, size, dt
-    if op in ("allgather", "gather"):
-        return size, size * p, dt
-    return size * p, size, dt  # scatter
-
-
 def make_variant(
     opts: Options,
     label: str,
@@ -115,7 +92,7 @@ def make_variant(
         return comm.empty(n, dt) if heap else np.empty(n, dt)
 
     def setup(size: int) -> Any:
-        ns, nr, dt = _shapes(op, size, p, floats)
+        ns, nr, dt = call_shape(op, size, p, floats)
         s, r = pool[size] if pool is not None else (alloc(ns, dt), alloc(nr, dt))
         s[:] = 1
         r[:] = 0
@@ -210,7 +187,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         floats = opts.compress is not None
         pool = {}
         for size in opts.sizes:
-            ns, nr, dt = _shapes(opts.op, size, n, floats)
+            ns, nr, dt = call_shape(opts.op, size, n, floats)
             pool[size] = (np.empty(ns, dt), np.empty(nr, dt))
     comm = shmcoll.Comm(mpi_comm)
     p, me = comm.size, comm.rank
@@ -278,7 +255,6 @@ def report(opts: Options, rows: list[dict[str, Any]], p: int, peer: str | None) 
         t.add_column(lab, justify="right")
         if peer_label and lab != peer_label:
             t.add_column("ratio", justify="right")
-    from .machine_state import MachineState, describe, floor_and_ratio
 
     state = MachineState.from_dict(opts.machine) if opts.machine else None
     main_label = "shmcoll" if "shmcoll" in labels else "shmcoll heap"

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
+from .shapes import call_shape
 
 #: Warm-up rounds of each ping-pong (untimed): both sides are running when the clock starts.
 WARMUP_ROUNDS = 200
@@ -142,13 +143,11 @@ def bytes_written(op: str, size: int, nranks: int) -> int:
     """Bytes that every receive buffer together must take in one call of `shmcoll bench
     <op>` at `size` (its sizes: see bench.collective), out of place: what no algorithm
     can avoid writing."""
-    from .collective import _shapes
-
     if op == "barrier":
         return 0
     if op == "alltoall":  # every rank receives a block of `size` from every rank
         return nranks * nranks * size
-    _, nrecv, dt = _shapes(op, size, nranks)
+    _, nrecv, dt = call_shape(op, size, nranks)
     per_rank = nrecv * dt.itemsize
     receivers = {"bcast": nranks - 1, "reduce": 1, "gather": 1}.get(op, nranks)
     return receivers * per_rank
