@@ -141,6 +141,32 @@ class Prequest:
     def Test(self, status: Any = None) -> bool: ...
     def Free(self) -> None: ...
     @staticmethod
+    def _alltoall_init(
+        comm: CommBase,
+        sendbuf: Any | None,
+        recvbuf: Any,
+        bpp: tuple[int, int] | None = None,
+        arrays: Sequence[Sequence[int]] | None = None,
+        algorithm: str | None = None,
+        order: str | None = None,
+        store: str | None = None,
+    ) -> Prequest:
+        """A persistent Alltoall(v) of `comm` on resolved buffers (sizes in bytes)."""
+    @staticmethod
+    def _coll_init(
+        comm: CommBase,
+        op: str,
+        sendbuf: Any | None,
+        recvbuf: Any | None,
+        root: int = 0,
+        block: int | None = None,
+        counts: Sequence[int] | None = None,
+        displs: Sequence[int] | None = None,
+        dtype: str | None = None,
+        reduce_op: str | None = None,
+        algorithm: str | None = None,
+    ) -> Prequest: ...
+    @staticmethod
     def Startall(requests: list[Prequest]) -> None: ...
     @staticmethod
     def Waitall(requests: list[Prequest], statuses: Any = None) -> None: ...
@@ -313,29 +339,6 @@ class CommBase:
         algorithm: str | None = None,
     ) -> None:
         """One of the collectives other than Alltoall(v) on resolved buffers (sizes in bytes)."""
-    def _alltoall_init(
-        self,
-        sendbuf: Any | None,
-        recvbuf: Any,
-        bpp: tuple[int, int] | None = None,
-        arrays: Sequence[Sequence[int]] | None = None,
-        algorithm: str | None = None,
-        order: str | None = None,
-        store: str | None = None,
-    ) -> Prequest: ...
-    def _coll_init(
-        self,
-        op: str,
-        sendbuf: Any | None,
-        recvbuf: Any | None,
-        root: int = 0,
-        block: int | None = None,
-        counts: Sequence[int] | None = None,
-        displs: Sequence[int] | None = None,
-        dtype: str | None = None,
-        reduce_op: str | None = None,
-        algorithm: str | None = None,
-    ) -> Prequest: ...
     def _heap_offset(self, buf: Any) -> int | None:
         """The segment offset of `buf` when it lies in the shared heap."""
     def _peer_view(self, offset: int, nbytes: int) -> PeerView:

@@ -90,9 +90,9 @@ class Persistent(_core.CommBase):
         def make() -> Prequest:
             r, rb = _uniform_bytes(recvbuf, self.size, "receive buffer")
             if is_in_place(sendbuf):
-                return self._alltoall_init(None, r, (rb, rb), None, algorithm, order, store)
+                return Prequest._alltoall_init(self, None, r, (rb, rb), None, algorithm, order, store)
             s, sb = _uniform_bytes(sendbuf, self.size, "send buffer")
-            return self._alltoall_init(s, r, (sb, rb), None, algorithm, order, store)
+            return Prequest._alltoall_init(self, s, r, (sb, rb), None, algorithm, order, store)
 
         return self._agree("Alltoall_init", make, (sendbuf, recvbuf))
 
@@ -111,10 +111,10 @@ class Persistent(_core.CommBase):
             r = parse_vector(recvbuf, self.size)
             if is_in_place(sendbuf):
                 arrays = [r.counts, r.displs, r.counts, r.displs]
-                return self._alltoall_init(None, r.buf, None, arrays, algorithm, order, store)
+                return Prequest._alltoall_init(self, None, r.buf, None, arrays, algorithm, order, store)
             s = parse_vector(sendbuf, self.size)
             arrays = [s.counts, s.displs, r.counts, r.displs]
-            return self._alltoall_init(s.buf, r.buf, None, arrays, algorithm, order, store)
+            return Prequest._alltoall_init(self, s.buf, r.buf, None, arrays, algorithm, order, store)
 
         return self._agree("Alltoallv_init", make, (sendbuf, recvbuf))
 
@@ -125,7 +125,7 @@ class Persistent(_core.CommBase):
 
         def make() -> Prequest:
             s, r, dt, o = self._reduction("Allreduce_init", sendbuf, recvbuf, op)
-            return self._coll_init("Allreduce", s, r.buf, 0, None, None, None, dt, o, algorithm)
+            return Prequest._coll_init(self, "Allreduce", s, r.buf, 0, None, None, None, dt, o, algorithm)
 
         return self._agree("Allreduce_init", make, (sendbuf, recvbuf, op or SUM))
 
@@ -139,8 +139,8 @@ class Persistent(_core.CommBase):
                     f"the receive buffer ({r.nbytes} bytes) does not split into {self.size} blocks"
                 )
             s = None if is_in_place(sendbuf) else parse_whole(sendbuf).buf
-            return self._coll_init(
-                "Allgather", s, r.buf, 0, r.nbytes // self.size, None, None, None, None, algorithm
+            return Prequest._coll_init(
+                self, "Allgather", s, r.buf, 0, r.nbytes // self.size, None, None, None, None, algorithm
             )
 
         return self._agree("Allgather_init", make, (sendbuf, recvbuf))
@@ -150,6 +150,8 @@ class Persistent(_core.CommBase):
 
         def make() -> Prequest:
             b = parse_whole(buf)
-            return self._coll_init("Bcast", None, b.buf, root, None, None, None, None, None, algorithm)
+            return Prequest._coll_init(
+                self, "Bcast", None, b.buf, root, None, None, None, None, None, algorithm
+            )
 
         return self._agree("Bcast_init", make, (buf, root))

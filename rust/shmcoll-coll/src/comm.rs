@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use shmcoll_kernels::hw;
 use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment};
 
-use crate::collectives::{CollAlgo, CollChoice, CollOp, CollTable, CollTables};
+use crate::collectives::select::{CollTable, CollTables};
+use crate::collectives::vocab::{CollAlgo, CollChoice, CollOp};
 use crate::config::Config;
 use crate::desc::{
     op_name, ArriveLine, Desc, DescCore, DoneLine, LineHead, F_FULL, F_RECV_HEAP, F_ROOT_ONLY,
@@ -30,6 +31,14 @@ pub struct Stats {
     pub rejected: u64,
     /// Yields spent leaving calls after CPU-mates that arrived first (leave_order.rs).
     pub leave_yields: u64,
+}
+
+/// A call this rank left without waiting for every rank's arrival (crate::one_sided): what
+/// it must wait for and check at its next call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unwaited {
+    pub(crate) seq: u64,
+    pub(crate) head: LineHead,
 }
 
 #[derive(Debug)]
@@ -63,7 +72,7 @@ pub struct Comm {
     /// Buffers outside the segment that peers can reach (shared-array and PMPI arenas).
     arenas: crate::arenas::Arenas,
     /// The last call, if this rank left it without every rank's arrival (one_sided.rs).
-    pub(crate) unwaited: Option<crate::one_sided::Unwaited>,
+    pub(crate) unwaited: Option<Unwaited>,
     /// Bytes of streamed payloads published (mirrors this rank's Progress line).
     pub(crate) streamed: u64,
     /// Persistent Alltoall(v) requests settled so far (each one's id, see

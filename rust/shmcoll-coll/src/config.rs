@@ -7,7 +7,7 @@ use shmcoll_kernels::hw;
 use shmcoll_shm::placement::BindPolicy;
 use shmcoll_shm::{shm_free_bytes, Sizes, WaitConfig};
 
-use crate::collectives::{CollAlgo, CollOp};
+use crate::collectives::vocab::{CollAlgo, CollOp};
 use crate::env_value::{env_bytes, env_real, env_whole};
 use crate::error::{Error, Result};
 use crate::registry::Forced;
@@ -47,6 +47,12 @@ pub const SETTINGS: &[(&str, &str)] = &[
 /// at two sizes (a code's world and its sub-communicators), few enough that the staging
 /// rings they keep backed stay small.
 pub const DEFAULT_POOL_SEGMENTS: usize = 4;
+/// The most segments a process keeps: as many as one creation record can offer
+/// (crate::pool::OFFER_IDS).
+pub const MAX_POOL_SEGMENTS: usize = 8;
+/// The variable that forces the private-buffer crossover (crate::cma_from; 0: CMA
+/// wherever the model's sizes put it, and no probe).
+pub const CMA_FROM_ENV: &str = "SHMCOLL_CMA_FROM";
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -150,10 +156,10 @@ pub mod ranges {
         hi: GIB,
         unit: "bytes",
     };
-    /// As many as one creation record can offer (crate::pool::OFFER_IDS).
+    /// As many as one creation record can offer (MAX_POOL_SEGMENTS).
     pub const POOL_SEGMENTS: Whole = Whole {
         lo: 0,
-        hi: crate::pool::OFFER_IDS as u64,
+        hi: super::MAX_POOL_SEGMENTS as u64,
         unit: "segments",
     };
     /// Address space only; x86-64 gives a process 128 TiB.
@@ -219,7 +225,7 @@ impl Config {
         let heap_set = env_bytes("SHMCOLL_HEAP_BYTES", ranges::HEAP_BYTES)?;
         let pool_segments = env_whole("SHMCOLL_POOL_SEGMENTS", ranges::POOL_SEGMENTS)?
             .map_or(DEFAULT_POOL_SEGMENTS, |n| {
-                usize::try_from(n).unwrap_or(crate::pool::OFFER_IDS)
+                usize::try_from(n).unwrap_or(MAX_POOL_SEGMENTS)
             });
         Ok(Config {
             inline_bytes: env_bytes("SHMCOLL_INLINE_BYTES", ranges::INLINE_BYTES)?
@@ -241,7 +247,7 @@ impl Config {
                 })?,
                 Err(_) => BindPolicy::Auto,
             },
-            cma_from: crate::cma_from::forced()?,
+            cma_from: env_bytes(CMA_FROM_ENV, ranges::CMA_FROM)?,
             pool_segments,
             heap_explicit: heap_set.is_some(),
         })

@@ -19,7 +19,8 @@ pub fn op_name(op: u32) -> &'static str {
         OP_BARRIER => "Barrier",
         OP_ALLTOALL => "Alltoall",
         OP_ALLTOALLV => "Alltoallv",
-        _ => crate::collectives::CollOp::from_code(op).map_or("an unknown operation", |o| o.name()),
+        _ => crate::collectives::vocab::CollOp::from_code(op)
+            .map_or("an unknown operation", |o| o.name()),
     }
 }
 
@@ -29,7 +30,8 @@ pub fn op_code(name: &str) -> Option<u32> {
         "Barrier" => Some(OP_BARRIER),
         "Alltoall" => Some(OP_ALLTOALL),
         "Alltoallv" => Some(OP_ALLTOALLV),
-        _ => crate::collectives::CollOp::parse(name).map(crate::collectives::CollOp::code),
+        _ => crate::collectives::vocab::CollOp::parse(name)
+            .map(crate::collectives::vocab::CollOp::code),
     }
 }
 

@@ -45,8 +45,8 @@ use std::time::Duration;
 use shmcoll_kernels::Store;
 use shmcoll_shm::{bound_apart, wait_counter, Line, WaitConfig};
 
-use crate::collectives::CollOp;
-use crate::comm::Comm;
+use crate::collectives::vocab::CollOp;
+use crate::comm::{Comm, Unwaited};
 use crate::desc::{
     op_name, unpack_extra, ArriveLine, Desc, DescCore, LineHead, F_INLINE, F_ROOT_ONLY, F_STREAMED,
     F_TINY,
@@ -84,14 +84,6 @@ fn waiting_for_root(wait: &WaitConfig, apart: bool) -> WaitConfig {
         w.spin = w.spin.max(ROOT_SPIN);
     }
     w
-}
-
-/// A call this rank left without waiting for every rank's arrival: what it must wait for
-/// and check at its next call.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Unwaited {
-    seq: u64,
-    head: LineHead,
 }
 
 /// The fields every rank's head of a one-sided call must share.

@@ -45,7 +45,7 @@ use crate::config::{Config, DEFAULT_POOL_SEGMENTS};
 use crate::error::{Error, Result};
 
 /// Segment ids one record can offer (and so the most segments a process keeps).
-pub const OFFER_IDS: usize = 8;
+pub const OFFER_IDS: usize = crate::config::MAX_POOL_SEGMENTS;
 
 /// First word of every record: a record of another layout or of garbage does not match.
 const TAG: u64 = u64::from_le_bytes(*b"SHMCREC\x01");

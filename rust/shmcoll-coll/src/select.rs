@@ -200,9 +200,8 @@ fn private_below(ranges: Vec<Range>, cma_from: usize) -> Vec<Range> {
     let Some(last) = cma_from.checked_sub(1) else {
         return ranges;
     };
-    let below_cma = |cands: Vec<Candidate>| {
-        crate::cma_from::without_cma(cands, |c| matches!(c.algo, Algo::Cma | Algo::CmaPush))
-    };
+    let below_cma =
+        |cands: Vec<Candidate>| without_cma(cands, |c| matches!(c.algo, Algo::Cma | Algo::CmaPush));
     let mut out = Vec::with_capacity(ranges.len() + 1);
     for r in ranges {
         let below = below_cma(r.candidates.clone());
@@ -271,6 +270,14 @@ pub fn select(
         chunk_bytes: cand.chunk_bytes.unwrap_or(chunk_bytes).max(64),
         forced,
     })
+}
+
+/// The candidates of a range of blocks below `cma_from`: `cands` without the CMA
+/// algorithms. Staging, which serves every call, stays (every model range lists it), and
+/// heap buffers' single copies (push, pull, direct) keep their places.
+pub(crate) fn without_cma<T>(mut cands: Vec<T>, is_cma: impl Fn(&T) -> bool) -> Vec<T> {
+    cands.retain(|c| !is_cma(c));
+    cands
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::collectives::select::CollRow;
-use crate::collectives::{CollAlgo, CollOp, CollTable};
+use crate::collectives::select::CollTable;
+use crate::collectives::vocab::{CollAlgo, CollOp};
 use crate::error::{Error, Result};
 use crate::select::{Candidate, Range, Table};
 

@@ -146,6 +146,26 @@ pub fn parse_bytes(s: &str) -> Option<usize> {
     (x.is_finite() && x >= 0.0 && x < usize::MAX as f64).then_some(x as usize)
 }
 
+#[cfg(target_arch = "x86_64")]
+fn leaf7() -> Option<(u32, u32)> {
+    (core::arch::x86_64::__get_cpuid_max(0).0 >= 7).then(|| {
+        let r = core::arch::x86_64::__cpuid_count(7, 0);
+        (r.ebx, r.edx)
+    })
+}
+
+/// Enhanced `rep movsb` (CPUID.7.0:EBX[9]): `rep movsb` is a fast copy for large sizes.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn x86_erms() -> bool {
+    leaf7().is_some_and(|(ebx, _)| ebx & (1 << 9) != 0)
+}
+
+/// Fast short `rep movsb` (CPUID.7.0:EDX[4]): low startup cost for short `rep movsb`.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn x86_fsrm() -> bool {
+    leaf7().is_some_and(|(_, edx)| edx & (1 << 4) != 0)
+}
+
 // ---------------------------------------------------------------------------------------
 // Reading the facts
 
@@ -342,8 +362,8 @@ fn simd_features() -> Vec<&'static str> {
             ("avx512f", is_x86_feature_detected!("avx512f")),
             ("avx512bw", is_x86_feature_detected!("avx512bw")),
             ("avx512vl", is_x86_feature_detected!("avx512vl")),
-            ("erms", crate::copy::x86_erms()),
-            ("fsrm", crate::copy::x86_fsrm()),
+            ("erms", x86_erms()),
+            ("fsrm", x86_fsrm()),
         ];
         v.extend(feats.iter().filter(|f| f.1).map(|f| f.0));
     }

@@ -20,8 +20,8 @@ use pyo3::PyTypeInfo;
 use shmcoll_kernels::Dtype;
 
 use crate::datatypes::datatype_info;
-use crate::fastpath::{dtype, is_buffer, nbytes};
-use crate::vector_spec::{is_list_or_tuple, item_size, list_items};
+use crate::pyobj::{dtype, is_buffer, is_in_place, nbytes};
+use crate::pyobj::{is_list_or_tuple, item_size, list_items};
 
 /// A specification's items, read as `shmcoll.buffers._items` reads them.
 struct Items<'py> {
@@ -165,4 +165,58 @@ pub fn per_rank_spec<'py>(
     ranks: usize,
 ) -> Option<(Bound<'py, PyAny>, usize)> {
     per_rank(spec, ranks)
+}
+
+/// A buffer argument of the fast path: a plain buffer, or a specification resolved to a
+/// run of bytes of one (`buffer_spec::whole`).
+pub(crate) enum Arg<'a, 'py> {
+    Plain(&'a Bound<'py, PyAny>),
+    Spec(Whole<'py>),
+}
+
+impl<'py> Arg<'_, 'py> {
+    pub(crate) fn obj(&self) -> &Bound<'py, PyAny> {
+        match self {
+            Arg::Plain(o) => o,
+            Arg::Spec(w) => &w.buf,
+        }
+    }
+
+    pub(crate) fn nbytes(&self) -> Option<usize> {
+        match self {
+            Arg::Plain(o) => nbytes(o),
+            Arg::Spec(w) => Some(w.len),
+        }
+    }
+
+    pub(crate) fn elem(&self) -> Option<Dtype> {
+        match self {
+            Arg::Plain(o) => dtype(o),
+            Arg::Spec(w) => w.elem,
+        }
+    }
+
+    /// The (offset, length) in bytes the call may use, None for the whole buffer.
+    pub(crate) fn window(&self) -> Option<(usize, usize)> {
+        match self {
+            Arg::Plain(_) => None,
+            Arg::Spec(w) => Some((w.offset, w.len)),
+        }
+    }
+}
+
+/// A buffer or a specification (`Some(Some(..))`), IN_PLACE (`Some(None)`; checked first,
+/// as mpi4py's exports an empty buffer), or None when only the Python implementation can
+/// read the argument. A count in the specification is per block when `blocks` > 1.
+pub(crate) fn arg<'a, 'py>(
+    obj: &'a Bound<'py, PyAny>,
+    blocks: usize,
+) -> Option<Option<Arg<'a, 'py>>> {
+    if is_in_place(obj) {
+        Some(None)
+    } else if is_buffer(obj) {
+        Some(Some(Arg::Plain(obj)))
+    } else {
+        whole(obj, blocks).map(|w| Some(Arg::Spec(w)))
+    }
 }

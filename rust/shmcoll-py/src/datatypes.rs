@@ -92,7 +92,7 @@ pub(crate) fn datatype_info(dt: &Bound<'_, PyAny>) -> Option<DatatypeInfo> {
     let elem = if np_dtype.is_none() {
         None
     } else {
-        crate::fastpath::dtype_from_str(&np_dtype)
+        crate::pyobj::dtype_from_str(&np_dtype)
     };
     let info = DatatypeInfo { size, elem };
     let mut known = DATATYPES.lock().unwrap_or_else(|e| e.into_inner());

@@ -14,12 +14,12 @@ use shmcoll_shm::Segment;
 
 use crate::buffer::{hold_for_call, BorrowError, Borrowed, CallBuf};
 use crate::errors::{to_py, IntoPyResult};
-use crate::fastpath::{is_buffer, is_in_place, try_fast, try_reduce_scatter};
+use crate::fastpath::{try_fast, try_reduce_scatter};
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
 use crate::given::Objects;
 use crate::heap::{HeapBuffer, PeerView};
-use crate::persistent::Prequest;
 use crate::pool::PooledSegment;
+use crate::pyobj::{is_buffer, is_in_place};
 use crate::table::{from_rows, to_rows, RangeRow};
 use crate::vector_spec::{vector_collective, vector_spec};
 
@@ -638,46 +638,6 @@ impl CommBase {
             fast,
             "_py_Reduce_scatter_block",
             (sendbuf, recvbuf, op),
-        )
-    }
-
-    /// A persistent Alltoall (`send_bpp`/`recv_bpp`) or Alltoallv (`arrays`: send counts,
-    /// send displacements, receive counts, receive displacements) on resolved buffers
-    /// (sizes in bytes); `sendbuf=None` means in place.
-    #[pyo3(name = "_alltoall_init", signature = (sendbuf, recvbuf, bpp=None, arrays=None, algorithm=None, order=None, store=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn alltoall_init(
-        slf: &Bound<'_, Self>,
-        sendbuf: Option<&Bound<'_, PyAny>>,
-        recvbuf: &Bound<'_, PyAny>,
-        bpp: Option<(usize, usize)>,
-        arrays: Option<[Vec<usize>; 4]>,
-        algorithm: Option<&str>,
-        order: Option<&str>,
-        store: Option<&str>,
-    ) -> PyResult<Prequest> {
-        Prequest::alltoall(slf, sendbuf, recvbuf, bpp, arrays, algorithm, order, store)
-    }
-
-    /// A persistent collective of the others (arguments as `_coll`).
-    #[pyo3(name = "_coll_init", signature = (op, sendbuf, recvbuf, root=0, block=None, counts=None, displs=None, dtype=None, reduce_op=None, algorithm=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn coll_init(
-        slf: &Bound<'_, Self>,
-        op: &str,
-        sendbuf: Option<&Bound<'_, PyAny>>,
-        recvbuf: Option<&Bound<'_, PyAny>>,
-        root: usize,
-        block: Option<usize>,
-        counts: Option<Vec<usize>>,
-        displs: Option<Vec<usize>>,
-        dtype: Option<&str>,
-        reduce_op: Option<&str>,
-        algorithm: Option<&str>,
-    ) -> PyResult<Prequest> {
-        let vector = counts.zip(displs);
-        Prequest::coll(
-            slf, op, sendbuf, recvbuf, root, block, vector, dtype, reduce_op, algorithm,
         )
     }
 

@@ -18,6 +18,7 @@ mod machine;
 mod objects;
 mod persistent;
 mod pool;
+mod pyobj;
 mod shared_arrays;
 mod table;
 mod vector_spec;
@@ -114,7 +115,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared_arrays::_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::_in_shared_arena, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::shared_arrays_info, m)?)?;
-    m.add_function(wrap_pyfunction!(fastpath::register_mpi, m)?)?;
+    m.add_function(wrap_pyfunction!(pyobj::register_mpi, m)?)?;
     m.add_function(wrap_pyfunction!(vector_spec::vector_spec, m)?)?;
     m.add_function(wrap_pyfunction!(buffer_spec::whole_spec, m)?)?;
     m.add_function(wrap_pyfunction!(buffer_spec::per_rank_spec, m)?)?;

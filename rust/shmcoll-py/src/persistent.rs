@@ -306,6 +306,48 @@ fn start_coll(
 
 #[pymethods]
 impl Prequest {
+    /// A persistent Alltoall of `comm` (`send_bpp`/`recv_bpp`) or Alltoallv (`arrays`: send counts,
+    /// send displacements, receive counts, receive displacements) on resolved buffers
+    /// (sizes in bytes); `sendbuf=None` means in place.
+    #[staticmethod]
+    #[pyo3(name = "_alltoall_init", signature = (comm, sendbuf, recvbuf, bpp=None, arrays=None, algorithm=None, order=None, store=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn alltoall_init(
+        comm: &Bound<'_, CommBase>,
+        sendbuf: Option<&Bound<'_, PyAny>>,
+        recvbuf: &Bound<'_, PyAny>,
+        bpp: Option<(usize, usize)>,
+        arrays: Option<[Vec<usize>; 4]>,
+        algorithm: Option<&str>,
+        order: Option<&str>,
+        store: Option<&str>,
+    ) -> PyResult<Prequest> {
+        Prequest::alltoall(comm, sendbuf, recvbuf, bpp, arrays, algorithm, order, store)
+    }
+
+    /// A persistent collective of the others on `comm` (arguments as `CommBase._coll`).
+    #[staticmethod]
+    #[pyo3(name = "_coll_init", signature = (comm, op, sendbuf, recvbuf, root=0, block=None, counts=None, displs=None, dtype=None, reduce_op=None, algorithm=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn coll_init(
+        comm: &Bound<'_, CommBase>,
+        op: &str,
+        sendbuf: Option<&Bound<'_, PyAny>>,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        root: usize,
+        block: Option<usize>,
+        counts: Option<Vec<usize>>,
+        displs: Option<Vec<usize>>,
+        dtype: Option<&str>,
+        reduce_op: Option<&str>,
+        algorithm: Option<&str>,
+    ) -> PyResult<Prequest> {
+        let vector = counts.zip(displs);
+        Prequest::coll(
+            comm, op, sendbuf, recvbuf, root, block, vector, dtype, reduce_op, algorithm,
+        )
+    }
+
     /// Run the collective (every rank of the communicator starts its request).
     #[pyo3(name = "Start")]
     fn start(&mut self, py: Python<'_>) -> PyResult<()> {

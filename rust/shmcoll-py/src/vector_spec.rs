@@ -16,10 +16,11 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::PyTuple;
 use pyo3::{intern, PyTypeInfo};
 
 use crate::datatypes::{datatype_size, is_ndarray};
+use crate::pyobj::{in_bytes, is_list_or_tuple, item_size, list_items, prefix_sums};
 
 /// `size` non-negative ints from a list, a tuple or a NumPy array of integers (other
 /// arrays' `tolist()` gives floats or nested lists, which do not convert: None).
@@ -64,35 +65,6 @@ fn counts_and_displs(
         .map(|c| (c, None))
 }
 
-/// The item size of a NumPy array or memoryview (None for other buffers: the Python
-/// parser asks the buffer protocol).
-pub(crate) fn item_size(buf: &Bound<'_, PyAny>) -> Option<usize> {
-    if !crate::fastpath::is_buffer(buf) {
-        return None;
-    }
-    buf.getattr(intern!(buf.py(), "itemsize"))
-        .ok()?
-        .extract::<usize>()
-        .ok()
-        .filter(|&n| n > 0)
-}
-
-/// The items of a list or tuple. Indexing them directly: collecting a generic iterator
-/// asks `operator.length_hint` under the stable ABI, an import on every call.
-pub(crate) fn list_items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
-    if let Ok(l) = obj.cast::<PyList>() {
-        Some(l.iter().collect())
-    } else if let Ok(t) = obj.cast::<PyTuple>() {
-        Some(t.iter().collect())
-    } else {
-        None
-    }
-}
-
-pub(crate) fn is_list_or_tuple(obj: &Bound<'_, PyAny>) -> bool {
-    PyList::is_type_of(obj) || PyTuple::is_type_of(obj)
-}
-
 /// A sequence of counts, as the Python parser's `_is_seq` sees one: a list, a tuple or a
 /// NumPy array.
 fn is_seq(obj: &Bound<'_, PyAny>) -> bool {
@@ -119,7 +91,7 @@ pub fn vector_collective<'py>(
     // bytes it names) or IN_PLACE (Some(None)).
     type Side<'py> = Option<(Bound<'py, PyAny>, Option<(usize, usize)>)>;
     let plain = |o: &Bound<'py, PyAny>| -> Option<Side<'py>> {
-        crate::fastpath::arg(o, 1).map(|a| a.map(|a| (a.obj().clone(), a.window())))
+        crate::buffer_spec::arg(o, 1).map(|a| a.map(|a| (a.obj().clone(), a.window())))
     };
     // The side whose counts only the root has (Gatherv's receive, Scatterv's send).
     let at_root = comm.rank() == root;
@@ -187,7 +159,7 @@ pub fn vector_spec<'py>(spec: &Bound<'py, PyAny>, size: usize) -> Option<Vector<
         _ => return None,
     };
     // Other exporters (DLPack, the CUDA array interface) are the Python parser's.
-    if !crate::fastpath::is_buffer(buf) {
+    if !crate::pyobj::is_buffer(buf) {
         return None;
     }
     // A missing datatype, or None, means the buffer's own item size.
@@ -206,21 +178,4 @@ pub fn vector_spec<'py>(spec: &Bound<'py, PyAny>, size: usize) -> Option<Vector<
         in_bytes(&counts, isz)?,
         in_bytes(&displs, isz)?,
     ))
-}
-
-/// `v` scaled from elements of `isz` bytes to bytes (None on overflow).
-pub(crate) fn in_bytes(v: &[usize], isz: usize) -> Option<Vec<usize>> {
-    v.iter().map(|&x| x.checked_mul(isz)).collect()
-}
-
-/// The exclusive prefix sums of `v`: where each block starts when they lie back to back
-/// (None on overflow).
-pub(crate) fn prefix_sums(v: &[usize]) -> Option<Vec<usize>> {
-    v.iter()
-        .scan(Some(0usize), |at, &c| {
-            let o = *at;
-            *at = at.and_then(|a| a.checked_add(c));
-            Some(o)
-        })
-        .collect()
 }

@@ -39,7 +39,7 @@ pub use probe::Figures;
 
 /// The environment variable that forces the value (0: CMA wherever the model's sizes
 /// put it, and no probe).
-pub const ENV: &str = "SHMCOLL_CMA_FROM";
+pub const ENV: &str = crate::config::CMA_FROM_ENV;
 /// The largest value accepted from the environment or a segment.
 pub const MAX_BYTES: usize = crate::config::ranges::CMA_FROM.hi as usize;
 /// The probe's time budget: no repetition starts that would end past it.
@@ -203,12 +203,4 @@ pub fn in_force() -> Result<CmaFrom> {
 /// `SHMCOLL_CMA_FROM`, checked, if set.
 pub fn forced() -> Result<Option<usize>> {
     crate::env_value::env_bytes(ENV, crate::config::ranges::CMA_FROM)
-}
-
-/// The candidates of a range of blocks below `cma_from`: `cands` without the CMA
-/// algorithms. Staging, which serves every call, stays (every model range lists it), and
-/// heap buffers' single copies (push, pull, direct) keep their places.
-pub(crate) fn without_cma<T>(mut cands: Vec<T>, is_cma: impl Fn(&T) -> bool) -> Vec<T> {
-    cands.retain(|c| !is_cma(c));
-    cands
 }

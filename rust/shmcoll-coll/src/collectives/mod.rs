@@ -22,9 +22,12 @@ mod reach;
 pub mod select;
 mod settled;
 mod staging;
+pub mod vocab;
 
-pub use select::{model_coll_table, CollTable};
+pub(crate) use select::TINY;
+pub use select::{model_coll_table, CollTable, CollTables};
 pub use settled::CollSettled;
+pub use vocab::{CollAlgo, CollChoice, CollFacts, CollOp};
 
 use shmcoll_kernels::reduce::{Dtype, Op};
 
@@ -32,184 +35,10 @@ use crate::alltoall::{Blocks, RawBuf};
 use crate::comm::Comm;
 use crate::desc::{
     unpack_extra, Arr, Desc, DescCore, F_FULL, F_IN_PLACE, F_RECV_HEAP, F_ROOT_ONLY, F_SEND_HEAP,
-    F_STREAMED, F_VECTOR, LINE_PAYLOAD,
+    F_STREAMED, F_VECTOR,
 };
 use crate::error::{Error, ErrorKind, Result};
 use checks::bad;
-
-/// The collectives of this module, with mpi4py's names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum CollOp {
-    Bcast = 0,
-    Allgather = 1,
-    Allgatherv = 2,
-    Gather = 3,
-    Gatherv = 4,
-    Scatter = 5,
-    Scatterv = 6,
-    ReduceScatterBlock = 7,
-    ReduceScatter = 8,
-    Allreduce = 9,
-    Reduce = 10,
-}
-
-/// Descriptor op codes of this module start here (below: Barrier, Alltoall, Alltoallv).
-const OP_BASE: u32 = 16;
-
-impl CollOp {
-    pub const ALL: [CollOp; 11] = [
-        CollOp::Bcast,
-        CollOp::Allgather,
-        CollOp::Allgatherv,
-        CollOp::Gather,
-        CollOp::Gatherv,
-        CollOp::Scatter,
-        CollOp::Scatterv,
-        CollOp::ReduceScatterBlock,
-        CollOp::ReduceScatter,
-        CollOp::Allreduce,
-        CollOp::Reduce,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CollOp::Bcast => "Bcast",
-            CollOp::Allgather => "Allgather",
-            CollOp::Allgatherv => "Allgatherv",
-            CollOp::Gather => "Gather",
-            CollOp::Gatherv => "Gatherv",
-            CollOp::Scatter => "Scatter",
-            CollOp::Scatterv => "Scatterv",
-            CollOp::ReduceScatterBlock => "Reduce_scatter_block",
-            CollOp::ReduceScatter => "Reduce_scatter",
-            CollOp::Allreduce => "Allreduce",
-            CollOp::Reduce => "Reduce",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<CollOp> {
-        CollOp::ALL
-            .into_iter()
-            .find(|o| o.name().eq_ignore_ascii_case(s.trim()))
-    }
-
-    pub fn code(self) -> u32 {
-        OP_BASE + self as u32
-    }
-
-    pub fn from_code(c: u32) -> Option<CollOp> {
-        CollOp::ALL.into_iter().find(|o| o.code() == c)
-    }
-
-    pub fn rooted(self) -> bool {
-        matches!(
-            self,
-            CollOp::Bcast
-                | CollOp::Gather
-                | CollOp::Gatherv
-                | CollOp::Scatter
-                | CollOp::Scatterv
-                | CollOp::Reduce
-        )
-    }
-
-    pub fn reduces(self) -> bool {
-        matches!(
-            self,
-            CollOp::ReduceScatterBlock | CollOp::ReduceScatter | CollOp::Allreduce | CollOp::Reduce
-        )
-    }
-
-    /// The family that shares a selection table (the vector variant with its uniform one).
-    pub fn family(self) -> CollOp {
-        match self {
-            CollOp::Allgatherv => CollOp::Allgather,
-            CollOp::Gatherv => CollOp::Gather,
-            CollOp::Scatterv => CollOp::Scatter,
-            CollOp::ReduceScatter => CollOp::ReduceScatterBlock,
-            o => o,
-        }
-    }
-}
-
-/// Algorithms of this module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum CollAlgo {
-    Inline = 0,
-    Direct = 1,
-    Staging = 2,
-    Cma = 3,
-}
-
-impl CollAlgo {
-    pub const ALL: [CollAlgo; 4] = [
-        CollAlgo::Inline,
-        CollAlgo::Direct,
-        CollAlgo::Cma,
-        CollAlgo::Staging,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CollAlgo::Inline => "inline",
-            CollAlgo::Direct => "direct",
-            CollAlgo::Cma => "cma",
-            CollAlgo::Staging => "staging",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<CollAlgo> {
-        CollAlgo::ALL
-            .into_iter()
-            .find(|a| a.name().eq_ignore_ascii_case(s.trim()))
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            CollAlgo::Inline => "contributions inline in the segment, one synchronisation round (small messages)",
-            CollAlgo::Direct => "single copies from/into peers' buffers in the shared heap; reductions as reduce-scatter, each rank writing its slice",
-            CollAlgo::Cma => "as direct, reaching peers' private buffers with process_vm_readv/writev",
-            CollAlgo::Staging => "chunked rounds through the staging areas (any buffers, no CMA)",
-        }
-    }
-
-    /// Why this algorithm cannot serve a call with these facts, if it cannot.
-    pub fn restriction(self, f: &CollFacts) -> Option<String> {
-        match self {
-            CollAlgo::Inline if !f.all_inline_written => Some(format!(
-                "a contribution is larger than the {} bytes of the inline area (SHMCOLL_INLINE_BYTES)",
-                f.inline_capacity
-            )),
-            CollAlgo::Direct if f.first_outside_heap.is_some() => Some(format!(
-                "every buffer that peers touch must be in the shared heap (Comm.empty); rank {}'s is not",
-                f.first_outside_heap.unwrap_or(0)
-            )),
-            CollAlgo::Cma if !f.cma_ok => {
-                Some("process_vm_readv/writev is not permitted between these processes".into())
-            }
-            _ => None,
-        }
-    }
-
-    /// Encoded in descriptors (0: not forced).
-    fn encode(a: Option<CollAlgo>) -> u64 {
-        a.map_or(0, |a| a as u64 + 1)
-    }
-}
-
-/// What is known identically on every rank after the arrive round.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CollFacts {
-    /// The size that selection looks up: the largest contribution of a rank, in bytes.
-    pub bytes: usize,
-    pub all_inline_written: bool,
-    pub inline_capacity: usize,
-    /// The first rank with a buffer that peers touch under `direct` outside the heap.
-    pub first_outside_heap: Option<usize>,
-    pub cma_ok: bool,
-}
 
 /// One call as the bindings describe it (all sizes in bytes).
 ///
@@ -231,14 +60,6 @@ pub struct CollCall<'a> {
     pub blocks: Option<Blocks<'a>>,
     pub reduce: Option<(Dtype, Op)>,
     pub forced: Option<CollAlgo>,
-}
-
-/// What served a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CollChoice {
-    pub op: CollOp,
-    pub algo: CollAlgo,
-    pub forced: bool,
 }
 
 /// A validated call, ready for an algorithm.
@@ -476,44 +297,6 @@ impl Comm {
         self.coll_tables.get(op.family()).choose(f).ok_or_else(|| {
             Error::Unsupported(format!("no algorithm can serve this {} call", op.name()))
         })
-    }
-}
-
-/// The largest payload `inline` carries in the arrive line itself.
-pub(crate) const TINY: usize = LINE_PAYLOAD;
-
-/// Selection tables of every family, bound at creation (model, or a tuned file).
-#[derive(Clone, Debug)]
-pub struct CollTables {
-    tables: Vec<CollTable>,
-}
-
-impl CollTables {
-    pub fn model(
-        m: &shmcoll_kernels::hw::Machine,
-        p: usize,
-        inline_bytes: usize,
-        staging_bytes: usize,
-        cma_from: usize,
-    ) -> CollTables {
-        CollTables {
-            tables: CollOp::ALL
-                .iter()
-                .map(|&o| model_coll_table(o.family(), m, p, inline_bytes, staging_bytes, cma_from))
-                .collect(),
-        }
-    }
-
-    pub fn get(&self, family: CollOp) -> &CollTable {
-        &self.tables[family as usize]
-    }
-
-    pub fn set(&mut self, family: CollOp, t: CollTable) {
-        for o in CollOp::ALL {
-            if o.family() == family {
-                self.tables[o as usize] = t.clone();
-            }
-        }
     }
 }
 

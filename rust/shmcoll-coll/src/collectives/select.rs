@@ -4,7 +4,11 @@
 
 use shmcoll_kernels::hw::Machine;
 
-use super::{CollAlgo, CollFacts, CollOp, TINY};
+use super::vocab::{CollAlgo, CollFacts, CollOp};
+use crate::desc::LINE_PAYLOAD;
+
+/// The largest payload `inline` carries in the arrive line itself.
+pub(crate) const TINY: usize = LINE_PAYLOAD;
 
 /// One row: contributions of up to `max_bytes` (inclusive) try `candidates` in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,7 +189,7 @@ fn private_below(rows: Vec<CollRow>, cma_from: usize) -> Vec<CollRow> {
         return rows;
     };
     let below_cma =
-        |cands: Vec<CollAlgo>| crate::cma_from::without_cma(cands, |a| *a == CollAlgo::Cma);
+        |cands: Vec<CollAlgo>| crate::select::without_cma(cands, |a| *a == CollAlgo::Cma);
     let mut out = Vec::with_capacity(rows.len() + 1);
     let mut lo = 0usize;
     for r in rows {
@@ -208,6 +212,41 @@ fn private_below(rows: Vec<CollRow>, cma_from: usize) -> Vec<CollRow> {
         lo = next_lo;
     }
     out
+}
+
+/// Selection tables of every family, bound at creation (model, or a tuned file).
+#[derive(Clone, Debug)]
+pub struct CollTables {
+    tables: Vec<CollTable>,
+}
+
+impl CollTables {
+    pub fn model(
+        m: &shmcoll_kernels::hw::Machine,
+        p: usize,
+        inline_bytes: usize,
+        staging_bytes: usize,
+        cma_from: usize,
+    ) -> CollTables {
+        CollTables {
+            tables: CollOp::ALL
+                .iter()
+                .map(|&o| model_coll_table(o.family(), m, p, inline_bytes, staging_bytes, cma_from))
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, family: CollOp) -> &CollTable {
+        &self.tables[family as usize]
+    }
+
+    pub fn set(&mut self, family: CollOp, t: CollTable) {
+        for o in CollOp::ALL {
+            if o.family() == family {
+                self.tables[o as usize] = t.clone();
+            }
+        }
+    }
 }
 
 #[cfg(test)]

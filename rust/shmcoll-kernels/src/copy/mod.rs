@@ -18,9 +18,6 @@ mod x86_avx512;
 #[cfg(target_arch = "x86_64")]
 mod x86_sse2;
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{erms as x86_erms, fsrm as x86_fsrm};
-
 /// Below this many bytes a non-temporal copy is done with ordinary stores: head/tail
 /// handling and the later fence cost more than streaming saves, and small data is usually
 /// read again soon. Also the point from which kernels loop (shorter copies are loop-free).
@@ -166,7 +163,7 @@ struct Dispatch {
 fn kernels(isa: Isa) -> Kernels {
     #[cfg(target_arch = "x86_64")]
     {
-        let erms = x86::erms();
+        let erms = hw::x86_erms();
         match isa {
             Isa::Scalar => Kernels {
                 temporal: scalar::copy_temporal,

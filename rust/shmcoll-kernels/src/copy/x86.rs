@@ -1,27 +1,9 @@
-//! x86_64 helpers shared by the SIMD kernels: feature bits, `rep movsb`, and copies of up to
-//! 32 bytes with baseline SSE2 (always available on x86_64, so no `target_feature` needed).
+//! x86_64 helpers shared by the SIMD kernels: `rep movsb`, and copies of up to 32 bytes
+//! with baseline SSE2 (always available on x86_64, so no `target_feature` needed). The
+//! feature bits that choose among them are machine facts (crate::hw).
 
 use core::arch::asm;
-use core::arch::x86_64::{
-    __cpuid_count, __get_cpuid_max, __m128i, _mm_loadu_si128, _mm_storeu_si128,
-};
-
-fn leaf7() -> Option<(u32, u32)> {
-    (__get_cpuid_max(0).0 >= 7).then(|| {
-        let r = __cpuid_count(7, 0);
-        (r.ebx, r.edx)
-    })
-}
-
-/// Enhanced `rep movsb` (CPUID.7.0:EBX[9]): `rep movsb` is a fast copy for large sizes.
-pub(crate) fn erms() -> bool {
-    leaf7().is_some_and(|(ebx, _)| ebx & (1 << 9) != 0)
-}
-
-/// Fast short `rep movsb` (CPUID.7.0:EDX[4]): low startup cost for short `rep movsb`.
-pub(crate) fn fsrm() -> bool {
-    leaf7().is_some_and(|(_, edx)| edx & (1 << 4) != 0)
-}
+use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
 
 /// `rep movsb`.
 ///
