@@ -74,11 +74,33 @@ int shmcoll_alltoall(ShmcollComm *comm, const void *send, void *recv, size_t byt
 int shmcoll_alltoallv(ShmcollComm *comm, const void *send, const size_t *send_counts,
                       const size_t *send_displs, void *recv, const size_t *recv_counts,
                       const size_t *recv_displs, char *err, size_t cap);
+/* The engine's element types and operators (`dtype`/`redop` below; reductions only, else
+ * -1). They are the engine's own codes (shmcoll_kernels::Dtype::code, Op::code): a test of
+ * the engine (rust/shmcoll-capi/src/header.rs) checks every constant of this header. */
+#define SHMCOLL_DTYPE_INT8 0
+#define SHMCOLL_DTYPE_INT16 1
+#define SHMCOLL_DTYPE_INT32 2
+#define SHMCOLL_DTYPE_INT64 3
+#define SHMCOLL_DTYPE_UINT8 4
+#define SHMCOLL_DTYPE_UINT16 5
+#define SHMCOLL_DTYPE_UINT32 6
+#define SHMCOLL_DTYPE_UINT64 7
+#define SHMCOLL_DTYPE_FLOAT32 8
+#define SHMCOLL_DTYPE_FLOAT64 9
+#define SHMCOLL_DTYPE_COMPLEX64 10
+#define SHMCOLL_DTYPE_COMPLEX128 11
+#define SHMCOLL_OP_SUM 0
+#define SHMCOLL_OP_PROD 1
+#define SHMCOLL_OP_MIN 2
+#define SHMCOLL_OP_MAX 3
+#define SHMCOLL_OP_BAND 4
+#define SHMCOLL_OP_BOR 5
+#define SHMCOLL_OP_BXOR 6
+#define SHMCOLL_OP_LAND 7
+#define SHMCOLL_OP_LOR 8
 /* The other collectives (shmcoll_collective's `op`). Sizes in bytes: the broadcast buffer,
  * each rank's Allgather block, each rank's Reduce_scatter_block result, the Allreduce
- * vector. `dtype`/`redop` (reductions only, else -1): the engine's codes, int8 0, int16 1,
- * int32 2, int64 3, uint8..uint64 4..7, float32 8, float64 9, complex64 10, complex128 11;
- * sum 0, prod 1, min 2, max 3, band 4, bor 5, bxor 6, land 7, lor 8. */
+ * vector. `dtype`/`redop`: SHMCOLL_DTYPE_* / SHMCOLL_OP_*, or -1. */
 #define SHMCOLL_BCAST 0
 #define SHMCOLL_ALLGATHER 1
 #define SHMCOLL_REDUCE_SCATTER_BLOCK 2

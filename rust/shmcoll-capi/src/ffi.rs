@@ -572,8 +572,8 @@ pub unsafe extern "C" fn shmcoll_barrier(
 }
 
 /// The call codes `shmcoll_reject` takes beyond `SHMCOLL_BCAST`..: Alltoall, Alltoallv.
-const REJECT_ALLTOALL: c_int = 4;
-const REJECT_ALLTOALLV: c_int = 5;
+pub(crate) const REJECT_ALLTOALL: c_int = 4;
+pub(crate) const REJECT_ALLTOALLV: c_int = 5;
 
 /// Reject this rank's part of a call (`op`: SHMCOLL_BCAST.. or SHMCOLL_ALLTOALL(V)) with
 /// the error class `class` (SHMCOLL_CLASS_ARG..) and the message `why`: the engine tells

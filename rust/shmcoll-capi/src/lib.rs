@@ -14,6 +14,8 @@ pub mod collectives;
 pub mod engine;
 pub mod ffi;
 #[cfg(test)]
+mod header;
+#[cfg(test)]
 mod testing;
 
 pub use engine::{Outcome, Status};

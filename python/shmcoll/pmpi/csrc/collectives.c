@@ -9,10 +9,17 @@
 /* The engine's operator code, or -1 (user-defined operators, MINLOC, REPLACE, ...). */
 static int engine_op(MPI_Op op)
 {
-    MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, MPI_BAND, MPI_BOR, MPI_BXOR, MPI_LAND, MPI_LOR};
-    for (int i = 0; i < (int)(sizeof ops / sizeof *ops); i++)
-        if (ops[i] == op)
-            return i;
+    struct {
+        MPI_Op mpi;
+        int code;
+    } ops[] = {
+        {MPI_SUM, SHMCOLL_OP_SUM},   {MPI_PROD, SHMCOLL_OP_PROD}, {MPI_MIN, SHMCOLL_OP_MIN},
+        {MPI_MAX, SHMCOLL_OP_MAX},   {MPI_BAND, SHMCOLL_OP_BAND}, {MPI_BOR, SHMCOLL_OP_BOR},
+        {MPI_BXOR, SHMCOLL_OP_BXOR}, {MPI_LAND, SHMCOLL_OP_LAND}, {MPI_LOR, SHMCOLL_OP_LOR},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (ops[i].mpi == op)
+            return ops[i].code;
     return -1;
 }
 

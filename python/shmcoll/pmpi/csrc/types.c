@@ -49,12 +49,15 @@ static int general(MPI_Datatype t, size_t *bytes)
  * and size; -1 if it has none. */
 static int engine_code(char kind, size_t size)
 {
-    int log = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : size == 8 ? 3 : -1;
     switch (kind) {
-    case 'i': return log;
-    case 'u': return log < 0 ? -1 : 4 + log;
-    case 'f': return size == 4 ? 8 : size == 8 ? 9 : -1;
-    case 'c': return size == 8 ? 10 : size == 16 ? 11 : -1;
+    case 'i':
+        return size == 1 ? SHMCOLL_DTYPE_INT8 : size == 2 ? SHMCOLL_DTYPE_INT16
+             : size == 4 ? SHMCOLL_DTYPE_INT32 : size == 8 ? SHMCOLL_DTYPE_INT64 : -1;
+    case 'u':
+        return size == 1 ? SHMCOLL_DTYPE_UINT8 : size == 2 ? SHMCOLL_DTYPE_UINT16
+             : size == 4 ? SHMCOLL_DTYPE_UINT32 : size == 8 ? SHMCOLL_DTYPE_UINT64 : -1;
+    case 'f': return size == 4 ? SHMCOLL_DTYPE_FLOAT32 : size == 8 ? SHMCOLL_DTYPE_FLOAT64 : -1;
+    case 'c': return size == 8 ? SHMCOLL_DTYPE_COMPLEX64 : size == 16 ? SHMCOLL_DTYPE_COMPLEX128 : -1;
     default: return -1;
     }
 }
