@@ -26,11 +26,9 @@ MAX_INTERLEAVED = 6
 
 # The first measurement of a process warms up this many times longer. The launch's first
 # tens of milliseconds run slower with ranks sharing CPUs (processes finishing their
-# start-up, the scheduler settling), and without it the first size carried them: at 4
-# ranks on 2 CPUs, 8-byte calls first in the launch took 5.9-8.4 µs against 4.7-5.5 from
-# the second size on (`shmcoll bench allreduce -n 4 -m 8:64`, five launches); with this,
-# 5.0-5.9 in ten launches of the four operations, one Allgather launch still at 8.4.
-# MPI's calls get the same warm-up.
+# start-up, the scheduler settling), and without it the first size carries them (the
+# figures: docs/benchmarks.md, "The first size of a launch"). MPI's calls get the same
+# warm-up.
 LAUNCH_WARMUP_FACTOR = 10
 _launch_warmed = False
 

@@ -17,7 +17,7 @@
 //! The upper bound is there because NumPy puts arrays of 4 MiB or more on transparent huge
 //! pages, which a memfd gets only where the kernel allows them for shared memory
 //! (shmcoll_shm::huge_pages; most systems say `never`): element-wise work over arrays larger
-//! than the caches runs 1.1x to 1.5x slower on 4 KiB pages (docs/results-collectives.md,
+//! than the caches runs slower on 4 KiB pages (docs/results-collectives.md,
 //! "Ordinary NumPy arrays by default"). Where the arena's large blocks get huge pages, that
 //! cost is gone and the bound rises to `DEFAULT_MAX_BYTES_HUGE`.
 

@@ -5,7 +5,8 @@
 //! where the administrator allowed it for shared memory (`shmem_enabled`, which most
 //! distributions leave at `never`). The shared-array arena (crate::shared_arena) serves
 //! large arrays only where they get huge pages too, since on 4 KiB pages element-wise work
-//! over arrays larger than the caches runs 1.1x to 1.5x slower.
+//! over arrays larger than the caches runs slower (docs/results-collectives.md, "Ordinary
+//! NumPy arrays by default").
 //!
 //! The settings (the kernel's Documentation/admin-guide/mm/transhuge.rst): the global
 //! `/sys/kernel/mm/transparent_hugepage/shmem_enabled` (`always`, `within_size`, `advise`,

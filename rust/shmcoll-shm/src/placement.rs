@@ -2,8 +2,9 @@
 //!
 //! With more ranks than CPUs, a waiting rank must hand its CPU to the rank it waits for.
 //! Unbound, the scheduler keeps migrating the ranks between CPUs and sometimes stacks three
-//! on one CPU while a lone rank spins on the other, where yielding does nothing; measured
-//! on a 2-CPU VM, 4 unbound ranks take ~8 µs per small Alltoall, bound ones ~5 µs. So, as
+//! on one CPU while a lone rank spins on the other, where yielding does nothing (a small
+//! Alltoall costs half again as much unbound: docs/results-collectives.md, "The
+//! measurements behind the model's choices"). So, as
 //! MPI launchers do with `--bind-to core`, each rank is bound round-robin to one CPU of its
 //! allowed set, but only when it was not bound already (its mask is every online CPU).
 

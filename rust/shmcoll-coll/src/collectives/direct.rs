@@ -121,11 +121,10 @@ fn part(n: usize, p: usize, k: usize) -> (usize, usize) {
 /// Allgather. When every rank can write every receive buffer (it is in the heap, or CMA
 /// works) each rank pushes its own block to every peer: it reads data hot in its own cache
 /// and (above the NT threshold, in the heap) streams it to memory, where pulling would
-/// fetch every line from the writer's cache, which in this VM moves only ~7 GB/s between
-/// cores. Through CMA the same holds: process_vm_writev of the hot block against
-/// process_vm_readv of the peers' (ordinary arrays, 2 ranks on 2 CPUs, 16 KiB to 1 MiB per
-/// rank: 1.2x to 1.9x faster; 4 ranks on 2 CPUs, 16 KiB to 1 MiB: 1.2x to 1.5x, and
-/// ahead of the staging pipeline from 32 KiB). Else each rank pulls, from the heap or with CMA.
+/// fetch every line from the writer's cache, a slow path between cores. Through CMA the
+/// same holds: process_vm_writev of the hot block beats process_vm_readv of the peers'
+/// (docs/results-collectives.md, "The measurements behind the model's choices"). Else each
+/// rank pulls, from the heap or with CMA.
 fn allgather(r: &mut Reach, x: &Call) {
     let me = r.c.rank;
     let p = r.c.size;
@@ -178,10 +177,8 @@ fn gather(r: &mut Reach, x: &Call) {
 /// Scatter. While the blocks the root sends fit in a quarter of its L2 (they are hot
 /// there: it has just written them) and it can write every receive buffer, the root
 /// pushes them; pulling would fetch every line from the root's cache. Larger, each
-/// non-root pulls its block, so that all cores copy at once. Measured with ordinary
-/// arrays (CMA) on the 2-CPU VM (2 MiB L2), push against pull: 2 ranks, 1.4x to 1.7x
-/// from 16 to 256 KiB per rank, even at 512 KiB, pull ahead from 1 MiB; 4 ranks, 1.2x to
-/// 1.5x from 8 to 128 KiB, pull ahead from 256 KiB (768 KiB pushed).
+/// non-root pulls its block, so that all cores copy at once (where each wins, measured:
+/// docs/results-collectives.md, "The measurements behind the model's choices").
 fn scatter(r: &mut Reach, x: &Call) {
     let (me, p, root) = (r.c.rank, r.c.size, x.root);
     let blocks = x.blocks_of(r.c, root);

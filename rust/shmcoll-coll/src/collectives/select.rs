@@ -145,20 +145,12 @@ pub fn model_coll_table(
     // CMA, up to a share of the L2 and within the staging area (so that a writer never
     // waits for a slot): a writer and a reader that share a core then meet each chunk in
     // its cache, where CMA pins and copies pages from a peer that may not be running.
-    // Measured at 4 ranks on 2 CPUs (2 MiB L2), staging against CMA, private buffers:
-    // - Bcast: 1.2x to 1.6x from 64 to 512 KiB; from 1 MiB the split CMA copy wins (1.0x
-    //   to 1.3x at 2 to 16 MiB);
-    // - Allgather (before it pushed through CMA; see direct::allgather), per rank: 1.15x
-    //   to 1.33x from 16 to 512 KiB; since, CMA's push is ahead from 32 KiB per rank
-    //   (1.3x to 1.5x from 32 KiB to 1 MiB, even at 16 KiB);
-    // - Allreduce: 1.03x to 1.66x from 16 to 512 KiB, CMA 1.05x ahead at 1 MiB;
-    // - Reduce_scatter: 1.02x to 1.25x from 16 KiB to 1 MiB, even at 2 MiB;
-    // - Reduce: 1.07x to 1.51x from 16 to 256 KiB, CMA ahead from 512 KiB;
-    // - Gather (and Scatter, the same one-to-many shape): CMA 1.2x to 6x ahead, since
-    //   only the root copies.
-    // Allgather is left out: each rank pushes its block, hot in its cache, with CMA.
-    // With a core each, CMA wins at every size (Bcast, 2 ranks, 64 KiB to 16 MiB: 1.1x to
-    // 2.5x faster than the pipeline).
+    // The share per family is where the pipeline stopped winning when measured: half the
+    // L2 for Bcast, Allreduce and Reduce_scatter, an eighth for Reduce; none for Gather
+    // and Scatter (only the root copies, and CMA is ahead) nor for Allgather (each rank
+    // pushes its block, hot in its cache, with CMA). With a CPU each, CMA wins at every
+    // size. The figures: docs/results-collectives.md, "The measurements behind the
+    // model's choices".
     let staging_share = match family {
         CollOp::Bcast | CollOp::Allreduce | CollOp::ReduceScatterBlock => 2,
         CollOp::Reduce => 8,

@@ -7,10 +7,10 @@ use core::arch::x86_64::*;
 
 const V: usize = 16;
 
-/// From here temporal copies use `rep movsb` on ERMS CPUs. With 16-byte stores the loop is
-/// store-bound at half the L1 bandwidth (~85 vs ~235 GB/s for 4 KiB on a Sapphire Rapids
-/// VM); beyond L1 both are within a few percent. glibc uses the same 2 KiB for 16-byte
-/// vectors.
+/// From here temporal copies use `rep movsb` on ERMS CPUs: with 16-byte stores the loop is
+/// store-bound at half the L1 bandwidth, and beyond L1 both are alike (figures:
+/// docs/results-collectives.md, "The measurements behind the model's choices"). glibc
+/// uses the same 2 KiB for 16-byte vectors.
 const REP_MOVSB_MIN: usize = 2048;
 
 /// Loads 4 vectors (64 bytes) from `s`.
