@@ -257,10 +257,15 @@ def test_a_windows_file_replaces_the_built_in_windows(mpich: Mpi, tmp_path: Path
     the library cache) replaces the built-in windows op by op; a bad line is reported and
     skipped; the environment still wins over the file."""
     f = tmp_path / "w.windows"
-    f.write_text("# comment\nbcast 0:0\nallgather 0:1M  # every Allgather here\nallreduce 4K\nwarp 0:1\n")
+    # Lines 4-7 are bad: no range, an unknown operation, a bound that overflows 64 bits
+    # (the shim's parser checks it, as the engine's does), a fraction.
+    f.write_text(
+        "# comment\nbcast 0:0\nallgather 0:1MiB  # every Allgather here\nallreduce 4K\nwarp 0:1\n"
+        "allreduce 0:99999999999999999M\nallreduce 0:1.5M\n"
+    )
     p = mpich.run(2, mpich.compile("collectives_check"), env={"SHMCOLL_PMPI_WINDOWS": str(f)})
     assert ", 0 failures" in p.stdout, p.stdout + p.stderr
-    assert f"{f}:4: ignored" in p.stderr and f"{f}:5: ignored" in p.stderr
+    assert all(f"{f}:{n}: ignored" in p.stderr for n in (4, 5, 6, 7)), p.stderr
     s = stats(p.stderr)
     for r in range(2):
         bcast, red, gather = s[(r, "MPI_Bcast")], s[(r, "MPI_Allreduce")], s[(r, "MPI_Allgather")]

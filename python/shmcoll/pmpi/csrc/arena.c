@@ -114,8 +114,9 @@ static void warn(const char *name, const char *value, const char *what)
         return; /* nothing better to do */
 }
 
-/* "1048576", "256K", "64G" (K/M/G/T, binary, optionally followed by B or iB). */
-static int parse_bytes(const char *s, unsigned long long *out)
+/* "1048576", "256K", "64G" (K/M/G/T, binary, optionally followed by B or iB); 0 for
+ * anything else or a value that overflows (declared in shim.h). */
+int shim_parse_bytes(const char *s, unsigned long long *out)
 {
     char *end;
     if (*s < '0' || *s > '9')
@@ -170,7 +171,7 @@ __attribute__((constructor)) static void arena_init(void)
     const char *s = getenv("SHMCOLL_PMPI_SHARED_MALLOC");
     if (s && strcasecmp(s, "off") == 0) {
         v = 0;
-    } else if (s && *s && !parse_bytes(s, &v)) {
+    } else if (s && *s && !shim_parse_bytes(s, &v)) {
         warn("SHMCOLL_PMPI_SHARED_MALLOC", s, "expected a size in bytes (e.g. 256K) or off");
         v = DEFAULT_THRESHOLD;
     }
@@ -179,7 +180,7 @@ __attribute__((constructor)) static void arena_init(void)
         v = 0;
     s = getenv("SHMCOLL_PMPI_ARENA_BYTES");
     if (s && *s) {
-        if (parse_bytes(s, &r) && r >= PAGE && (r + PAGE - 1) / PAGE <= MAX_PAGES)
+        if (shim_parse_bytes(s, &r) && r >= PAGE && (r + PAGE - 1) / PAGE <= MAX_PAGES)
             reserve = (size_t)((r + PAGE - 1) / PAGE * PAGE);
         else
             warn("SHMCOLL_PMPI_ARENA_BYTES", s, "expected a size from 4K to 8T (e.g. 64G)");

@@ -107,6 +107,12 @@ shim_comm *shim_serving(MPI_Comm comm, enum shim_reason *why);
 int shim_types(int in_place, MPI_Datatype sendtype, MPI_Datatype recvtype, size_t *ssize, size_t *rsize);
 /* Whether `bytes` falls in the range where MPI was measured faster for `op` (window.c). */
 int shim_mpi_faster(enum shim_op op, size_t bytes);
+/* A byte count ("1048576", "256K", "64G": K/M/G/T binary, optionally followed by B or
+ * iB) -> 1 and *out, else 0 (also on overflow): the shim's one parser, for its settings
+ * and the windows file. It never allocates, since the malloc arena reads its settings
+ * before allocating is safe; that is why it is not the engine's (hw::parse_bytes), whose
+ * dialect it follows but for fractions ("1.5M"), which it refuses. */
+int shim_parse_bytes(const char *s, unsigned long long *out);
 /* Whether some size of `op` goes to PMPI (its window is not empty): then a rank that
  * cannot compute its call's size cannot know where its peers went either. */
 int shim_window_open(enum shim_op op);

@@ -19,6 +19,7 @@
 #include <libgen.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,24 +52,22 @@ static struct {
 };
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static int parse_size(const char *s, size_t *out, char **end)
-{
-    unsigned long long v = strtoull(s, end, 10);
-    if (*end == s)
-        return 0;
-    if (**end == 'K' || **end == 'k')
-        v <<= 10, (*end)++;
-    else if (**end == 'M' || **end == 'm')
-        v <<= 20, (*end)++;
-    *out = (size_t)v;
-    return 1;
-}
-
-/* "LO:HI" -> 1 and the range, else 0. */
+/* "LO:HI" -> 1 and the range (each side a byte count as shim_parse_bytes reads one),
+ * else 0. */
 static int parse_range(const char *v, size_t *lo, size_t *hi)
 {
-    char *end;
-    return parse_size(v, lo, &end) && *end == ':' && parse_size(end + 1, hi, &end) && !*end && *lo <= *hi;
+    char buf[64];
+    const char *colon = strchr(v, ':');
+    size_t n = colon ? (size_t)(colon - v) : 0;
+    unsigned long long a, b;
+    if (!colon || n >= sizeof buf)
+        return 0;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    if (!shim_parse_bytes(buf, &a) || !shim_parse_bytes(colon + 1, &b) || a > SIZE_MAX || b > SIZE_MAX)
+        return 0;
+    *lo = (size_t)a, *hi = (size_t)b;
+    return *lo <= *hi;
 }
 
 static int op_named(const char *name)
