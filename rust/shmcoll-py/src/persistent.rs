@@ -99,95 +99,6 @@ fn parse<T>(
 }
 
 impl Prequest {
-    /// A request for Alltoall (uniform `send_bpp`/`recv_bpp`) or Alltoallv (`arrays`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn alltoall(
-        comm: &Bound<'_, CommBase>,
-        sendbuf: Option<&Bound<'_, PyAny>>,
-        recvbuf: &Bound<'_, PyAny>,
-        bpp: Option<(usize, usize)>,
-        arrays: Option<[Vec<usize>; 4]>,
-        algorithm: Option<&str>,
-        order: Option<&str>,
-        store: Option<&str>,
-    ) -> PyResult<Prequest> {
-        let py = comm.py();
-        let forced = Forced::parse(algorithm, order, store).py_err(py)?;
-        let mut held = Vec::with_capacity(2);
-        let recv = borrow(&mut held, Some(recvbuf), true, "receive buffer")?.expect("given");
-        let send = borrow(&mut held, sendbuf, false, "send buffer")?;
-        let plan = match (bpp, arrays) {
-            (Some((send_bpp, recv_bpp)), None) => Plan::Alltoall {
-                send,
-                recv,
-                send_bpp,
-                recv_bpp,
-                forced,
-                settled: None,
-            },
-            (None, Some(arrays)) => Plan::Alltoallv {
-                send,
-                recv,
-                arrays,
-                forced,
-                settled: None,
-            },
-            _ => {
-                return Err(to_py(
-                    py,
-                    Error::InvalidArgument("give block sizes or counts and displacements".into()),
-                ))
-            }
-        };
-        Ok(Prequest {
-            comm: comm.clone().unbind(),
-            plan,
-            held,
-            freed: false,
-        })
-    }
-
-    /// A request for one of the other collectives (arguments as `CommBase._coll`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn coll(
-        comm: &Bound<'_, CommBase>,
-        op: &str,
-        sendbuf: Option<&Bound<'_, PyAny>>,
-        recvbuf: Option<&Bound<'_, PyAny>>,
-        root: usize,
-        block: Option<usize>,
-        vector: Option<(Vec<usize>, Vec<usize>)>,
-        dtype: Option<&str>,
-        reduce_op: Option<&str>,
-        algorithm: Option<&str>,
-    ) -> PyResult<Prequest> {
-        let py = comm.py();
-        let op = parse(py, "collective", Some(op), CollOp::parse)?.expect("given");
-        let forced = parse(py, "algorithm", algorithm, CollAlgo::parse)?;
-        let dt = parse(py, "datatype", dtype, Dtype::parse)?;
-        let rop = parse(py, "reduction operator", reduce_op, Op::parse)?;
-        let mut held = Vec::with_capacity(2);
-        let root_reads_only = op == CollOp::Bcast && comm.borrow_mut().comm(py)?.rank() == root;
-        let send = borrow(&mut held, sendbuf, false, "send buffer")?;
-        let recv = borrow(&mut held, recvbuf, !root_reads_only, "receive buffer")?;
-        Ok(Prequest {
-            comm: comm.clone().unbind(),
-            plan: Plan::Coll {
-                op,
-                send,
-                recv,
-                root,
-                block,
-                vector,
-                reduce: dt.zip(rop),
-                forced,
-                settled: None,
-            },
-            held,
-            freed: false,
-        })
-    }
-
     fn run(&mut self, py: Python<'_>, comm: &mut Comm) -> Result<(), Error> {
         match &mut self.plan {
             Plan::Alltoall {
@@ -306,13 +217,13 @@ fn start_coll(
 
 #[pymethods]
 impl Prequest {
-    /// A persistent Alltoall of `comm` (`send_bpp`/`recv_bpp`) or Alltoallv (`arrays`: send counts,
-    /// send displacements, receive counts, receive displacements) on resolved buffers
-    /// (sizes in bytes); `sendbuf=None` means in place.
+    /// A persistent Alltoall of `comm` (uniform `bpp`: send and receive bytes per rank) or
+    /// Alltoallv (`arrays`: send counts, send displacements, receive counts, receive
+    /// displacements) on resolved buffers (sizes in bytes); `sendbuf=None` means in place.
     #[staticmethod]
     #[pyo3(name = "_alltoall_init", signature = (comm, sendbuf, recvbuf, bpp=None, arrays=None, algorithm=None, order=None, store=None))]
     #[allow(clippy::too_many_arguments)]
-    fn alltoall_init(
+    fn alltoall(
         comm: &Bound<'_, CommBase>,
         sendbuf: Option<&Bound<'_, PyAny>>,
         recvbuf: &Bound<'_, PyAny>,
@@ -322,14 +233,47 @@ impl Prequest {
         order: Option<&str>,
         store: Option<&str>,
     ) -> PyResult<Prequest> {
-        Prequest::alltoall(comm, sendbuf, recvbuf, bpp, arrays, algorithm, order, store)
+        let py = comm.py();
+        let forced = Forced::parse(algorithm, order, store).py_err(py)?;
+        let mut held = Vec::with_capacity(2);
+        let recv = borrow(&mut held, Some(recvbuf), true, "receive buffer")?.expect("given");
+        let send = borrow(&mut held, sendbuf, false, "send buffer")?;
+        let plan = match (bpp, arrays) {
+            (Some((send_bpp, recv_bpp)), None) => Plan::Alltoall {
+                send,
+                recv,
+                send_bpp,
+                recv_bpp,
+                forced,
+                settled: None,
+            },
+            (None, Some(arrays)) => Plan::Alltoallv {
+                send,
+                recv,
+                arrays,
+                forced,
+                settled: None,
+            },
+            _ => {
+                return Err(to_py(
+                    py,
+                    Error::InvalidArgument("give block sizes or counts and displacements".into()),
+                ))
+            }
+        };
+        Ok(Prequest {
+            comm: comm.clone().unbind(),
+            plan,
+            held,
+            freed: false,
+        })
     }
 
     /// A persistent collective of the others on `comm` (arguments as `CommBase._coll`).
     #[staticmethod]
     #[pyo3(name = "_coll_init", signature = (comm, op, sendbuf, recvbuf, root=0, block=None, counts=None, displs=None, dtype=None, reduce_op=None, algorithm=None))]
     #[allow(clippy::too_many_arguments)]
-    fn coll_init(
+    fn coll(
         comm: &Bound<'_, CommBase>,
         op: &str,
         sendbuf: Option<&Bound<'_, PyAny>>,
@@ -342,10 +286,32 @@ impl Prequest {
         reduce_op: Option<&str>,
         algorithm: Option<&str>,
     ) -> PyResult<Prequest> {
+        let py = comm.py();
         let vector = counts.zip(displs);
-        Prequest::coll(
-            comm, op, sendbuf, recvbuf, root, block, vector, dtype, reduce_op, algorithm,
-        )
+        let op = parse(py, "collective", Some(op), CollOp::parse)?.expect("given");
+        let forced = parse(py, "algorithm", algorithm, CollAlgo::parse)?;
+        let dt = parse(py, "datatype", dtype, Dtype::parse)?;
+        let rop = parse(py, "reduction operator", reduce_op, Op::parse)?;
+        let mut held = Vec::with_capacity(2);
+        let root_reads_only = op == CollOp::Bcast && comm.borrow_mut().comm(py)?.rank() == root;
+        let send = borrow(&mut held, sendbuf, false, "send buffer")?;
+        let recv = borrow(&mut held, recvbuf, !root_reads_only, "receive buffer")?;
+        Ok(Prequest {
+            comm: comm.clone().unbind(),
+            plan: Plan::Coll {
+                op,
+                send,
+                recv,
+                root,
+                block,
+                vector,
+                reduce: dt.zip(rop),
+                forced,
+                settled: None,
+            },
+            held,
+            freed: false,
+        })
     }
 
     /// Run the collective (every rank of the communicator starts its request).
