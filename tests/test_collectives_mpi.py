@@ -53,19 +53,19 @@ def test_collectives_match_mpi_on_split_communicators(mode: str, nranks: int) ->
 @pytest.mark.parametrize("nranks", [1, 2, 3])
 def test_vector_collectives_with_count_lists_or_arrays_run_natively(nranks: int) -> None:
     """Counts as lists or NumPy arrays with predefined mpi4py or NumPy datatypes never
-    reach the Python parser; a derived datatype does (once per rank, in the script's last
-    call); all equal MPI's results."""
+    reach the Python resolver; a derived datatype does (once per side on every rank, in
+    the script's last call); all equal MPI's results."""
     proc = run_mpiexec(nranks, MPI_SCRIPTS / "vector_routes.py", timeout=60)
     lines = re.findall(r"rank (\d+) routes python=(\d+) failures=(\d+)", proc.stdout)
     assert len(lines) == nranks, proc.stdout + proc.stderr
-    assert all(py == "1" and fails == "0" for _, py, fails in lines), proc.stdout
+    assert all(py == "2" and fails == "0" for _, py, fails in lines), proc.stdout
 
 
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 def test_buffer_specifications_with_datatypes_run_natively(nranks: int) -> None:
     """``[buf, MPI.DOUBLE]``, ``[buf, count, dt]``, ``[buf, (count, displ), dt]`` (and NumPy
     datatypes, IN_PLACE) for Bcast, Reduce, Gather, Scatter, Allreduce, Allgather,
-    Reduce_scatter_block and Alltoall never reach the Python parser, and leave every
+    Reduce_scatter_block and Alltoall never reach the Python resolver, and leave every
     receive buffer (the bytes a count leaves out too) as MPI does."""
     proc = run_mpiexec(nranks, MPI_SCRIPTS / "spec_routes.py", timeout=60)
     lines = re.findall(r"rank (\d+) routes python=(\d+) failures=(\d+)", proc.stdout)

@@ -4,7 +4,7 @@ API is the ``shmcoll`` package, which wraps what is here."""
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Self, final, overload
+from typing import Any, Final, NoReturn, Self, final, overload
 
 from numpy.typing import NDArray
 from typing_extensions import Buffer, disjoint_base
@@ -204,7 +204,8 @@ class CommBase:
         order: str | None = None,
         store: str | None = None,
     ) -> None:
-        """Alltoall with per-rank counts and displacements (mpi4py's vector specifications)."""
+        """Alltoall with per-rank counts and displacements (mpi4py's vector specifications;
+        `sendbuf` may be IN_PLACE)."""
     def Allreduce(
         self,
         sendbuf: Any,
@@ -290,55 +291,17 @@ class CommBase:
     def freed(self) -> bool: ...
 
     # -- the engine, for the Python subclass ------------------------------------------
-    def _alltoall(
-        self,
-        sendbuf: Any | None,
-        recvbuf: Any,
-        send_bpp: int | None = None,
-        recv_bpp: int | None = None,
-        algorithm: str | None = None,
-        order: str | None = None,
-        store: str | None = None,
-    ) -> None:
-        """Alltoall of `send_bpp`/`recv_bpp` bytes per rank (None: the buffer length /
-        size); `sendbuf=None` means in place."""
-
-    def _alltoallv(
-        self,
-        sendbuf: Any | None,
-        recvbuf: Any,
-        sendcounts: list[int],
-        sdispls: list[int],
-        recvcounts: list[int],
-        rdispls: list[int],
-        algorithm: str | None = None,
-        order: str | None = None,
-        store: str | None = None,
-    ) -> None:
-        """Alltoallv with counts and displacements in bytes; `sendbuf=None` means in place."""
-
-    def _reject(self, op: str, message: str, kind: str = "argument") -> None:
-        """Take part in a collective whose arguments this rank rejected (the peers raise
-        too); `kind` is "argument", "buffer" or "unsupported"."""
+    def _reject_with(self, op: str, e: BaseException) -> NoReturn:
+        """Take part in collective `op` as this rank's rejection for `e` (the peers raise
+        PeerRejectedError), and raise `e` as a shmcoll error."""
 
     def _abort(self, why: str) -> None:
         """Break the communicator and tell the peers (they fail at once)."""
     def _fallback_agree(self, op: str, why: str) -> None:
         """Agree with every rank that collective `op` goes to MPI (raises unless all do)."""
-    def _coll(
-        self,
-        op: str,
-        sendbuf: Any | None,
-        recvbuf: Any | None,
-        root: int = 0,
-        block: int | None = None,
-        counts: Sequence[int] | None = None,
-        displs: Sequence[int] | None = None,
-        dtype: str | None = None,
-        reduce_op: str | None = None,
-        algorithm: str | None = None,
-    ) -> None:
-        """One of the collectives other than Alltoall(v) on resolved buffers (sizes in bytes)."""
+    def _on_mpi(self, name: str, why: BaseException, args: tuple[Any, ...]) -> Any:
+        """Run call `name` on the wrapped MPI communicator once every rank agreed to (`why`:
+        what shmcoll does not serve); without MPI, every rank raises UnsupportedError."""
     def _heap_offset(self, buf: Any) -> int | None:
         """The segment offset of `buf` when it lies in the shared heap."""
     def _peer_view(self, offset: int, nbytes: int) -> PeerView:

@@ -181,10 +181,10 @@ def _offset(buf: Any, nbytes_off: int) -> Any:
 
 @dataclass
 class Simple:
-    """A buffer for Alltoall: `buf`, and bytes per rank (None: length / size)."""
+    """A buffer for Alltoall: `buf`, and its bytes per rank."""
 
     buf: Any
-    bytes_per_rank: int | None
+    bytes_per_rank: int
 
 
 @dataclass

@@ -5,8 +5,9 @@ Migrating is one line: ``comm = shmcoll.Comm(MPI.COMM_WORLD)`` and the existing
 ``comm.empty()`` / ``comm.zeros()`` live in the shared heap, where peers read and write them
 directly (one copy instead of two).
 
-The hot methods (``Alltoall``, ``Barrier``) are implemented by the native base class, so a
-call goes from Python straight into Rust; this module adds the bootstrap and the rest.
+The collectives with mpi4py's names and ``Barrier`` are implemented by the native base
+class, so a call goes from Python straight into Rust; this module adds the bootstrap and
+the rest.
 """
 
 from __future__ import annotations
@@ -17,22 +18,14 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from . import _core, bootstrap, bound_tables
-from .buffers import is_in_place, parse_simple, parse_vector
 from .collectives import Collectives
 from .envvars import parse_whole
-from .errors import (
-    ArgumentError,
-    BadBufferError,
-    ServedByMPI,
-    ShmcollError,
-    UnsupportedError,
-    as_shmcoll_error,
-)
+from .errors import ArgumentError, UnsupportedError
 from .nodes import node_split, spans_nodes
 from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
@@ -279,67 +272,6 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
             if mpi != MPI.COMM_NULL:
                 mpi.Free()
             raise
-
-    # -- collectives ------------------------------------------------------------------
-    def _py_Alltoall(
-        self,
-        sendbuf: Any,
-        recvbuf: Any,
-        *,
-        algorithm: str | None = None,
-        order: str | None = None,
-        store: str | None = None,
-    ) -> None:
-        """Alltoall for the buffer specifications the native method does not read itself
-        (a count per rank, as mpi4py reads Alltoall's); `sendbuf` may be IN_PLACE."""
-        try:
-            r = parse_simple(recvbuf, self.size)
-            s = None if is_in_place(sendbuf) else parse_simple(sendbuf, self.size)
-        except ServedByMPI as why:
-            return self._on_mpi("Alltoall", why, (sendbuf, recvbuf))
-        except Exception as e:
-            self._reject_with("Alltoall", e)
-        if s is None:
-            self._alltoall(None, r.buf, None, r.bytes_per_rank, algorithm, order, store)
-        else:
-            self._alltoall(s.buf, r.buf, s.bytes_per_rank, r.bytes_per_rank, algorithm, order, store)
-
-    def _py_Alltoallv(
-        self,
-        sendbuf: Any,
-        recvbuf: Any,
-        *,
-        algorithm: str | None = None,
-        order: str | None = None,
-        store: str | None = None,
-    ) -> None:
-        """Alltoall with per-rank counts and displacements (mpi4py's vector specs:
-        ``[buf, counts, displs, datatype]``, ``[buf, (counts, displs), datatype]``,
-        ``[buf, counts, datatype]``); `sendbuf` may be IN_PLACE."""
-        try:
-            r = parse_vector(recvbuf, self.size)
-            s = None if is_in_place(sendbuf) else parse_vector(sendbuf, self.size)
-        except ServedByMPI as why:
-            return self._on_mpi("Alltoallv", why, (sendbuf, recvbuf))
-        except Exception as e:
-            self._reject_with("Alltoallv", e)
-        if s is None:
-            self._alltoallv(None, r.buf, r.counts, r.displs, r.counts, r.displs, algorithm, order, store)
-        else:
-            self._alltoallv(s.buf, r.buf, s.counts, s.displs, r.counts, r.displs, algorithm, order, store)
-
-    def _reject_with(self, op: str, e: BaseException) -> NoReturn:
-        """Tell the peers this rank's call `op` is invalid, so that they raise instead of
-        waiting, and raise `e` as a shmcoll error (`errors.as_shmcoll_error`)."""
-        err = as_shmcoll_error(e)
-        kind = "buffer" if isinstance(err, BadBufferError) else "argument"
-        if isinstance(err, UnsupportedError):
-            kind = "unsupported"
-        with contextlib.suppress(ShmcollError):
-            self._reject(op, f"{type(e).__name__}: {e}", kind)
-        if err is e:
-            raise e
-        raise err from e
 
     # -- shared heap ------------------------------------------------------------------
     def empty(self, shape: Any, dtype: Any = float, order: str = "C") -> np.ndarray:

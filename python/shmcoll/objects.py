@@ -156,13 +156,15 @@ def _fold(items: Sequence[Any], op: Any) -> Any:
 class ObjectCollectives:
     """The lowercase collectives of mpi4py's communicator (see the module documentation)."""
 
-    # Provided by shmcoll.Comm and its native base.
-    size: int
-    rank: int
+    if TYPE_CHECKING:  # provided by the native base, _core.CommBase
 
-    if TYPE_CHECKING:
+        @property
+        def size(self) -> int: ...
 
-        def _reject_with(self, op: str, e: BaseException) -> NoReturn: ...  # Comm
+        @property
+        def rank(self) -> int: ...
+
+        def _reject_with(self, op: str, e: BaseException) -> NoReturn: ...
 
         # The native exchanges (CommBase, rust/shmcoll-py/src/objects.rs).
         _objects_gather: Callable[..., tuple[list[Any], bool]]

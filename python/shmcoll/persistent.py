@@ -10,12 +10,12 @@ collective: every rank learns whether any rank's arguments were rejected.
 What shmcoll does not serve (`ServedByMPI`: operators it does not implement, derived
 datatypes with gaps, device memory) gets MPI's persistent request instead (``MPI.Prequest``,
 the same ``Start``/``Wait``/``Test``/``Free``), once every rank agreed to, announced and
-counted as every fallback (`Collectives._on_mpi`).
+counted as every fallback (`CommBase._on_mpi`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -24,29 +24,13 @@ from ._core import Prequest
 from .buffers import is_in_place, parse_simple, parse_vector, parse_whole
 from .errors import ArgumentError, ServedByMPI, ShmcollError, as_shmcoll_error
 from .ops import SUM
-
-
-def _uniform_bytes(spec: Any, p: int, what: str) -> tuple[Any, int]:
-    s = parse_simple(spec, p)
-    if s.bytes_per_rank is None:  # pragma: no cover - parse_simple always resolves it
-        raise ArgumentError(f"cannot size the {what}")
-    return s.buf, s.bytes_per_rank
+from .resolve import reduction
 
 
 class Persistent(_core.CommBase):
     """The ``*_init`` methods of `shmcoll.Comm`."""
 
     _mpi: Any
-
-    if TYPE_CHECKING:
-
-        def _reduction(
-            self, name: str, sendbuf: Any, recvbuf: Any, op: Any, send_blocks: int = 1, recv_blocks: int = 1
-        ) -> Any: ...
-
-        def _on_mpi(
-            self, name: str, why: ServedByMPI, args: tuple[Any, ...], method: str | None = None
-        ) -> Any: ...
 
     def _agree(self, name: str, make: Any, args: tuple[Any, ...]) -> Any:
         """Build a request with `make()`; if any rank fails, every rank raises. Where
@@ -61,7 +45,7 @@ class Persistent(_core.CommBase):
             err = e
         flag = np.array([0 if err is None else 1], np.int32)
         everyone = np.empty(1, np.int32)
-        self._coll("Allreduce", flag, everyone, 0, None, None, None, "int32", "max", "inline")
+        self.Allreduce(flag, everyone, "max", algorithm="inline")
         if err is not None:
             # As a rejected call raises (errors.as_shmcoll_error): a shmcoll error of the
             # same built-in family.
@@ -88,10 +72,12 @@ class Persistent(_core.CommBase):
         """A persistent Alltoall."""
 
         def make() -> Prequest:
-            r, rb = _uniform_bytes(recvbuf, self.size, "receive buffer")
+            recv = parse_simple(recvbuf, self.size)
+            r, rb = recv.buf, recv.bytes_per_rank
             if is_in_place(sendbuf):
                 return Prequest._alltoall_init(self, None, r, (rb, rb), None, algorithm, order, store)
-            s, sb = _uniform_bytes(sendbuf, self.size, "send buffer")
+            send = parse_simple(sendbuf, self.size)
+            s, sb = send.buf, send.bytes_per_rank
             return Prequest._alltoall_init(self, s, r, (sb, rb), None, algorithm, order, store)
 
         return self._agree("Alltoall_init", make, (sendbuf, recvbuf))
@@ -124,7 +110,8 @@ class Persistent(_core.CommBase):
         """A persistent Allreduce."""
 
         def make() -> Prequest:
-            s, r, dt, o = self._reduction("Allreduce_init", sendbuf, recvbuf, op)
+            s, r, dt, o = reduction("Allreduce_init", sendbuf, recvbuf, op)
+            assert r is not None
             return Prequest._coll_init(self, "Allreduce", s, r.buf, 0, None, None, None, dt, o, algorithm)
 
         return self._agree("Allreduce_init", make, (sendbuf, recvbuf, op or SUM))

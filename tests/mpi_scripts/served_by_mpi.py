@@ -2,7 +2,8 @@
 results, announced once per kind (a RuntimeWarning) and counted per call, where the
 ranks agree on it; where they do not, every rank raises instead of waiting:
 
-* derived datatypes with gaps (Alltoall, Alltoallv, Bcast; rank 0 alone: every rank raises),
+* derived datatypes with gaps (Alltoall, Alltoallv, Bcast; rank 0 alone: every rank raises;
+  the call enters the native engine once, which agrees on the fallback itself),
 * buffers with only the CUDA array interface (device memory to shmcoll),
 * MPI.BOTTOM with absolute addresses,
 * persistent forms of those and of an operator shmcoll does not implement: MPI's request;
@@ -14,6 +15,7 @@ Prints ``FAIL ...`` lines and ``rank R served-by-mpi failures=<n>``.
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -78,7 +80,17 @@ with warnings.catch_warnings(record=True) as caught:
     s = np.arange(4 * p, dtype=np.float64) + 100 * me
     r, want = np.full(4 * p, -1.0), np.full(4 * p, -1.0)
     before = counted("derived datatypes with gaps")
+    entered = []  # the communicator's native methods called from Python code
+
+    def hook(frame: object, event: str, arg: object) -> None:
+        if event == "c_call" and getattr(arg, "__self__", None) is comm:
+            entered.append(getattr(arg, "__name__", "?"))
+
+    sys.setprofile(hook)
     comm.Alltoall([s, resized], [r, resized])
+    sys.setprofile(None)
+    # One crossing: the native method agrees on the fallback itself, then MPI runs.
+    expect(f"a fallback enters the engine once ({entered})", entered == ["Alltoall"])
     world.Alltoall([s, resized], [want, resized])
     expect("Alltoall with gaps: MPI's result", np.array_equal(r, want))
     comm.Alltoallv([s, ([1] * p, list(range(p))), resized], [r, ([1] * p, list(range(p))), resized])

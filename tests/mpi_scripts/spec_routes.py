@@ -1,8 +1,8 @@
 """mpi4py's single-buffer specifications (``[buf, MPI.DOUBLE]``, ``[buf, count, dt]``,
 ``[buf, (count, displ), dt]``, NumPy dtypes and type codes) run natively for every
 collective with one buffer per side, and for Reduce_scatter with recvcounts: the Python
-implementations (``_py_<Name>``, Alltoall's ``_py_Alltoall`` included), whose calls this
-script counts, are never reached, and every result (the whole receive
+resolver (``shmcoll.resolve``), whose calls this script counts, is never asked, and
+every result (the whole receive
 buffer, so the bytes a count leaves out too) equals MPI's for the same specifications.
 Prints one line: ``rank R routes python=<calls> failures=<n>``."""
 
@@ -18,10 +18,9 @@ calls: list[str] = []
 world = MPI.COMM_WORLD
 comm = shmcoll.Comm(world)
 p, me = comm.size, comm.rank
-for name in dir(comm):
-    if name.startswith("_py_"):
-        impl = getattr(comm, name)
-        setattr(comm, name, lambda *a, _n=name, _f=impl, **k: (calls.append(_n), _f(*a, **k)))
+for name in ("whole", "per_rank", "vector", "counts", "reduction"):
+    impl = getattr(shmcoll.resolve, name)
+    setattr(shmcoll.resolve, name, lambda *a, _n=name, _f=impl, **k: (calls.append(_n), _f(*a, **k))[1])
 failures = 0
 D = MPI.DOUBLE
 

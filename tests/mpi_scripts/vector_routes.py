@@ -1,7 +1,7 @@
 """Vector collectives with mpi4py's specifications (counts as lists or NumPy arrays,
 predefined mpi4py or NumPy datatypes; the other side a buffer or a specification) run
-natively: Alltoallv, Allgatherv, Gatherv and Scatterv never reach their Python
-implementations (`_py_<Name>`), whose calls this script counts, and give MPI's results.
+natively: Alltoallv, Allgatherv, Gatherv and Scatterv never ask the Python resolver
+(`shmcoll.resolve`), whose calls this script counts, and give MPI's results.
 Prints one line: ``routes python=<calls> failures=<n>``."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ world = MPI.COMM_WORLD
 comm = shmcoll.Comm(world)
 p, me = comm.size, comm.rank
 calls: list[str] = []
-for name in ("_py_Alltoallv", "_py_Allgatherv", "_py_Gatherv", "_py_Scatterv"):
-    impl = getattr(comm, name)
-    setattr(comm, name, lambda *a, _n=name, _f=impl, **k: (calls.append(_n), _f(*a, **k)))
+for name in ("whole", "per_rank", "vector", "counts", "reduction"):
+    impl = getattr(shmcoll.resolve, name)
+    setattr(shmcoll.resolve, name, lambda *a, _n=name, _f=impl, **k: (calls.append(_n), _f(*a, **k))[1])
 failures = 0
 
 
@@ -77,7 +77,7 @@ same("Alltoallv numpy counts and dtypes", got, want)
 got[:] = 0
 comm.Alltoallv([send, sca.astype(np.int32), np.int32], [got, rca, None])
 same("Alltoallv numpy counts only", got, want)
-# A derived datatype is the Python parser's: counted, and still right.
+# A derived datatype is the resolver's (one call per side): counted, and still right.
 derived = MPI.INT.Create_contiguous(1).Commit()
 got[:] = 0
 comm.Alltoallv([send, (sc, sd), derived], [got, (rc, rd), derived])

@@ -3,7 +3,7 @@
 //! any order) resolved natively, as `shmcoll.buffers.parse_whole` and `parse_simple`
 //! resolve them, for the common case: a buffer with an item size (NumPy array,
 //! memoryview), non-negative int counts, and a datatype that `datatypes` caches. Anything
-//! else returns None, and the Python parser resolves it or raises its own error. This is
+//! else returns None, and the resolver (resolver.rs) reads it or raises (`side`). This is
 //! the commonest mpi4py idiom (`comm.Bcast([data, MPI.INT], root=0)`), and the Python
 //! parser costs several times MPI's whole call.
 //!
@@ -20,8 +20,9 @@ use pyo3::PyTypeInfo;
 use shmcoll_kernels::Dtype;
 
 use crate::datatypes::datatype_info;
-use crate::pyobj::{dtype, is_buffer, is_in_place, nbytes};
+use crate::pyobj::{dtype, is_buffer, is_in_place, means_in_place, nbytes};
 use crate::pyobj::{is_list_or_tuple, item_size, list_items};
+use crate::resolver::{self, Declined};
 
 /// A specification's items, read as `shmcoll.buffers._items` reads them.
 struct Items<'py> {
@@ -167,25 +168,27 @@ pub fn per_rank_spec<'py>(
     per_rank(spec, ranks)
 }
 
-/// A buffer argument of the fast path: a plain buffer, or a specification resolved to a
-/// run of bytes of one (`buffer_spec::whole`).
+/// A buffer argument: a plain buffer, a specification resolved natively to a run of bytes
+/// of one (`buffer_spec::whole`), or one the resolver read (the exact bytes it names; its
+/// element type is the resolver's to tell).
 pub(crate) enum Arg<'a, 'py> {
     Plain(&'a Bound<'py, PyAny>),
     Spec(Whole<'py>),
+    Resolved(Whole<'py>),
 }
 
 impl<'py> Arg<'_, 'py> {
     pub(crate) fn obj(&self) -> &Bound<'py, PyAny> {
         match self {
             Arg::Plain(o) => o,
-            Arg::Spec(w) => &w.buf,
+            Arg::Spec(w) | Arg::Resolved(w) => &w.buf,
         }
     }
 
     pub(crate) fn nbytes(&self) -> Option<usize> {
         match self {
             Arg::Plain(o) => nbytes(o),
-            Arg::Spec(w) => Some(w.len),
+            Arg::Spec(w) | Arg::Resolved(w) => Some(w.len),
         }
     }
 
@@ -193,13 +196,14 @@ impl<'py> Arg<'_, 'py> {
         match self {
             Arg::Plain(o) => dtype(o),
             Arg::Spec(w) => w.elem,
+            Arg::Resolved(_) => None,
         }
     }
 
     /// The (offset, length) in bytes the call may use, None for the whole buffer.
     pub(crate) fn window(&self) -> Option<(usize, usize)> {
         match self {
-            Arg::Plain(_) => None,
+            Arg::Plain(_) | Arg::Resolved(_) => None,
             Arg::Spec(w) => Some((w.offset, w.len)),
         }
     }
@@ -219,4 +223,30 @@ pub(crate) fn arg<'a, 'py>(
     } else {
         whole(obj, blocks).map(|w| Some(Arg::Spec(w)))
     }
+}
+
+/// One buffer argument: IN_PLACE (None) where `may_be_in_place`, else read natively, else
+/// by the resolver (which raises what is wrong with it). `needs_len`: the call needs its
+/// length (a plain buffer that does not tell it natively goes to the resolver).
+pub(crate) fn side<'a, 'py>(
+    obj: &'a Bound<'py, PyAny>,
+    blocks: usize,
+    may_be_in_place: bool,
+    needs_len: bool,
+) -> Result<Option<Arg<'a, 'py>>, Declined> {
+    if may_be_in_place && means_in_place(obj) {
+        return Ok(None);
+    }
+    if let Some(Some(a)) = arg(obj, blocks) {
+        if !needs_len || a.nbytes().is_some() {
+            return Ok(Some(a));
+        }
+    }
+    let (buf, len) = resolver::whole(obj, blocks)?;
+    Ok(Some(Arg::Resolved(Whole {
+        buf,
+        offset: 0,
+        len,
+        elem: None,
+    })))
 }

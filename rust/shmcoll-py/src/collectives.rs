@@ -1,6 +1,7 @@
-//! The bindings of the collectives other than Alltoall(v): one entry point,
-//! `CommBase._coll`, that the Python methods (Bcast, Allreduce, ...) call with buffers
-//! and byte counts they resolved from mpi4py's buffer specifications.
+//! Running the collectives other than Alltoall(v) on resolved buffers and byte counts
+//! (`run`, which the routes of one_buffer.rs and vector_spec.rs end in), and what every
+//! collective call of a rank may have to do instead: take part as a rejection (`reject`)
+//! or agree with every rank that MPI serves it (`agree_fallback`).
 
 use pyo3::prelude::*;
 
@@ -10,29 +11,6 @@ use shmcoll_kernels::{Dtype, Op};
 use crate::buffer::{hold_for_call, Borrowed};
 use crate::errors::to_py;
 use crate::gil::{run_releasing_on_block, DETACH_BYTES};
-
-/// A setting given by name (from Python's `_coll`: parsed inside the call, so that a bad
-/// name is rejected on every rank) or already parsed (the fast path, which must not pay
-/// for formatting and re-parsing a name on every call).
-#[derive(Clone, Copy, Debug)]
-pub enum Named<'a, T> {
-    Name(&'a str),
-    Value(T),
-}
-
-impl<'a, T> Named<'a, T> {
-    fn resolve(
-        this: Option<Self>,
-        what: &str,
-        f: impl Fn(&str) -> Option<T>,
-    ) -> Result<Option<T>, Error> {
-        match this {
-            None => Ok(None),
-            Some(Named::Value(v)) => Ok(Some(v)),
-            Some(Named::Name(s)) => parse(what, Some(s), f),
-        }
-    }
-}
 
 /// The arguments of one collective call.
 pub struct CollArgs<'a, 'py> {
@@ -47,8 +25,8 @@ pub struct CollArgs<'a, 'py> {
     pub block: Option<usize>,
     pub counts: Option<Vec<usize>>,
     pub displs: Option<Vec<usize>>,
-    pub dtype: Option<Named<'a, Dtype>>,
-    pub reduce_op: Option<Named<'a, Op>>,
+    pub dtype: Option<Dtype>,
+    pub reduce_op: Option<Op>,
     pub algorithm: Option<&'a str>,
 }
 
@@ -101,8 +79,6 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
     let root_reads_only = comm.rank() == a.root && op == CollOp::Bcast;
     let call = (|| {
         let algo = parse("algorithm", a.algorithm, CollAlgo::parse)?;
-        let dt = Named::resolve(a.dtype, "datatype", Dtype::parse)?;
-        let rop = Named::resolve(a.reduce_op, "reduction operator", Op::parse)?;
         let send = borrow(
             &mut held,
             &mut pyerr,
@@ -119,7 +95,7 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
             !root_reads_only,
             "receive buffer",
         )?;
-        Ok((algo, dt, rop, send, recv))
+        Ok((algo, send, recv))
     })();
     let blocks = match (&a.counts, &a.displs, a.block) {
         (Some(c), Some(d), _) => Some(Blocks::Vector {
@@ -129,13 +105,13 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
         (None, None, Some(n)) => Some(Blocks::Uniform(n)),
         _ => None,
     };
-    let call = call.map(|(algo, dt, rop, send, recv)| CollCall {
+    let call = call.map(|(algo, send, recv)| CollCall {
         op,
         send,
         recv,
         root: a.root,
         blocks,
-        reduce: dt.zip(rop),
+        reduce: a.dtype.zip(a.reduce_op),
         forced: algo,
     });
     let big = call.as_ref().is_ok_and(|c| {
@@ -165,6 +141,22 @@ pub fn reject(comm: &mut Comm, op: &str, err: Error) -> Result<(), Error> {
             None => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
         },
     }
+}
+
+/// This rank hands collective `op` to MPI (`why`: the operator, datatype or buffer shmcoll
+/// does not serve): agree on it with every rank first (an error unless every rank does
+/// the same, see shmcoll_coll's `Comm::agree_fallback`).
+pub fn agree_fallback(py: Python<'_>, comm: &mut Comm, op: &str, why: &str) -> PyResult<()> {
+    let Some(code) =
+        shmcoll_coll::desc::op_code(op).filter(|&c| c != shmcoll_coll::desc::OP_BARRIER)
+    else {
+        return Err(to_py(
+            py,
+            Error::InvalidArgument(format!("unknown collective {op:?}")),
+        ));
+    };
+    py.detach(|| comm.agree_fallback(code, why))
+        .map_err(|e| to_py(py, e))
 }
 
 /// What a call whose arguments this rank rejected raises: this rank's own error (`own`),

@@ -1,5 +1,5 @@
-//! Scalar arguments of the collectives (a root, an algorithm name...) as the caller gave
-//! them, converted in the call's body rather than by PyO3 before it.
+//! The arguments of the collectives as the caller gave them (`Given`), and the scalar ones
+//! (a root, an algorithm name...) converted in the call's body rather than by PyO3 before it.
 //!
 //! Why: PyO3 converts typed parameters before the method runs, where a failure cannot be
 //! published to the peers, which would then wait for this rank until their deadline. Taken
@@ -106,19 +106,40 @@ pub(crate) struct Scalars {
     pub traffic: Option<String>,
 }
 
-/// The objects a call got for its scalar arguments (None: not given).
+/// The arguments of one collective call as the caller gave them (None: not given, or a
+/// parameter the method does not have). Fields are named as the methods' parameters, so
+/// that the table of methods (calls.rs) fills them by name.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct Objects<'a, 'py> {
+pub(crate) struct Given<'a, 'py> {
+    pub buf: Option<&'a Bound<'py, PyAny>>,
+    pub sendbuf: Option<&'a Bound<'py, PyAny>>,
+    pub recvbuf: Option<&'a Bound<'py, PyAny>>,
+    pub recvcounts: Option<&'a Bound<'py, PyAny>>,
+    pub op: Option<&'a Bound<'py, PyAny>>,
     pub root: Option<&'a Bound<'py, PyAny>>,
     pub algorithm: Option<&'a Bound<'py, PyAny>>,
     pub order: Option<&'a Bound<'py, PyAny>>,
     pub store: Option<&'a Bound<'py, PyAny>>,
+    pub compress: Option<&'a Bound<'py, PyAny>>,
     pub traffic: Option<&'a Bound<'py, PyAny>>,
 }
 
-impl Objects<'_, '_> {
-    /// Every argument converted, or the first that is bad. Most calls give none of them:
-    /// that case costs one comparison per argument (it is on every call's path).
+impl<'a, 'py> Given<'a, 'py> {
+    /// The object given for the parameter called `name` (None for an unknown name).
+    pub(crate) fn named(&self, name: &str) -> Option<&'a Bound<'py, PyAny>> {
+        match name {
+            "buf" => self.buf,
+            "sendbuf" => self.sendbuf,
+            "recvbuf" => self.recvbuf,
+            "recvcounts" => self.recvcounts,
+            "op" => self.op,
+            "root" => self.root,
+            _ => None,
+        }
+    }
+
+    /// Every scalar argument converted, or the first that is bad. Most calls give none of
+    /// them: that case costs one comparison per argument (it is on every call's path).
     pub(crate) fn convert(&self) -> Result<Scalars, BadArg> {
         let given = |o: Option<&Bound<'_, PyAny>>| o.is_some_and(|o| !o.is_none());
         if !(given(self.root)

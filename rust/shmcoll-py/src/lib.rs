@@ -1,8 +1,10 @@
 //! `shmcoll._core`: the native module under the `shmcoll` package. The only crate that
 //! knows Python; everything else lives in the engine crates.
 
+mod alltoall;
 mod buffer;
 mod buffer_spec;
+mod calls;
 mod codec_misc;
 mod codec_zfp;
 mod coll_table;
@@ -10,15 +12,16 @@ mod collectives;
 mod datatypes;
 mod engine;
 mod errors;
-mod fastpath;
 mod gil;
 mod given;
 mod heap;
 mod machine;
 mod objects;
+mod one_buffer;
 mod persistent;
 mod pool;
 mod pyobj;
+mod resolver;
 mod shared_arrays;
 mod table;
 mod vector_spec;

@@ -67,6 +67,12 @@ pub fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
         || in_place(py).is_some_and(|ip| ip.is(obj))
 }
 
+/// Whether a buffer argument that may be IN_PLACE means it: IN_PLACE, or None (as mpi4py
+/// reads None where MPI takes IN_PLACE).
+pub(crate) fn means_in_place(obj: &Bound<'_, PyAny>) -> bool {
+    obj.is_none() || is_in_place(obj)
+}
+
 /// Whether `obj` exports a buffer (then it is a plain buffer, not a specification), other
 /// than mpi4py's BOTTOM and IN_PLACE (which export empty buffers).
 pub(crate) fn is_buffer(obj: &Bound<'_, PyAny>) -> bool {
@@ -185,6 +191,9 @@ pub(crate) fn list_items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, 
 pub(crate) fn is_list_or_tuple(obj: &Bound<'_, PyAny>) -> bool {
     PyList::is_type_of(obj) || PyTuple::is_type_of(obj)
 }
+
+/// A resolved vector specification: the buffer, counts and displacements in bytes.
+pub type Vector<'py> = (Bound<'py, PyAny>, Vec<usize>, Vec<usize>);
 
 /// `v` scaled from elements of `isz` bytes to bytes (None on overflow).
 pub(crate) fn in_bytes(v: &[usize], isz: usize) -> Option<Vec<usize>> {

@@ -8,11 +8,11 @@
 //! well under a microsecond for its specification where the Python parser
 //! (`shmcoll.buffers.parse_vector`) costs ten or more with NumPy counts. Anything else
 //! (derived datatypes, negative or wrong-length counts, other sequences) returns None,
-//! and the Python parser resolves it or raises its own error.
+//! and the resolver (resolver.rs) reads it or raises.
 //!
 //! Counts, displacements and sizes here are the caller's, so they are computed with checked
-//! arithmetic only (the lint below keeps it so): one that does not fit sends the call to
-//! the Python parser, which raises.
+//! arithmetic only (the lint below keeps it so): one that does not fit goes to the
+//! resolver, which raises.
 #![deny(clippy::arithmetic_side_effects)]
 
 use pyo3::prelude::*;
@@ -20,7 +20,8 @@ use pyo3::types::PyTuple;
 use pyo3::{intern, PyTypeInfo};
 
 use crate::datatypes::{datatype_size, is_ndarray};
-use crate::pyobj::{in_bytes, is_list_or_tuple, item_size, list_items, prefix_sums};
+use crate::pyobj::{in_bytes, is_list_or_tuple, item_size, list_items, prefix_sums, Vector};
+use crate::resolver::Declined;
 
 /// `size` non-negative ints from a list, a tuple or a NumPy array of integers (other
 /// arrays' `tolist()` gives floats or nested lists, which do not convert: None).
@@ -71,11 +72,11 @@ fn is_seq(obj: &Bound<'_, PyAny>) -> bool {
     is_list_or_tuple(obj) || is_ndarray(obj)
 }
 
-/// Allgatherv, Gatherv or Scatterv natively when the vector side (the receive buffer,
-/// or Scatterv's send buffer, at the root for the rooted ones) resolves here and the
-/// other side is a plain buffer, a single-buffer specification or IN_PLACE; None sends the
-/// call to the Python implementation.
-pub fn vector_collective<'py>(
+/// Allgatherv, Gatherv or Scatterv. The vector side (the receive buffer, or Scatterv's
+/// send buffer, at the root for the rooted ones) is read here or else by the resolver; the
+/// other side is a buffer, a single-buffer specification or IN_PLACE
+/// (`buffer_spec::side`).
+pub(crate) fn vector_collective<'py>(
     py: Python<'py>,
     comm: &mut shmcoll_coll::Comm,
     op: shmcoll_coll::CollOp,
@@ -83,36 +84,43 @@ pub fn vector_collective<'py>(
     recvbuf: &Bound<'py, PyAny>,
     root: usize,
     algorithm: Option<&str>,
-) -> Option<PyResult<()>> {
+) -> Result<PyResult<()>, Declined> {
     use crate::collectives::{run, CollArgs};
     use shmcoll_coll::CollOp;
     let p = comm.size();
-    // The other side: a buffer, a specification such as [buf, MPI.DOUBLE] (the run of
-    // bytes it names) or IN_PLACE (Some(None)).
-    type Side<'py> = Option<(Bound<'py, PyAny>, Option<(usize, usize)>)>;
-    let plain = |o: &Bound<'py, PyAny>| -> Option<Side<'py>> {
-        crate::buffer_spec::arg(o, 1).map(|a| a.map(|a| (a.obj().clone(), a.window())))
+    let vector = |o: &Bound<'py, PyAny>| match vector_spec(o, p) {
+        Some(v) => Ok(v),
+        None => crate::resolver::vector(o, p),
     };
-    // The side whose counts only the root has (Gatherv's receive, Scatterv's send).
+    // The other side: a buffer, the run of bytes a specification such as
+    // [buf, MPI.DOUBLE] names, or IN_PLACE (None).
+    type Side<'py> = Option<(Bound<'py, PyAny>, Option<(usize, usize)>)>;
+    let plain = |o: &Bound<'py, PyAny>| -> Result<Side<'py>, Declined> {
+        let a = crate::buffer_spec::side(o, 1, true, false)?;
+        Ok(a.map(|a| (a.obj().clone(), a.window())))
+    };
     let at_root = comm.rank() == root;
     let (send, recv, counts, displs) = match op {
         CollOp::Allgatherv => {
-            let (r, c, d) = vector_spec(recvbuf, p)?;
+            let (r, c, d) = vector(recvbuf)?;
             (plain(sendbuf)?, Some((r, None)), Some(c), Some(d))
         }
         CollOp::Gatherv if at_root => {
-            let (r, c, d) = vector_spec(recvbuf, p)?;
+            let (r, c, d) = vector(recvbuf)?;
             (plain(sendbuf)?, Some((r, None)), Some(c), Some(d))
         }
         CollOp::Gatherv => (plain(sendbuf)?, None, None, None),
         CollOp::Scatterv if at_root => {
-            let (s, c, d) = vector_spec(sendbuf, p)?;
+            let (s, c, d) = vector(sendbuf)?;
             (Some((s, None)), plain(recvbuf)?, Some(c), Some(d))
         }
         CollOp::Scatterv => (None, plain(recvbuf)?, None, None),
-        _ => return None,
+        _ => {
+            let msg = format!("{} has no vector specification", op.name());
+            return Err(Declined(crate::errors::argument_error(py, &msg, false)));
+        }
     };
-    Some(run(
+    Ok(run(
         py,
         comm,
         CollArgs {
@@ -131,9 +139,6 @@ pub fn vector_collective<'py>(
         },
     ))
 }
-
-/// A resolved vector specification: the buffer, counts and displacements in bytes.
-pub type Vector<'py> = (Bound<'py, PyAny>, Vec<usize>, Vec<usize>);
 
 /// `(buffer, counts in bytes, displacements in bytes)` of a vector specification for a
 /// communicator of `size` ranks, or None when the Python parser must handle it.
