@@ -28,7 +28,8 @@ def test_the_model_document_covers_every_collective_and_validates() -> None:
     doc = table.model_document([2, 4])
     assert set(doc["operations"]) == set(table.OPERATIONS)
     table.validate(doc, "model")
-    rows = table.coll_rows(table.entry_for(doc, "allreduce", 2) or {})
+    rows = table.coll_rows_for(doc, "allreduce", 2)
+    assert rows is not None
     assert rows == [(hi, algos) for hi, algos in _core.coll_model_table("Allreduce", 2)]
     assert rows[-1][0] is None and rows[-1][1][-1] == "staging"
 
@@ -129,9 +130,9 @@ def test_tune_measures_collectives_and_the_result_binds(tmp_path: Path) -> None:
     }
     assert all(r["buffers"] == "heap" for r in recs if r["algorithm"] == "direct")
     for op in ("allreduce", "bcast"):
-        rows = table.coll_rows(doc["operations"][op][0])
-        assert rows[-1][0] is None and all(algos[-1] == "staging" for _, algos in rows)
+        rows = table.coll_rows_for(doc, op, 2)
+        assert rows is not None and rows[-1][0] is None and all(algos[-1] == "staging" for _, algos in rows)
     bound = run_ranks(2, forced_by_table, 64, env={"SHMCOLL_TUNING_FILE": str(out)})
-    assert bound[0][1] == table.coll_rows(doc["operations"]["allreduce"][0])
+    assert bound[0][1] == table.coll_rows_for(doc, "allreduce", 2)
     e = cli("explain", "-n", "2", env={**env, "SHMCOLL_TUNING_FILE": str(out), "COLUMNS": "400"})
     assert e.returncode == 0 and "Allreduce" in e.stdout and str(out) in e.stdout.replace("\n", ""), e.stdout

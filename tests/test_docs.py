@@ -2,12 +2,18 @@
 README and docs/ reaches a file of the repository (and, with a #fragment, a heading of
 that file, by GitHub's anchor rule), the README stays short enough to read, and the
 architecture map exists. Links are the part of documentation that breaks silently when a
-file or heading is renamed, so they are checked like code."""
+file or heading is renamed, so they are checked like code. The measured tables of the
+results pages are blocks that bench/results.py rewrites: each keeps its markers, the
+command and the machine, and rewriting touches nothing else."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +74,115 @@ def test_readme_is_short_and_the_architecture_map_exists() -> None:
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
     assert (ROOT / "docs" / "architecture.md").is_file()
     assert "docs/architecture.md" in (ROOT / "README.md").read_text()
+
+
+# -- generated result tables (bench/results.py) ---------------------------------------------
+def _results_script() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "results.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RESULTS_PAGES = ("results-alltoall.md", "results-collectives.md")
+
+
+def test_every_generated_block_has_its_markers_command_and_machine() -> None:
+    results = _results_script()
+    found: dict[str, str] = {}
+    for page in RESULTS_PAGES:
+        text = (ROOT / "docs" / page).read_text()
+        assert text.count("<!-- generated: ") == text.count(results.END), page
+        for name, content in results.blocks_of(text):
+            assert name not in found, f"block {name!r} in {page} and {found[name]}"
+            found[name] = page
+            first, second, *_ = content.splitlines()
+            assert first.startswith(
+                f"Command: `python bench/results.py --run '{name}'` (runs `shmcoll bench "
+            ), first
+            assert second.startswith("Machine: "), second
+            assert any(line.startswith("| ") or line.startswith("|-") for line in content.splitlines()), name
+    assert found == {b.name: b.page for b in results.BLOCKS}
+
+
+def _prose(results: Any, text: str) -> str:
+    """`text` with every generated block's content left out."""
+    return results.rewrite(text, {name: "" for name, _ in results.blocks_of(text)})
+
+
+@pytest.mark.parametrize("page", RESULTS_PAGES)
+def test_the_rewriter_is_idempotent_and_leaves_the_prose(page: str) -> None:
+    results = _results_script()
+    text = (ROOT / "docs" / page).read_text()
+    blocks = results.blocks_of(text)
+    assert results.rewrite(text, dict(blocks)) == text
+    new = {name: f"Command: x\nMachine: y\n\n| {name} |\n\n" for name, _ in blocks}
+    once = results.rewrite(text, new)
+    assert once != text
+    assert results.rewrite(once, new) == once
+    assert dict(results.blocks_of(once)) == new
+    assert _prose(results, once) == _prose(results, text)
+
+
+_MPI_LABEL = {"mpich": "MPICH 5.0.2", "openmpi": "Open MPI 5.0.11"}
+_VARIANTS = ("shmcoll", "shmcoll before", "shmcoll heap", "shmcoll private")
+
+
+def _fake_launch(where: Path, stem: str, op: str, mpi: str, nranks: int, sizes: tuple[int, ...]) -> None:
+    """A CSV as `shmcoll bench --csv` writes it (MPI at 4 µs a byte-doubling, each variant
+    faster) and the machine record `shmcoll bench machine --json` leaves beside it."""
+    with (where / f"{stem}.csv").open("w") as f:
+        f.write("op,nranks,bytes,variant,median_us,p90_us,valid,error\n")
+        for k, size in enumerate(sizes):
+            f.write(f"{op},{nranks},{size},{_MPI_LABEL[mpi]},{4.0 * (k + 1)},,True,\n")
+            for i, v in enumerate(_VARIANTS):
+                f.write(f"{op},{nranks},{size},{v},{(k + 1) * (1.0 + i / 4)},,True,\n")
+    record = {"cpus": 2, "handoff_us": 1.5, "line_ns": 40.0, "write_1cpu_gbs": 10.0, "write_all_gbs": 20.0,
+              "when": "2026-12-07T12:00:00Z", "cache_bytes": 1 << 25}  # fmt: skip
+    (where / f"{stem}.machine.json").write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize(
+    "name",
+    # one block of each drawing: medians (one launch, and five), MPIs side by side, the
+    # ratio pair, default_md's tables, ordinary against heap
+    [
+        "gather np2",
+        "allreduce np4 heap mpich",
+        "allreduce np2 private",
+        "allreduce np2 heap",
+        "alltoall np2 mpich",
+        "collectives np2 ordinary vs heap",
+    ],
+)
+def test_a_block_is_generated_from_its_launches_csv_and_machine_record(tmp_path: Path, name: str) -> None:
+    """What `bench/results.py` writes for a block (here from CSVs made up in the format
+    `shmcoll bench --csv` writes): the command that ran, each launch's machine record, the
+    table with a row per size; the page around it unchanged."""
+    results = _results_script()
+    block = next(b for b in results.BLOCKS if b.name == name)
+    assert results.generate(block, tmp_path) is None  # CSVs missing: the page keeps its table
+    sizes = (8, 4096)
+    for launch in block.launches:
+        for stem in launch.stems():
+            _fake_launch(tmp_path, stem, launch.op, launch.mpi, launch.nranks, sizes)
+    content = results.generate(block, tmp_path)
+    lines = content.splitlines()
+    # the sizes the CSVs hold, not the launches' full range: the command says what ran
+    assert lines[0] == results.command_line(block, "8:4K")
+    assert (
+        f"--run --sizes 8:4K '{name}'" in lines[0] and f"-n {block.launches[0].nranks} -m 8:4K -c" in lines[0]
+    )
+    assert lines[1].startswith("Machine: ")
+    stems = [s for launch in block.launches for s in launch.stems()]
+    assert lines[1].count("(2026-12-07T12:00:00Z): handoff 1.50 µs") == len(stems), lines[1]
+    rows = [line for line in lines if line.startswith("| 8 |") or line.startswith("| 4K |")]
+    assert len(rows) == len(sizes), content  # one table, a row per size
+    assert all("error" not in row for row in rows), content
+    page = (ROOT / "docs" / block.page).read_text()
+    new = results.rewrite(page, {block.name: content})
+    assert dict(results.blocks_of(new))[block.name] == content
+    assert _prose(results, new) == _prose(results, page)
+    assert results.rewrite(new, {block.name: content}) == new

@@ -231,9 +231,9 @@ def test_a_cell_whose_model_failed_keeps_the_model() -> None:
 
 # -- the other collectives ------------------------------------------------------------------
 def coll_pick(doc: dict[str, Any], op: str, size: int, heap: bool) -> str:
-    entry = table.entry_for(doc, op, P)
-    assert entry is not None
-    return _core.coll_resolve(table.coll_rows(entry), size, heap, True)[0]
+    rows = table.coll_rows_for(doc, op, P)
+    assert rows is not None
+    return _core.coll_resolve(rows, size, heap, True)[0]
 
 
 def coll_model_pick(op: str, size: int, heap: bool) -> str:
@@ -268,11 +268,9 @@ def test_compressed_is_listed_only_where_it_beats_the_model_and_the_uncompressed
         return build.build_document(recs, "quick")
 
     def listed(doc: dict[str, Any]) -> bool:
-        entry = table.entry_for(doc, op, P)
-        assert entry is not None
-        return any(
-            on and lo <= size and (hi is None or size <= hi) for lo, hi, on in table.compression_rows(entry)
-        )
+        rows = table.compression_rows_for(doc, op, P)
+        assert rows is not None
+        return any(on and lo <= size and (hi is None or size <= hi) for lo, hi, on in rows)
 
     assert listed(doc_with(50.0, 100.0))
     assert not listed(doc_with(97.0, 100.0))  # within the margin

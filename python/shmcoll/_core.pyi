@@ -19,6 +19,7 @@ __all__ = [
     "Prequest",
     "SegmentHandle",
     "SegmentOffer",
+    "TuningFile",
     "__version__",
     "_in_shared_arena",
     "_install_shared_arrays",
@@ -55,6 +56,7 @@ __all__ = [
     "resolve",
     "settings",
     "shared_arrays_info",
+    "tables_digest",
     "tuning_file_places",
     "vector_spec",
     "wants_inline",
@@ -397,6 +399,36 @@ def tuning_file_places() -> list[tuple[Path, str]]:
 def find_tuning_file() -> tuple[Path | None, str]:
     """The tuning table file in force and its origin ("environment", "user", "system"),
     or (None, "model")."""
+
+@final
+class TuningFile:
+    """A tuning table file, read and checked whole by the engine's one reader (the schema,
+    names, ranges, ``compressed``); errors (ArgumentError) name the file and the entry."""
+
+    @staticmethod
+    def load(path: Path) -> TuningFile: ...
+    @staticmethod
+    def parse(text: str, origin: str) -> TuningFile:
+        """Check a table given as JSON text; errors name `origin`."""
+
+    @property
+    def path(self) -> Path: ...
+    def covers(self, op: str, nprocs: int) -> bool: ...
+    def alltoall_rows(self, nprocs: int) -> list[_RangeRow] | None:
+        """The Alltoall rows for `nprocs` ranks (sorted, ``compressed`` left out), or None."""
+
+    def coll_rows(self, op: str, nprocs: int) -> list[tuple[int | None, list[str]]] | None:
+        """The rows of collective `op` ("allreduce", ...) for `nprocs` ranks, or None."""
+
+    def compression_rows(self, op: str, nprocs: int) -> list[tuple[int, int | None, bool]] | None:
+        """`op`'s size ranges for `nprocs` ranks, each with whether it lists ``compressed``."""
+
+    def fingerprint_differences(self) -> list[str]:
+        """Where the file's hardware differs from this machine ("key: theirs != ours")."""
+
+def tables_digest(comm: CommBase, compression: list[tuple[str, list[tuple[int, int | None, bool]]]]) -> int:
+    """The digest ranks compare when they bind: `comm`'s selection tables (as the PMPI
+    library compares them) with the ranges where Python compresses."""
 
 def check_table(rows: list[_RangeRow]) -> None:
     """Check a table (names, overlaps) without binding it; raises ArgumentError."""

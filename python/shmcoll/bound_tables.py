@@ -146,7 +146,7 @@ def bind_tables(comm: Any, agreed: Agreed | Unsettled) -> Resolved:
     source, rows = comm._table()
     coll = [(f, rows) for f, rows in _families(comm).items() if rows != model[f]]
     compression = comm._compression
-    digest = lookup.digest([source, rows, coll, compression])
+    digest = lookup.digest(comm)
     with _lock:
         _remembered[key] = _Binding(resolved, (source, list(rows)), coll, compression, digest)
     return resolved

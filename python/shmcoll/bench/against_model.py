@@ -30,7 +30,7 @@ def tuned_rows(path: str, nranks: int) -> Any:
     from ..errors import TuningTableError
     from ..tuning import table
 
-    rows = table.rows_for(table.load(path), "alltoall", nranks)
+    rows = table.open_file(path).alltoall_rows(nranks)
     if rows is None:
         raise TuningTableError(f"{path}: no alltoall entry for {nranks} ranks")
     return rows

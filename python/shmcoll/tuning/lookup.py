@@ -7,13 +7,13 @@ shmcoll_coll::tuning_file, for these bindings and for communicators created outs
 (``<site config dir>/shmcoll/tuning.json``, ``/etc/shmcoll/tuning.json``), then the model
 embedded in shmcoll. Process counts the chosen file does not cover use the model. A
 table from other hardware is used with a ForeignTableWarning; a broken one raises
-TuningTableError naming the file and entry.
+TuningTableError naming the file and entry. The engine reads the file (``_core.TuningFile``,
+the reader the PMPI library uses too) and computes the digest ranks compare when they bind
+(``_core.tables_digest``); this module raises and warns in Python's terms.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,15 +51,16 @@ class Resolved:
     covered: bool  # False: the file exists but does not cover this process count
 
 
-_cache: dict[tuple[str, float], dict[str, Any]] = {}
+_cache: dict[tuple[str, int], _core.TuningFile] = {}
 
 
-def _load_cached(path: Path) -> dict[str, Any]:
-    key = (str(path), path.stat().st_mtime)
-    doc = _cache.get(key)
-    if doc is None:
-        doc = table.load(path)
-        diffs = table.fingerprint_differences(doc["fingerprint"])
+def _load_cached(path: Path) -> _core.TuningFile:
+    """The file at `path`, read once per modification (its foreign-hardware warning too)."""
+    key = (str(path), path.stat().st_mtime_ns)
+    f = _cache.get(key)
+    if f is None:
+        f = table.open_file(path)
+        diffs = f.fingerprint_differences()
         if diffs:
             warnings.warn(
                 f"{path}: tuning table measured on other hardware ({'; '.join(diffs)}); "
@@ -67,8 +68,8 @@ def _load_cached(path: Path) -> dict[str, Any]:
                 ForeignTableWarning,
                 stacklevel=4,
             )
-        _cache[key] = doc
-    return doc
+        _cache[key] = f
+    return f
 
 
 def find_file() -> tuple[Path | None, str]:
@@ -100,9 +101,9 @@ def resolve_coll(
     sizes, by default those this environment gives one)."""
     path, origin = find_file()
     if path is not None:
-        entry = table.entry_for(_load_cached(path), op, nprocs)
-        if entry is not None:
-            return CollResolved(table.coll_rows(entry), str(path), origin, True)
+        rows = _load_cached(path).coll_rows(op, nprocs)
+        if rows is not None:
+            return CollResolved(rows, str(path), origin, True)
     model = _core.coll_model_table(table.FAMILY[op], nprocs, inline_bytes, staging_bytes)
     return CollResolved(model, "model", origin, path is None)
 
@@ -110,8 +111,7 @@ def resolve_coll(
 def resolve(op: str, nprocs: int) -> Resolved:
     path, origin = find_file()
     if path is not None:
-        doc = _load_cached(path)
-        rows = table.rows_for(doc, op, nprocs)
+        rows = _load_cached(path).alltoall_rows(nprocs) if op == "alltoall" else None
         if rows is not None:
             return Resolved(rows, str(path), origin, True)
         return Resolved(_core.model_table(nprocs), "model", origin, False)
@@ -124,18 +124,20 @@ def compression_table(nprocs: int) -> dict[str, table.CompressionRows]:
     path, _ = find_file()
     if path is None:
         return {}
-    doc = _load_cached(path)
+    f = _load_cached(path)
     out = {}
     for op in table.COMPRESSIBLE:
-        entry = table.entry_for(doc, op, nprocs)
-        if entry is not None:
-            out[op] = table.compression_rows(entry)
+        rows = f.compression_rows(op, nprocs)
+        if rows is not None:
+            out[op] = rows
     return out
 
 
-def digest(rows: Any) -> np.ndarray:
-    h = hashlib.sha256(json.dumps(rows).encode()).digest()[:8]
-    return np.frombuffer(h, np.uint8)
+def digest(comm: Any) -> np.ndarray:
+    """The 8 bytes ranks compare when they bind: the engine's digest of `comm`'s selection
+    tables (the one the PMPI library compares) with the ranges `comm` compresses."""
+    d = _core.tables_digest(comm, sorted(comm._compression.items()))
+    return np.frombuffer(d.to_bytes(8, "little"), np.uint8)
 
 
 def bind(comm: Any) -> Resolved:
@@ -143,17 +145,14 @@ def bind(comm: Any) -> Resolved:
     rank selecting differently from its peers would break the protocol)."""
     r = resolve("alltoall", comm.size)
     comm._set_table(r.rows, r.source)
-    bound: list[Any] = [r.rows]
     cfg = comm._config()
     areas = int(cfg["inline_bytes"]), int(cfg["staging_bytes"])
     for op in table.COLL_OPERATIONS:
         c = resolve_coll(op, comm.size, *areas)
         if c.source != "model":
             comm._set_coll_table(table.FAMILY[op], c.rows)
-        bound.append(comm._coll_table(table.FAMILY[op]))
     comm._compression = compression_table(comm.size)
-    bound.append(comm._compression)
-    mine = digest(bound)
+    mine = digest(comm)
     send = np.tile(mine, comm.size)
     recv = np.empty_like(send)
     comm.Alltoall(send, recv, **INTERNAL)

@@ -1,31 +1,63 @@
-//! The tuning table file (`shmcoll tune` writes it, like FFTW's wisdom) read without
-//! Python, for communicators created outside it (the PMPI library's).
+//! The tuning table file (`shmcoll tune` writes it, like FFTW's wisdom): its one reader,
+//! for the Python bindings (python/shmcoll/tuning asks it through `_core`) and for
+//! communicators created outside Python (the PMPI library's).
 //!
-//! The lookup order (python/shmcoll/tuning/lookup.py asks it here, through `_core`, so
-//! there is one): `SHMCOLL_TUNING_FILE` (`none`
-//! skips files), the user file (`$XDG_CONFIG_HOME/shmcoll/tuning.json`, by default under
-//! `~/.config`), the system files (`<first of $XDG_CONFIG_DIRS, default /etc/xdg>/shmcoll/
-//! tuning.json`, `/etc/shmcoll/tuning.json`); the first file found wins and the model
-//! serves what it does not cover. The Python side validates files against the JSON schema
-//! when it writes or loads them; here a file that does not parse, or names an unknown
-//! algorithm, is an error, never silently ignored. `compressed` choices (a Python-level
-//! pseudo-algorithm) are skipped, as the Python bindings skip them.
+//! The lookup order: `SHMCOLL_TUNING_FILE` (`none` skips files), the user file
+//! (`$XDG_CONFIG_HOME/shmcoll/tuning.json`, by default under `~/.config`), the system files
+//! (`<first of $XDG_CONFIG_DIRS, default /etc/xdg>/shmcoll/tuning.json`,
+//! `/etc/shmcoll/tuning.json`); the first file found wins and the model serves what it does
+//! not cover. A file is checked whole when it is read, so that a broken one fails the same
+//! way wherever it is read: against the JSON Schema (`schema`), then the names (exact, as
+//! the registries spell them), the ranges (non-empty, not overlapping: process counts within
+//! an operation, sizes within an entry), and the rules of the `compressed` candidate (a
+//! Python-level pseudo-algorithm of the operations that have a compressed form, never alone
+//! in a range, skipped in what the engine binds). Every error names the file (or the origin
+//! of the text) and the offending entry as a JSON path.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use serde_json::Value;
+use shmcoll_kernels::hw::Machine;
 
 use crate::collectives::select::CollRow;
 use crate::collectives::select::CollTable;
 use crate::collectives::vocab::{CollAlgo, CollOp};
 use crate::error::{Error, Result};
+use crate::order::Order;
+use crate::registry::{Algo, Store};
 use crate::select::{Candidate, Range, Table};
+
+mod schema;
+
+pub use schema::{Quote, OPERATIONS};
 
 /// `SHMCOLL_TUNING_FILE`.
 pub const ENV_FILE: &str = "SHMCOLL_TUNING_FILE";
 const FORMAT: &str = "shmcoll-tuning";
-const COMPRESSED: &str = "compressed";
+const VERSION: u64 = 1;
+/// The candidate that sends compressed data (Python's shmcoll.compress consults it).
+pub const COMPRESSED: &str = "compressed";
+/// Operations with a compressed form: only these may list `compressed`.
+pub const COMPRESSIBLE: [&str; 5] = [
+    "alltoall",
+    "allreduce",
+    "allgather",
+    "bcast",
+    "reduce_scatter",
+];
+/// The fingerprint keys that make a table foreign when they differ from this machine.
+const FINGERPRINT_KEYS: [&str; 7] = [
+    "vendor",
+    "model_name",
+    "logical_cpus",
+    "sockets",
+    "l2_bytes",
+    "l3_bytes",
+    "simd",
+];
 
 /// The table file's operations other than Alltoall, with the family each one sets.
 const COLL_OPERATIONS: [(&str, CollOp); 7] = [
@@ -38,9 +70,17 @@ const COLL_OPERATIONS: [(&str, CollOp); 7] = [
     ("scatter", CollOp::Scatter),
 ];
 
+/// The family a collective operation of the file (other than Alltoall) sets.
+pub fn coll_family(op: &str) -> Option<CollOp> {
+    COLL_OPERATIONS
+        .iter()
+        .find(|(name, _)| *name == op)
+        .map(|(_, f)| *f)
+}
+
 #[derive(Deserialize, Debug)]
 struct Doc {
-    format: String,
+    fingerprint: BTreeMap<String, Value>,
     operations: BTreeMap<String, Vec<Entry>>,
 }
 
@@ -88,6 +128,21 @@ struct ChoiceRow {
     chunk_bytes: Option<usize>,
 }
 
+impl ChoiceRow {
+    /// The parameters it names, by key, in the order the keys sort.
+    fn parameters(&self) -> Vec<&'static str> {
+        [
+            ("chunk_bytes", self.chunk_bytes.is_some()),
+            ("nt_threshold", self.nt_threshold.is_some()),
+            ("order", self.order.is_some()),
+            ("store", self.store.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect()
+    }
+}
+
 /// The tables a file gives for one process count.
 #[derive(Debug, Default)]
 pub struct FileTables {
@@ -97,10 +152,14 @@ pub struct FileTables {
     pub coll: Vec<(CollOp, CollTable)>,
 }
 
-/// A loaded table file.
+/// A size range of an entry: (min bytes, max bytes with `usize::MAX` for inf, whether it
+/// lists `compressed`).
+pub type CompressedRange = (usize, usize, bool);
+
+/// A loaded table file, checked whole.
 #[derive(Debug)]
 pub struct TableFile {
-    path: PathBuf,
+    origin: PathBuf,
     doc: Doc,
 }
 
@@ -108,6 +167,35 @@ fn bad(path: &Path, what: String) -> Error {
     Error::InvalidArgument(format!("{}: {what}", path.display()))
 }
 
+/// A string quoted as Python's repr quotes a printable one (the PMPI library's messages;
+/// the Python bindings pass Python's own repr).
+pub fn quote(s: &str) -> String {
+    let q = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(q);
+    for ch in s.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+    out
+}
 /// Where a table file was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -183,24 +271,156 @@ pub fn find_file() -> Result<Option<(PathBuf, Origin)>> {
 }
 
 impl TableFile {
+    /// Read and check a table file; errors name the file.
     pub fn load(path: &Path) -> Result<TableFile> {
-        let text = std::fs::read_to_string(path).map_err(|e| bad(path, e.to_string()))?;
-        let doc: Doc = serde_json::from_str(&text)
-            .map_err(|e| bad(path, format!("not a tuning table: {e}")))?;
-        if doc.format != FORMAT {
-            return Err(bad(
-                path,
-                format!("format {:?}, expected {FORMAT:?}", doc.format),
-            ));
+        Self::load_quoting(path, &quote)
+    }
+
+    /// `load`, quoting names in messages with `quote`.
+    pub fn load_quoting(path: &Path, quote: Quote<'_>) -> Result<TableFile> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad(path, format!("cannot read the tuning table: {e}")))?;
+        Self::parse(&text, &path.display().to_string(), quote)
+    }
+
+    /// Check a table given as JSON text; errors name `origin` (a file's path, or what the
+    /// text is) and the offending entry.
+    pub fn parse(text: &str, origin: &str, quote: Quote<'_>) -> Result<TableFile> {
+        let origin = PathBuf::from(origin);
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| bad(&origin, format!("not JSON ({e})")))?;
+        if let Some(d) = schema::defects(&value, quote).into_iter().next() {
+            let at = schema::render(&d.at);
+            return Err(bad(&origin, format!("entry {at}: {}", d.what)));
         }
-        Ok(TableFile {
-            path: path.to_path_buf(),
-            doc,
+        let doc: Doc = serde_json::from_value(value)
+            .map_err(|e| bad(&origin, format!("not a tuning table: {e}")))?;
+        let file = TableFile { origin, doc };
+        file.check(quote)?;
+        Ok(file)
+    }
+
+    /// The file's path (or the origin its text was given with).
+    pub fn path(&self) -> &Path {
+        &self.origin
+    }
+
+    /// What the schema leaves to the reader: names, ranges, `compressed`.
+    fn check(&self, quote: Quote<'_>) -> Result<()> {
+        let fail = |what: String| Err(bad(&self.origin, what));
+        for (op, entries) in &self.doc.operations {
+            let coll = op != "alltoall";
+            let mut spans = Vec::with_capacity(entries.len());
+            for (i, e) in entries.iter().enumerate() {
+                let at = format!("operations/{op}/{i}");
+                let (lo, hi) = (e.nprocs.0, e.nprocs.1.get());
+                if lo < 1 || hi < lo {
+                    let shown = match e.nprocs.1 {
+                        Bound::Num(n) => n.to_string(),
+                        Bound::Word(_) => quote("inf"),
+                    };
+                    return fail(format!(
+                        "entry {at}/nprocs: empty or invalid range [{lo}, {shown}]"
+                    ));
+                }
+                spans.push((lo, hi, at.clone()));
+                for (k, size) in e.sizes.iter().enumerate() {
+                    let at = format!("{at}/sizes/{k}/choices");
+                    if size.choices.iter().all(|c| c.algorithm == COMPRESSED) {
+                        return fail(format!(
+                            "entry {at}: {} needs an uncompressed candidate after it (for \
+                             calls that carry no codec)",
+                            quote(COMPRESSED)
+                        ));
+                    }
+                    for (c, choice) in size.choices.iter().enumerate() {
+                        if let Some(what) = self.unknown(op, choice, quote) {
+                            return fail(format!("entry {at}/{c}/{what}"));
+                        }
+                    }
+                }
+                let sizes = if coll {
+                    Self::coll_overlaps(e)
+                } else {
+                    Self::alltoall_ranges(e).map(|_| ())
+                };
+                if let Err(why) = sizes {
+                    return fail(format!("entry {at}/sizes: {why}"));
+                }
+            }
+            spans.sort_by_key(|s| s.0);
+            for w in spans.windows(2) {
+                if w[1].0 <= w[0].1 {
+                    return fail(format!(
+                        "entries {} and {}: process-count ranges overlap",
+                        w[0].2, w[1].2
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `key: why` for the first key of `choice` that `op` does not know, if any.
+    fn unknown(&self, op: &str, choice: &ChoiceRow, quote: Quote<'_>) -> Option<String> {
+        let coll = op != "alltoall";
+        if coll {
+            // The collectives' algorithms take no parameters: a key there would be
+            // ignored, so it is refused.
+            if let Some(k) = choice.parameters().first() {
+                return Some(format!("{k}: a choice of {op} names only an algorithm"));
+            }
+        }
+        let mut algos: Vec<&str> = if coll {
+            CollAlgo::ALL.iter().map(|a| a.name()).collect()
+        } else {
+            Algo::ALL.iter().map(|a| a.name()).collect()
+        };
+        if COMPRESSIBLE.contains(&op) {
+            algos.push(COMPRESSED);
+        }
+        let orders: Vec<&str> = Order::ALL.iter().map(|o| o.name()).collect();
+        let stores: Vec<&str> = Store::ALL.iter().map(|s| s.name()).collect();
+        let named = [
+            ("algorithm", Some(&choice.algorithm), algos),
+            ("order", choice.order.as_ref(), orders),
+            ("store", choice.store.as_ref(), stores),
+        ];
+        named.into_iter().find_map(|(key, name, mut known)| {
+            let name = name?;
+            if known.contains(&name.as_str()) {
+                return None;
+            }
+            known.sort_unstable();
+            Some(format!(
+                "{key}: unknown {key} {} (known: {})",
+                quote(name),
+                known.join(", ")
+            ))
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    fn coll_overlaps(e: &Entry) -> Result<()> {
+        let mut spans: Vec<(usize, usize)> = e
+            .sizes
+            .iter()
+            .map(|s| (s.bytes.0, s.bytes.1.get()))
+            .collect();
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if w[1].0 <= w[0].1 {
+                let hi = if w[0].1 == usize::MAX {
+                    "inf".to_string()
+                } else {
+                    w[0].1.to_string()
+                };
+                return Err(Error::InvalidArgument(format!(
+                    "ranges {}..{hi} and {}.. overlap",
+                    w[0].0, w[1].0
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn entry(&self, op: &str, nprocs: usize) -> Option<&Entry> {
@@ -210,21 +430,106 @@ impl TableFile {
         })
     }
 
+    /// Whether the file has an entry of `op` covering `nprocs` ranks.
+    pub fn covers(&self, op: &str, nprocs: usize) -> bool {
+        self.entry(op, nprocs).is_some()
+    }
+
     /// The tables this file gives for `nprocs` ranks (None where it covers none).
     pub fn tables_for(&self, nprocs: usize) -> Result<FileTables> {
-        let mut out = FileTables::default();
-        if let Some(e) = self.entry("alltoall", nprocs) {
-            out.alltoall = Some(self.alltoall_table(e)?);
-        }
+        let mut out = FileTables {
+            alltoall: self.alltoall_for(nprocs)?,
+            coll: Vec::new(),
+        };
         for (name, family) in COLL_OPERATIONS {
-            if let Some(e) = self.entry(name, nprocs) {
-                out.coll.push((family, self.coll_table(name, e)?));
+            if let Some(t) = self.coll_for(name, nprocs)? {
+                out.coll.push((family, t));
             }
         }
         Ok(out)
     }
 
+    /// The Alltoall table for `nprocs` ranks, None where no entry covers them.
+    pub fn alltoall_for(&self, nprocs: usize) -> Result<Option<Table>> {
+        self.entry("alltoall", nprocs)
+            .map(|e| self.alltoall_table(e))
+            .transpose()
+    }
+
+    /// The table of collective `op` (a file's operation name other than "alltoall") for
+    /// `nprocs` ranks, None where no entry covers them.
+    pub fn coll_for(&self, op: &str, nprocs: usize) -> Result<Option<CollTable>> {
+        if coll_family(op).is_none() {
+            return Err(bad(&self.origin, format!("no collective operation {op:?}")));
+        }
+        self.entry(op, nprocs)
+            .map(|e| self.coll_table(op, e))
+            .transpose()
+    }
+
+    /// The size ranges of `op`'s entry for `nprocs` ranks, in the file's order, each with
+    /// whether it lists `compressed`; None where no entry covers them.
+    pub fn compressed_for(&self, op: &str, nprocs: usize) -> Option<Vec<CompressedRange>> {
+        let e = self.entry(op, nprocs)?;
+        Some(
+            e.sizes
+                .iter()
+                .map(|s| {
+                    let listed = s.choices.iter().any(|c| c.algorithm == COMPRESSED);
+                    (s.bytes.0, s.bytes.1.get(), listed)
+                })
+                .collect(),
+        )
+    }
+
+    /// The fingerprint keys where the file's hardware differs from `m`, each as
+    /// `key: theirs != ours` (empty: measured on this kind of machine).
+    pub fn fingerprint_differences(&self, m: &Machine, quote: Quote<'_>) -> Vec<String> {
+        let show = |v: &Value| match v {
+            Value::String(s) => quote(s),
+            Value::Array(a) => {
+                let items: Vec<String> = a
+                    .iter()
+                    .map(|x| x.as_str().map_or_else(|| x.to_string(), quote))
+                    .collect();
+                format!("[{}]", items.join(", "))
+            }
+            Value::Null => "None".into(),
+            other => other.to_string(),
+        };
+        let mut simd: Vec<&str> = m.simd.clone();
+        simd.sort_unstable();
+        let ours = |k: &str| -> Value {
+            match k {
+                "vendor" => m.vendor.clone().into(),
+                "model_name" => m.model_name.clone().into(),
+                "logical_cpus" => m.logical_cpus.into(),
+                "sockets" => m.sockets.into(),
+                "l2_bytes" => m.l2_bytes.into(),
+                "l3_bytes" => m.l3_bytes.into(),
+                _ => simd.iter().map(|s| Value::from(*s)).collect(),
+            }
+        };
+        FINGERPRINT_KEYS
+            .iter()
+            .filter_map(|&k| {
+                let mut theirs = self.doc.fingerprint.get(k).cloned().unwrap_or(Value::Null);
+                if let Value::Array(a) = &mut theirs {
+                    a.sort_by_key(|x| x.to_string());
+                }
+                let mine = ours(k);
+                (theirs != mine).then(|| format!("{k}: {} != {}", show(&theirs), show(&mine)))
+            })
+            .collect()
+    }
+
     fn alltoall_table(&self, e: &Entry) -> Result<Table> {
+        Self::alltoall_ranges(e).map_err(|err| bad(&self.origin, format!("alltoall: {err}")))
+    }
+
+    /// An entry's Alltoall table (`compressed` left out; order and store default to
+    /// `shifted` and `hybrid`): non-empty ranges that do not overlap.
+    fn alltoall_ranges(e: &Entry) -> Result<Table> {
         let mut ranges = Vec::with_capacity(e.sizes.len());
         for s in &e.sizes {
             let mut candidates = Vec::new();
@@ -238,7 +543,7 @@ impl TableFile {
                     c.nt_threshold,
                     c.chunk_bytes,
                 );
-                candidates.push(cand.map_err(|e| bad(&self.path, format!("alltoall: {e}")))?);
+                candidates.push(cand?);
             }
             ranges.push(Range {
                 min_block: s.bytes.0,
@@ -246,7 +551,7 @@ impl TableFile {
                 candidates,
             });
         }
-        Table::new(ranges).map_err(|e| bad(&self.path, format!("alltoall: {e}")))
+        Table::new(ranges)
     }
 
     fn coll_table(&self, op: &str, e: &Entry) -> Result<CollTable> {
@@ -259,25 +564,10 @@ impl TableFile {
                 .iter()
                 .filter(|c| c.algorithm != COMPRESSED)
                 .map(|c| {
-                    // The collectives' algorithms take no parameters: refuse what would
-                    // be ignored.
-                    if c.order.is_some()
-                        || c.store.is_some()
-                        || c.nt_threshold.is_some()
-                        || c.chunk_bytes.is_some()
-                    {
-                        return Err(bad(
-                            &self.path,
-                            format!(
-                                "{op}: a choice names only an algorithm ({:?} has parameters)",
-                                c.algorithm
-                            ),
-                        ));
-                    }
                     CollAlgo::parse(&c.algorithm).ok_or_else(|| {
                         bad(
-                            &self.path,
-                            format!("{op}: unknown algorithm {:?}", c.algorithm),
+                            &self.origin,
+                            format!("{op}: unknown algorithm {}", quote(&c.algorithm)),
                         )
                     })
                 })
@@ -291,14 +581,30 @@ impl TableFile {
     }
 }
 
+/// The digest ranks compare when they bind tables: the communicator's own digest of its
+/// selection tables (`Comm::tables_digest`, the one the PMPI library compares) folded with
+/// the ranges where the bindings send compressed data (per operation, as
+/// `TableFile::compressed_for` gives them; empty where no codec layer consults a table).
+/// Equal on ranks that bound the same; SipHash with fixed keys, so the same in every
+/// process of one build.
+pub fn binding_digest(tables: u64, compressed: &[(String, Vec<CompressedRange>)]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    tables.hash(&mut h);
+    compressed.hash(&mut h);
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::order::Order;
     use crate::registry::{Algo, Store};
 
+    const FP: &str = r#""fingerprint": {"vendor": "x", "model_name": "y", "logical_cpus": 2,
+      "sockets": 1, "l2_bytes": 0, "l3_bytes": 0, "simd": []}"#;
+
     const DOC: &str = r#"{
-      "format": "shmcoll-tuning", "version": 1, "fingerprint": {"vendor": "x"},
+      "format": "shmcoll-tuning", "version": 1, "shmcoll_version": "0", FINGERPRINT,
       "operations": {
         "alltoall": [
           {"nprocs": [2, 3], "sizes": [
@@ -322,7 +628,7 @@ mod tests {
 
     #[test]
     fn rows_for_a_process_count_skip_compressed_and_default_order_and_store() {
-        let p = file(DOC, "good");
+        let p = file(&DOC.replace("FINGERPRINT", FP), "good");
         let f = TableFile::load(&p).unwrap();
         let t = f.tables_for(3).unwrap();
         let a = t.alltoall.unwrap();
@@ -347,41 +653,138 @@ mod tests {
         std::fs::remove_file(p).unwrap();
     }
 
+    /// A valid document with `ops` as its operations.
+    fn doc(ops: &str) -> String {
+        format!(
+            r#"{{"format": "shmcoll-tuning", "version": 1, "shmcoll_version": "0", {FP},
+                "operations": {ops}}}"#
+        )
+    }
+
     #[test]
-    fn broken_files_are_errors_that_name_the_file() {
+    fn broken_files_are_errors_that_name_the_file_and_the_entry() {
+        let bcast = |choices: &str| {
+            doc(&format!(
+                r#"{{"bcast": [{{"nprocs": [1, "inf"], "sizes": [{{"bytes": [0, "inf"], "choices": {choices}}}]}}]}}"#
+            ))
+        };
         for (name, text, needle) in [
-            ("syntax", "{", "not a tuning table"),
+            ("syntax", "{".to_string(), "not JSON"),
+            ("binary", "\u{1}".to_string(), "not JSON"),
             (
                 "format",
-                r#"{"format": "other", "operations": {}}"#,
-                "format",
+                doc("{}").replace("shmcoll-tuning", "other"),
+                "entry format: 'shmcoll-tuning' was expected",
+            ),
+            (
+                "required",
+                doc("{}").replace(r#""shmcoll_version": "0","#, ""),
+                "entry (top level): 'shmcoll_version' is a required property",
+            ),
+            (
+                "chunk",
+                doc(r#"{"alltoall": [{"nprocs": [1, 2], "sizes": [{"bytes": [0, 9],
+                    "choices": [{"algorithm": "staging", "chunk_bytes": 8}]}]}]}"#),
+                "entry operations/alltoall/0/sizes/0/choices/0/chunk_bytes: 8 is less than",
             ),
             (
                 "algo",
-                r#"{"format": "shmcoll-tuning", "operations": {"bcast": [{"nprocs": [1, "inf"],
-                    "sizes": [{"bytes": [0, "inf"], "choices": [{"algorithm": "warp"}]}]}]}}"#,
-                "unknown algorithm \"warp\"",
+                bcast(r#"[{"algorithm": "warp"}]"#),
+                "entry operations/bcast/0/sizes/0/choices/0/algorithm: unknown algorithm 'warp'",
+            ),
+            (
+                "order",
+                doc(r#"{"alltoall": [{"nprocs": [1, 2], "sizes": [{"bytes": [0, 9],
+                    "choices": [{"algorithm": "staging", "order": "Linear"}]}]}]}"#),
+                "choices/0/order: unknown order 'Linear' (known: linear, morton,",
             ),
             (
                 "params",
-                r#"{"format": "shmcoll-tuning", "operations": {"bcast": [{"nprocs": [1, "inf"],
-                    "sizes": [{"bytes": [0, "inf"], "choices": [{"algorithm": "staging", "chunk_bytes": 4096}]}]}]}}"#,
-                "names only an algorithm",
+                bcast(r#"[{"algorithm": "staging", "chunk_bytes": 4096}]"#),
+                "choices/0/chunk_bytes: a choice of bcast names only an algorithm",
+            ),
+            (
+                "only-compressed",
+                bcast(r#"[{"algorithm": "compressed"}]"#),
+                "needs an uncompressed candidate",
+            ),
+            (
+                "compressed-not-compressible",
+                doc(r#"{"gather": [{"nprocs": [1, "inf"], "sizes": [{"bytes": [0, "inf"],
+                    "choices": [{"algorithm": "compressed"}, {"algorithm": "staging"}]}]}]}"#),
+                "unknown algorithm 'compressed'",
             ),
             (
                 "overlap",
-                r#"{"format": "shmcoll-tuning", "operations": {"alltoall": [{"nprocs": [1, "inf"],
+                doc(r#"{"alltoall": [{"nprocs": [1, "inf"],
                     "sizes": [{"bytes": [0, 100], "choices": [{"algorithm": "inline"}]},
-                              {"bytes": [50, "inf"], "choices": [{"algorithm": "push"}]}]}]}}"#,
-                "alltoall",
+                              {"bytes": [50, "inf"], "choices": [{"algorithm": "push"}]}]}]}"#),
+                "entry operations/alltoall/0/sizes: ranges 0..100 and 50..",
+            ),
+            (
+                "empty",
+                doc(r#"{"alltoall": [{"nprocs": [1, "inf"],
+                    "sizes": [{"bytes": [9, 3], "choices": [{"algorithm": "inline"}]}]}]}"#),
+                "entry operations/alltoall/0/sizes: range 9..3 is empty",
+            ),
+            (
+                "nprocs",
+                doc(r#"{"alltoall": [{"nprocs": [3, 2],
+                    "sizes": [{"bytes": [0, 3], "choices": [{"algorithm": "inline"}]}]}]}"#),
+                "entry operations/alltoall/0/nprocs: empty or invalid range [3, 2]",
+            ),
+            (
+                "nprocs-overlap",
+                doc(r#"{"scatter": [{"nprocs": [2, 4],
+                    "sizes": [{"bytes": [0, 3], "choices": [{"algorithm": "inline"}]}]},
+                    {"nprocs": [1, 2], "sizes": [{"bytes": [0, 3], "choices": [{"algorithm": "inline"}]}]}]}"#),
+                "entries operations/scatter/1 and operations/scatter/0: process-count ranges overlap",
             ),
         ] {
-            let p = file(text, name);
+            let p = file(&text, name);
             let e = TableFile::load(&p).and_then(|f| f.tables_for(2).map(|_| ()));
             let msg = e.expect_err(name).to_string();
-            assert!(msg.contains(&*p.to_string_lossy()), "{name}: {msg}");
+            assert!(msg.starts_with(&format!("{}: ", p.display())), "{name}: {msg}");
             assert!(msg.contains(needle), "{name}: {msg}");
             std::fs::remove_file(p).unwrap();
         }
+    }
+
+    #[test]
+    fn compressed_ranges_and_foreign_fingerprints() {
+        let text = doc(r#"{"allreduce": [{"nprocs": [2, 2], "sizes": [
+            {"bytes": [0, 4096], "choices": [{"algorithm": "compressed"}, {"algorithm": "staging"}]},
+            {"bytes": [4097, "inf"], "choices": [{"algorithm": "staging"}]}]}]}"#);
+        let f = TableFile::parse(&text, "text", &quote).unwrap();
+        assert_eq!(
+            f.compressed_for("allreduce", 2),
+            Some(vec![(0, 4096, true), (4097, usize::MAX, false)])
+        );
+        assert_eq!(f.compressed_for("allreduce", 3), None);
+        let coll = f.coll_for("allreduce", 2).unwrap().unwrap();
+        assert_eq!(coll.candidates(10), &[CollAlgo::Staging]);
+        let m = shmcoll_kernels::hw::machine();
+        let diffs = f.fingerprint_differences(m, &quote);
+        assert!(
+            diffs.iter().any(|d| d.starts_with("vendor: 'x' != ")),
+            "{diffs:?}"
+        );
+    }
+
+    #[test]
+    fn the_binding_digest_sees_the_compressed_ranges() {
+        let none = binding_digest(7, &[]);
+        assert_eq!(none, binding_digest(7, &[]));
+        assert_ne!(none, binding_digest(8, &[]));
+        let on = [("bcast".to_string(), vec![(0, 10, true)])];
+        let off = [("bcast".to_string(), vec![(0, 10, false)])];
+        assert_ne!(binding_digest(7, &on), binding_digest(7, &off));
+    }
+
+    #[test]
+    fn quoting_follows_python_repr_for_printable_text() {
+        assert_eq!(quote("warp"), "'warp'");
+        assert_eq!(quote("it's"), "\"it's\"");
+        assert_eq!(quote("a\\b\n"), "'a\\\\b\\n'");
     }
 }

@@ -24,6 +24,7 @@ mod pyobj;
 mod resolver;
 mod shared_arrays;
 mod table;
+mod tuning_file;
 mod vector_spec;
 
 use pyo3::prelude::*;
@@ -102,6 +103,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<persistent::Prequest>()?;
     m.add_class::<pool::SegmentOffer>()?;
     m.add_class::<pool::PooledSegment>()?;
+    m.add_class::<tuning_file::TuningFile>()?;
+    m.add_function(wrap_pyfunction!(tuning_file::tables_digest, m)?)?;
     m.add_function(wrap_pyfunction!(pool::pool_record_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(pool::pooled_segments, m)?)?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;

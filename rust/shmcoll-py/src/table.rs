@@ -1,8 +1,8 @@
 //! Selection tables across the boundary: Python holds them as plain tuples
 //! `(min_bytes, max_bytes or None for inf, [(algorithm, order, store, nt_threshold or None,
-//! chunk_bytes or None), ...])`; the tuning-file format and its schema live in Python
-//! (shmcoll.tuning), the ranges and candidates and the file's lookup order in Rust
-//! (shmcoll_coll::tuning_file, also read by communicators created outside Python).
+//! chunk_bytes or None), ...])`; the tuning file's one reader (its checks, lookup order
+//! and rows per operation and process count) is shmcoll_coll::tuning_file, bound in
+//! `tuning_file.rs`; Python writes the files (shmcoll.tuning).
 
 use pyo3::prelude::*;
 
