@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use shmcoll_coll::Comm;
+use shmcoll_coll::{CollOp, Comm};
 use shmcoll_shm::Segment;
 
 use crate::collectives::{self, coll_op, Collective};
@@ -571,10 +571,6 @@ pub unsafe extern "C" fn shmcoll_barrier(
     unsafe { on_comm(comm, err, cap, |c| collectives::barrier(&mut c.comm)) }
 }
 
-/// The call codes `shmcoll_reject` takes beyond `SHMCOLL_BCAST`..: Alltoall, Alltoallv.
-pub(crate) const REJECT_ALLTOALL: c_int = 4;
-pub(crate) const REJECT_ALLTOALLV: c_int = 5;
-
 /// Reject this rank's part of a call (`op`: SHMCOLL_BCAST.. or SHMCOLL_ALLTOALL(V)) with
 /// the error class `class` (SHMCOLL_CLASS_ARG..) and the message `why`: the engine tells
 /// every peer in the same call, so that all fail it together and nothing moves. Returns
@@ -598,12 +594,14 @@ pub unsafe extern "C" fn shmcoll_reject(
         unsafe { CStr::from_ptr(why) }.to_string_lossy()
     };
     let f = |c: &mut ShmcollComm| {
-        let call = match op {
-            REJECT_ALLTOALL | REJECT_ALLTOALLV => Rejected::Alltoall,
-            _ => Rejected::Collective(
+        let alltoall = [CollOp::Alltoall, CollOp::Alltoallv].map(|o| o.code() as c_int);
+        let call = if alltoall.contains(&op) {
+            Rejected::Alltoall
+        } else {
+            Rejected::Collective(
                 coll_op(op)
                     .ok_or_else(|| Failure::bad_argument(format!("unknown collective {op}")))?,
-            ),
+            )
         };
         let class = Class::from_code(class).unwrap_or(Class::Argument);
         Err(engine::reject(&mut c.comm, call, class, &why))

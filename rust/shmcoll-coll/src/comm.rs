@@ -12,8 +12,8 @@ use crate::collectives::select::{CollTable, CollTables};
 use crate::collectives::vocab::{CollAlgo, CollChoice, CollOp};
 use crate::config::Config;
 use crate::desc::{
-    op_name, ArriveLine, Desc, DescCore, DoneLine, LineHead, F_FULL, F_RECV_HEAP, F_ROOT_ONLY,
-    F_SEND_HEAP, F_VECTOR, NO_OFFSET, OP_BARRIER,
+    ArriveLine, Desc, DescCore, DoneLine, LineHead, F_FULL, F_RECV_HEAP, F_ROOT_ONLY, F_SEND_HEAP,
+    F_VECTOR, NO_OFFSET,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::leave_order::CpuMates;
@@ -489,7 +489,7 @@ impl Comm {
         self.next_seq += 1;
         if let Some(notice) = owed {
             let core = DescCore {
-                op: OP_BARRIER,
+                op: CollOp::Barrier.code(),
                 ..DescCore::default()
             };
             self.publish_arrive(seq, &core, Some(&notice));
@@ -685,7 +685,7 @@ impl Comm {
             // Only a rank whose call differs from the root's misses a one-sided call.
             return Err(Error::Diverged(format!(
                 "call {seq}: rank {j} completed a one-sided {} that rank {} did not join (its call differs)",
-                op_name(cores[j].op),
+                CollOp::name_of_code(cores[j].op),
                 self.rank
             )));
         }
@@ -699,9 +699,9 @@ impl Comm {
         if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.op != my_op) {
             return Err(Error::Mismatch(format!(
                 "rank {j} called {} while rank {} called {}",
-                op_name(c.op),
+                CollOp::name_of_code(c.op),
                 self.rank,
-                op_name(my_op)
+                CollOp::name_of_code(my_op)
             )));
         }
         Ok(())
@@ -796,7 +796,7 @@ impl Comm {
     pub fn barrier(&mut self) -> Result<()> {
         let seq = self.begin()?;
         let core = DescCore {
-            op: OP_BARRIER,
+            op: CollOp::Barrier.code(),
             ..DescCore::default()
         };
         self.publish_arrive(seq, &core, None);
@@ -806,7 +806,7 @@ impl Comm {
         let r = self.poison(r);
         r?;
         let mut cores = std::mem::take(&mut self.scratch);
-        let r = self.read_descs(seq, OP_BARRIER, &mut cores);
+        let r = self.read_descs(seq, CollOp::Barrier.code(), &mut cores);
         self.scratch = cores;
         if r.is_err() {
             self.stats.rejected += 1;
@@ -857,7 +857,7 @@ impl Comm {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         format!("{:?}", self.sel.table).hash(&mut h);
-        for o in CollOp::ALL {
+        for o in CollOp::ALL.into_iter().filter(|o| o.is_module_collective()) {
             format!("{:?}", self.coll_tables.get(o.family())).hash(&mut h);
         }
         h.finish()

@@ -66,7 +66,7 @@ pub struct Config {
     pub wait: WaitConfig,
     pub alltoall_forced: Forced,
     /// Forced algorithm of each collective family (index: CollOp as usize of the family).
-    pub coll_forced: [Option<CollAlgo>; 11],
+    pub coll_forced: [Option<CollAlgo>; CollOp::COUNT],
     pub bind: BindPolicy,
     /// `SHMCOLL_CMA_FROM`: the forced crossover of private buffers (crate::cma_from); what
     /// counts is the value of the process that creates the segment.
@@ -171,9 +171,9 @@ pub mod ranges {
 }
 
 /// `SHMCOLL_<FAMILY>_ALGORITHM` for every collective family.
-fn coll_forced_from_env() -> Result<[Option<CollAlgo>; 11]> {
-    let mut out = [None; 11];
-    for op in CollOp::ALL {
+fn coll_forced_from_env() -> Result<[Option<CollAlgo>; CollOp::COUNT]> {
+    let mut out = [None; CollOp::COUNT];
+    for op in CollOp::ALL.into_iter().filter(|o| o.is_module_collective()) {
         let fam = op.family();
         let var = format!("SHMCOLL_{}_ALGORITHM", fam.name().to_ascii_uppercase());
         let var = var.replace("_BLOCK_", "_");

@@ -17,6 +17,7 @@ pub mod error;
 pub mod extent;
 mod leave_order;
 mod one_sided;
+pub mod op;
 pub mod order;
 pub mod pool;
 pub mod registry;

@@ -847,8 +847,9 @@ impl CommBase {
     /// the same, see shmcoll_coll's `Comm::agree_fallback`).
     #[pyo3(name = "_fallback_agree")]
     fn fallback_agree(&mut self, py: Python<'_>, op: &str, why: &str) -> PyResult<()> {
-        let Some(code) =
-            shmcoll_coll::desc::op_code(op).filter(|&c| c != shmcoll_coll::desc::OP_BARRIER)
+        let Some(code) = shmcoll_coll::CollOp::parse(op)
+            .filter(|&o| o != shmcoll_coll::CollOp::Barrier)
+            .map(shmcoll_coll::CollOp::code)
         else {
             return Err(to_py(
                 py,

@@ -18,7 +18,7 @@ pub use settled::Settled;
 use crate::comm::{Comm, Side};
 use crate::desc::{
     Arr, Desc, DescCore, F_FULL, F_INLINE, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_TINY, F_VECTOR,
-    LINE_PAYLOAD, NO_OFFSET, OP_ALLTOALL, OP_ALLTOALLV,
+    LINE_PAYLOAD, NO_OFFSET,
 };
 use crate::error::{Error, Result};
 use crate::extent;
@@ -197,7 +197,12 @@ impl Comm {
         let p = self.size;
         let parity = (seq & 1) as usize;
         let vector = call.as_ref().is_ok_and(|c| c.is_vector());
-        let op = if vector { OP_ALLTOALLV } else { OP_ALLTOALL };
+        let op = if vector {
+            crate::op::CollOp::Alltoallv
+        } else {
+            crate::op::CollOp::Alltoall
+        }
+        .code();
         let call = call.and_then(|c| self.check_local(&c).map(|_| c));
         let call = match call {
             Ok(c) => c,

@@ -18,6 +18,12 @@ use crate::desc::{
 use crate::error::{Error, Result};
 use crate::extent;
 
+/// A Barrier or an Alltoall(v) handed to the collectives' entry, which serves neither
+/// (they have their own entries, Comm::barrier and Comm::alltoall).
+pub(super) fn elsewhere(op: CollOp) -> Error {
+    Error::InvalidArgument(format!("{} is not served by Comm::collective", op.name()))
+}
+
 pub(super) fn bad(msg: String) -> Error {
     Error::InvalidArgument(msg)
 }
@@ -73,6 +79,9 @@ impl Comm {
         let p = self.size;
         let me = self.rank;
         let op = c.op;
+        if !op.is_module_collective() {
+            return Err(elsewhere(op));
+        }
         if op.rooted() && c.root >= p {
             return Err(bad(format!(
                 "root {} out of range for a communicator of {p} ranks",
@@ -112,6 +121,7 @@ impl Comm {
         // (contribution address, its length, the receive buffer)
         let (contrib, clen): (usize, usize);
         match op {
+            CollOp::Barrier | CollOp::Alltoall | CollOp::Alltoallv => return Err(elsewhere(op)),
             CollOp::Bcast => {
                 let b = need(c.recv, "buffer", op)?;
                 (contrib, clen) = (b.addr, b.len);
@@ -361,6 +371,7 @@ impl Comm {
         let len = |j: usize| peers[j].send_bpp as usize;
         let mismatch = |m: String| Err(Error::Mismatch(m));
         match op {
+            CollOp::Barrier | CollOp::Alltoall | CollOp::Alltoallv => return Err(elsewhere(op)),
             CollOp::Bcast | CollOp::Allreduce => {
                 if let Some(j) = (0..p).find(|&j| len(j) != len(0)) {
                     return mismatch(format!(

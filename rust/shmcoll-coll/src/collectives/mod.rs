@@ -250,7 +250,7 @@ impl Comm {
         Ok(choice)
     }
 
-    /// This rank hands call `op` (an operation code, `desc::op_code`: Alltoall(v) or one
+    /// This rank hands call `op` (an operation code, `CollOp::code`: Alltoall(v) or one
     /// of this module's) to MPI (an operator, a datatype or a buffer shmcoll does not
     /// serve; `why` says which). A call served by MPI on some ranks and by shmcoll on
     /// others would leave both waiting (MPI's forever), so the ranks agree first: each one
@@ -276,7 +276,7 @@ impl Comm {
                 }
                 return Err(Error::Mismatch(format!(
                     "rank {j} runs this {} on shmcoll while rank {} hands it to MPI ({why}); ranks must call it alike",
-                    crate::desc::op_name(op),
+                    CollOp::name_of_code(op),
                     c.rank
                 )));
             }

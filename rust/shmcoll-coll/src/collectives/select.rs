@@ -221,9 +221,20 @@ impl CollTables {
         cma_from: usize,
     ) -> CollTables {
         CollTables {
-            tables: CollOp::ALL
-                .iter()
-                .map(|&o| model_coll_table(o.family(), m, p, inline_bytes, staging_bytes, cma_from))
+            tables: (0..CollOp::COUNT as u32)
+                .map(
+                    |c| match CollOp::from_code(c).filter(|o| o.is_module_collective()) {
+                        Some(o) => model_coll_table(
+                            o.family(),
+                            m,
+                            p,
+                            inline_bytes,
+                            staging_bytes,
+                            cma_from,
+                        ),
+                        None => CollTable::new(vec![]),
+                    },
+                )
                 .collect(),
         }
     }
@@ -381,7 +392,7 @@ mod tests {
         for cpus in [1, 2, 4, 64] {
             let m = machine_with(cpus);
             for p in 1..=8 {
-                for family in CollOp::ALL {
+                for family in CollOp::ALL.into_iter().filter(|o| o.is_module_collective()) {
                     for cma_from in [0, 1, 512, 5000, 64 << 10, (64 << 10) + 1, 1 << 30] {
                         let t = model_coll_table(family, &m, p, 64 << 10, 4 << 20, cma_from);
                         let ends: Vec<usize> = t.rows().iter().map(|r| r.max_bytes).collect();
@@ -428,7 +439,7 @@ mod tests {
     fn private_contributions_below_cma_from_take_staging() {
         use CollAlgo::{Cma, Direct, Staging};
         let cma_from = 200_000;
-        for family in CollOp::ALL {
+        for family in CollOp::ALL.into_iter().filter(|o| o.is_module_collective()) {
             for bytes in [1, 4 << 10, 64 << 10, cma_from - 1] {
                 assert_eq!(
                     private_choice_from(family, bytes, 2, cma_from),

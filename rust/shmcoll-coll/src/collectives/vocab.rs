@@ -1,105 +1,11 @@
-//! The collectives' vocabulary, on the ground floor of the crate (it imports nothing of
-//! it): the operations (`CollOp`, with their descriptor codes and families), the algorithms
+//! The collectives' vocabulary, on the ground floor of the crate (it imports only the
+//! operations, crate::op): the algorithms
 //! (`CollAlgo`, and the facts every rank agrees on that decide which can serve a call,
 //! `CollFacts`), and what served a call (`CollChoice`). The protocol core (crate::comm),
 //! the settings (crate::config), the descriptors and the tuning file speak it; the
 //! algorithms (this module's siblings) implement it.
 
-/// The collectives of this module, with mpi4py's names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum CollOp {
-    Bcast = 0,
-    Allgather = 1,
-    Allgatherv = 2,
-    Gather = 3,
-    Gatherv = 4,
-    Scatter = 5,
-    Scatterv = 6,
-    ReduceScatterBlock = 7,
-    ReduceScatter = 8,
-    Allreduce = 9,
-    Reduce = 10,
-}
-
-/// Descriptor op codes of this module start here (below: Barrier, Alltoall, Alltoallv).
-const OP_BASE: u32 = 16;
-
-impl CollOp {
-    pub const ALL: [CollOp; 11] = [
-        CollOp::Bcast,
-        CollOp::Allgather,
-        CollOp::Allgatherv,
-        CollOp::Gather,
-        CollOp::Gatherv,
-        CollOp::Scatter,
-        CollOp::Scatterv,
-        CollOp::ReduceScatterBlock,
-        CollOp::ReduceScatter,
-        CollOp::Allreduce,
-        CollOp::Reduce,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CollOp::Bcast => "Bcast",
-            CollOp::Allgather => "Allgather",
-            CollOp::Allgatherv => "Allgatherv",
-            CollOp::Gather => "Gather",
-            CollOp::Gatherv => "Gatherv",
-            CollOp::Scatter => "Scatter",
-            CollOp::Scatterv => "Scatterv",
-            CollOp::ReduceScatterBlock => "Reduce_scatter_block",
-            CollOp::ReduceScatter => "Reduce_scatter",
-            CollOp::Allreduce => "Allreduce",
-            CollOp::Reduce => "Reduce",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<CollOp> {
-        CollOp::ALL
-            .into_iter()
-            .find(|o| o.name().eq_ignore_ascii_case(s.trim()))
-    }
-
-    pub fn code(self) -> u32 {
-        OP_BASE + self as u32
-    }
-
-    pub fn from_code(c: u32) -> Option<CollOp> {
-        CollOp::ALL.into_iter().find(|o| o.code() == c)
-    }
-
-    pub fn rooted(self) -> bool {
-        matches!(
-            self,
-            CollOp::Bcast
-                | CollOp::Gather
-                | CollOp::Gatherv
-                | CollOp::Scatter
-                | CollOp::Scatterv
-                | CollOp::Reduce
-        )
-    }
-
-    pub fn reduces(self) -> bool {
-        matches!(
-            self,
-            CollOp::ReduceScatterBlock | CollOp::ReduceScatter | CollOp::Allreduce | CollOp::Reduce
-        )
-    }
-
-    /// The family that shares a selection table (the vector variant with its uniform one).
-    pub fn family(self) -> CollOp {
-        match self {
-            CollOp::Allgatherv => CollOp::Allgather,
-            CollOp::Gatherv => CollOp::Gather,
-            CollOp::Scatterv => CollOp::Scatter,
-            CollOp::ReduceScatter => CollOp::ReduceScatterBlock,
-            o => o,
-        }
-    }
-}
+pub use crate::op::CollOp;
 
 /// Algorithms of this module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
