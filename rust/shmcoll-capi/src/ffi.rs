@@ -105,6 +105,7 @@ fn algo_cstr(name: &str) -> &'static CStr {
         "push" => c"push",
         "cma" => c"cma",
         "cma-push" => c"cma-push",
+        "direct" => c"direct",
         _ => c"other",
     }
 }
@@ -550,7 +551,7 @@ pub unsafe extern "C" fn shmcoll_collective(
             reduce,
         };
         let algo = collectives::collective(&mut c.comm, call)?;
-        c.last_algo = coll_algo_cstr(algo);
+        c.last_algo = algo_cstr(algo);
         Ok(())
     };
     // SAFETY: the caller promised a live communicator used by this thread only.
@@ -626,13 +627,6 @@ pub unsafe extern "C" fn shmcoll_comm_last_error_class(comm: *const ShmcollComm)
 #[no_mangle]
 pub extern "C" fn shmcoll_reduction_supported(dtype: c_int, redop: c_int) -> c_int {
     c_int::from(collectives::reduces(dtype, redop))
-}
-
-fn coll_algo_cstr(name: &str) -> &'static CStr {
-    match name {
-        "direct" => c"direct",
-        other => algo_cstr(other),
-    }
 }
 
 #[cfg(test)]

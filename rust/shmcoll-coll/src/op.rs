@@ -71,6 +71,11 @@ impl CollOp {
             .find(|o| o.name().eq_ignore_ascii_case(s.trim()))
     }
 
+    /// The collective of crate::collectives named `s` (not Barrier nor Alltoall(v)).
+    pub fn parse_collective(s: &str) -> Option<CollOp> {
+        CollOp::parse(s).filter(|o| o.is_module_collective())
+    }
+
     /// The code of this operation in descriptors, the C ABI and the shim.
     pub fn code(self) -> u32 {
         self as u32

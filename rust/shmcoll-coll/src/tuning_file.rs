@@ -16,10 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::collectives::select::CollRow;
-use crate::collectives::select::CollTable;
-use crate::collectives::vocab::{CollAlgo, CollOp};
 use crate::error::{Error, Result};
+use crate::op::CollOp;
 use crate::select::{Candidate, Range, Table};
 
 /// `SHMCOLL_TUNING_FILE`.
@@ -94,7 +92,7 @@ pub struct FileTables {
     /// Alltoall(v).
     pub alltoall: Option<Table>,
     /// The other collectives, by family.
-    pub coll: Vec<(CollOp, CollTable)>,
+    pub coll: Vec<(CollOp, Table)>,
 }
 
 /// A loaded table file.
@@ -218,7 +216,7 @@ impl TableFile {
         }
         for (name, family) in COLL_OPERATIONS {
             if let Some(e) = self.entry(name, nprocs) {
-                out.coll.push((family, self.coll_table(name, e)?));
+                out.coll.push((family, self.coll_table(name, family, e)?));
             }
         }
         Ok(out)
@@ -232,24 +230,27 @@ impl TableFile {
                 let order = c.order.as_deref().unwrap_or("shifted");
                 let store = c.store.as_deref().unwrap_or("hybrid");
                 let cand = Candidate::from_names(
+                    CollOp::Alltoall,
                     &c.algorithm,
-                    order,
-                    store,
+                    Some(order),
+                    Some(store),
                     c.nt_threshold,
                     c.chunk_bytes,
                 );
                 candidates.push(cand.map_err(|e| bad(&self.path, format!("alltoall: {e}")))?);
             }
             ranges.push(Range {
-                min_block: s.bytes.0,
-                max_block: s.bytes.1.get(),
+                min_bytes: s.bytes.0,
+                max_bytes: s.bytes.1.get(),
                 candidates,
             });
         }
         Table::new(ranges).map_err(|e| bad(&self.path, format!("alltoall: {e}")))
     }
 
-    fn coll_table(&self, op: &str, e: &Entry) -> Result<CollTable> {
+    /// The rows of a collective other than Alltoall: each covers the sizes up to its upper
+    /// bound (the lower bounds only order them), choices name an algorithm only.
+    fn coll_table(&self, op: &str, family: CollOp, e: &Entry) -> Result<Table> {
         let mut sizes: Vec<&SizeRow> = e.sizes.iter().collect();
         sizes.sort_by_key(|s| s.bytes.0);
         let mut rows = Vec::with_capacity(sizes.len());
@@ -259,35 +260,20 @@ impl TableFile {
                 .iter()
                 .filter(|c| c.algorithm != COMPRESSED)
                 .map(|c| {
-                    // The collectives' algorithms take no parameters: refuse what would
-                    // be ignored.
-                    if c.order.is_some()
-                        || c.store.is_some()
-                        || c.nt_threshold.is_some()
-                        || c.chunk_bytes.is_some()
-                    {
-                        return Err(bad(
-                            &self.path,
-                            format!(
-                                "{op}: a choice names only an algorithm ({:?} has parameters)",
-                                c.algorithm
-                            ),
-                        ));
-                    }
-                    CollAlgo::parse(&c.algorithm).ok_or_else(|| {
-                        bad(
-                            &self.path,
-                            format!("{op}: unknown algorithm {:?}", c.algorithm),
-                        )
-                    })
+                    Candidate::from_names(
+                        family,
+                        &c.algorithm,
+                        c.order.as_deref(),
+                        c.store.as_deref(),
+                        c.nt_threshold,
+                        c.chunk_bytes,
+                    )
+                    .map_err(|e| bad(&self.path, format!("{op}: {e}")))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            rows.push(CollRow {
-                max_bytes: s.bytes.1.get(),
-                candidates,
-            });
+            rows.push((s.bytes.1.get(), candidates));
         }
-        Ok(CollTable::new(rows))
+        Ok(Table::from_upper_bounds(family, rows))
     }
 }
 
@@ -329,17 +315,21 @@ mod tests {
         let r0 = a.find(100).unwrap();
         assert_eq!(r0.candidates.len(), 1);
         assert_eq!(r0.candidates[0].algo, Algo::Inline);
-        assert_eq!(r0.candidates[0].order, Order::parse("linear").unwrap());
-        assert_eq!(r0.candidates[0].store, Store::Temporal);
+        assert_eq!(r0.candidates[0].order, Order::parse("linear"));
+        assert_eq!(r0.candidates[0].store, Some(Store::Temporal));
         let r1 = a.find(1 << 30).unwrap();
         assert_eq!(r1.candidates[0].algo, Algo::Staging);
-        assert_eq!(r1.candidates[0].store, Store::Hybrid);
+        assert_eq!(r1.candidates[0].store, Some(Store::Hybrid));
         assert_eq!(r1.candidates[0].chunk_bytes, Some(4096));
         assert_eq!(t.coll.len(), 1);
         let (family, rs) = &t.coll[0];
         assert_eq!(*family, CollOp::ReduceScatterBlock);
-        assert_eq!(rs.candidates(100), &[CollAlgo::Inline, CollAlgo::Direct]);
-        assert_eq!(rs.candidates(1 << 20), &[CollAlgo::Staging]);
+        let algos = |bytes| {
+            rs.find(bytes)
+                .map(|r| r.candidates.iter().map(|c| c.algo).collect::<Vec<_>>())
+        };
+        assert_eq!(algos(100), Some(vec![Algo::Inline, Algo::Direct]));
+        assert_eq!(algos(1 << 20), Some(vec![Algo::Staging]));
         // Process counts pick their entry; none covers 1 rank for Alltoall.
         let four = f.tables_for(4).unwrap().alltoall.unwrap();
         assert_eq!(four.find(8).unwrap().candidates[0].algo, Algo::Push);

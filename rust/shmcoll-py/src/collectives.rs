@@ -4,7 +4,7 @@
 
 use pyo3::prelude::*;
 
-use shmcoll_coll::{Blocks, CollAlgo, CollCall, CollOp, Comm, Error, RawBuf};
+use shmcoll_coll::{Algo, Blocks, CollCall, CollOp, Comm, Error, RawBuf};
 use shmcoll_kernels::{Dtype, Op};
 
 use crate::buffer::{hold_for_call, Borrowed};
@@ -100,7 +100,7 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
     let mut pyerr = None;
     let root_reads_only = comm.rank() == a.root && op == CollOp::Bcast;
     let call = (|| {
-        let algo = parse("algorithm", a.algorithm, CollAlgo::parse)?;
+        let algo = parse("algorithm", a.algorithm, |s| Algo::parse(op, s))?;
         let dt = Named::resolve(a.dtype, "datatype", Dtype::parse)?;
         let rop = Named::resolve(a.reduce_op, "reduction operator", Op::parse)?;
         let send = borrow(
@@ -160,7 +160,7 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
 pub fn reject(comm: &mut Comm, op: &str, err: Error) -> Result<(), Error> {
     match op {
         "Alltoall" | "Alltoallv" => comm.alltoall(Err(err)).map(|_| ()),
-        _ => match CollOp::parse(op) {
+        _ => match CollOp::parse_collective(op) {
             Some(o) => comm.collective(o, Err(err)).map(|_| ()),
             None => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
         },

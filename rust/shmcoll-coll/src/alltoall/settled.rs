@@ -17,6 +17,7 @@ use super::{inline, AlltoallCall, Exchange};
 use crate::comm::Comm;
 use crate::desc::{Desc, DescCore, LineHead, F_INLINE, F_TINY, F_VECTOR};
 use crate::error::Result;
+use crate::op::CollOp;
 use crate::registry::Choice;
 
 /// What a persistent request's first Start established (see the module comment).
@@ -88,9 +89,9 @@ impl Comm {
         self.wait_arrivals(seq)?;
         if let Some(j) = self.first_unlike(seq, &s.heads) {
             let op = if s.core.flags & F_VECTOR != 0 {
-                crate::op::CollOp::Alltoallv.code()
+                CollOp::Alltoallv.code()
             } else {
-                crate::op::CollOp::Alltoall.code()
+                CollOp::Alltoall.code()
             };
             return Err(self.unsettled(seq, op, j, &s.id.to_string()));
         }

@@ -8,7 +8,7 @@
 
 use shmcoll_kernels::reduce::{Dtype, Op};
 
-use super::{CollAlgo, CollCall, CollFacts, CollOp};
+use super::CollCall;
 use crate::alltoall::{Blocks, RawBuf};
 use crate::comm::Comm;
 use crate::desc::{
@@ -17,6 +17,8 @@ use crate::desc::{
 };
 use crate::error::{Error, Result};
 use crate::extent;
+use crate::op::CollOp;
+use crate::registry::{CallFacts, Forced};
 
 /// A Barrier or an Alltoall(v) handed to the collectives' entry, which serves neither
 /// (they have their own entries, Comm::barrier and Comm::alltoall).
@@ -91,7 +93,7 @@ impl Comm {
         let is_root = me == c.root;
         let mut core = DescCore {
             op: op.code(),
-            forced: CollAlgo::encode(c.forced),
+            forced: Forced::algo(c.forced).encode(),
             send_off: NO_OFFSET,
             recv_off: NO_OFFSET,
             ..DescCore::default()
@@ -320,7 +322,7 @@ impl Comm {
         op: CollOp,
         mine: &DescCore,
         peers: &[DescCore],
-    ) -> Result<CollFacts> {
+    ) -> Result<CallFacts> {
         let p = self.size;
         let parity = (seq & 1) as usize;
         let request = |c: &DescCore| c.forced >> super::settled::ID_SHIFT;
@@ -481,7 +483,8 @@ impl Comm {
             CollOp::Bcast | CollOp::Scatter | CollOp::Scatterv => j == root,
             _ => true,
         };
-        Ok(CollFacts {
+        Ok(CallFacts {
+            nranks: p,
             bytes,
             all_inline_written: (0..p)
                 .filter(|&j| contributes(j))
@@ -489,6 +492,7 @@ impl Comm {
             inline_capacity: self.seg.layout().sizes.inline_bytes,
             first_outside_heap: unreachable.filter(|_| p > 1),
             cma_ok: self.cma_ok,
+            ..CallFacts::default()
         })
     }
 }
