@@ -400,6 +400,37 @@ mod tests {
     }
 
     #[test]
+    fn upper_bounds_become_ranges_from_zero() {
+        let c = |a| vec![Candidate::of(a)];
+        let t = Table::from_upper_bounds(
+            CollOp::Allreduce,
+            vec![
+                (usize::MAX, c(Algo::Staging)),
+                (100, c(Algo::Inline)),
+                (100, c(Algo::Direct)),
+                (1000, vec![]),
+            ],
+        );
+        let spans: Vec<(usize, usize)> = t
+            .ranges()
+            .iter()
+            .map(|r| (r.min_bytes, r.max_bytes))
+            .collect();
+        // Sorted, contiguous, the repeated bound (which no size reaches) dropped.
+        assert_eq!(spans, [(0, 100), (101, 1000), (1001, usize::MAX)]);
+        assert_eq!(t.find(100).unwrap().candidates, c(Algo::Inline));
+        // A row without candidates lists the operation's last resorts.
+        let last: Vec<Algo> = t
+            .find(500)
+            .unwrap()
+            .candidates
+            .iter()
+            .map(|c| c.algo)
+            .collect();
+        assert_eq!(last, Algo::last_resorts(CollOp::Allreduce));
+    }
+
+    #[test]
     fn boundaries_gaps_and_inf() {
         let t = Table::new(vec![
             range(100, usize::MAX, Algo::Push),

@@ -75,12 +75,7 @@ impl Comm {
         self.run_call(|c, seq| c.coll_settled_inner(seq, call, s))
     }
 
-    fn coll_settled_inner(
-        &mut self,
-        seq: u64,
-        call: &CollCall,
-        s: &CollSettled,
-    ) -> Result<Choice> {
+    fn coll_settled_inner(&mut self, seq: u64, call: &CollCall, s: &CollSettled) -> Result<Choice> {
         let mut core = s.core;
         if core.flags & (F_TINY | F_INLINE) != 0 {
             inline::write_payload(self, seq, call, &mut core);
