@@ -98,22 +98,28 @@ int shmcoll_alltoallv(ShmcollComm *comm, const void *send, const size_t *send_co
 #define SHMCOLL_OP_BXOR 6
 #define SHMCOLL_OP_LAND 7
 #define SHMCOLL_OP_LOR 8
-/* The other collectives (shmcoll_collective's `op`). Sizes in bytes: the broadcast buffer,
- * each rank's Allgather block, each rank's Reduce_scatter_block result, the Allreduce
- * vector. `dtype`/`redop`: SHMCOLL_DTYPE_* / SHMCOLL_OP_*, or -1. */
-#define SHMCOLL_BCAST 0
-#define SHMCOLL_ALLGATHER 1
-#define SHMCOLL_REDUCE_SCATTER_BLOCK 2
-#define SHMCOLL_ALLREDUCE 3
+/* Collective codes: the engine's own numbering of its operations (the codes in its call
+ * descriptors), one for every border, so nothing renumbers between the shim and the
+ * engine. SHMCOLL_COLLECTIVES is one more than the largest code (a table indexed by code).
+ * shmcoll_collective's `op` is one of Bcast, Allgather, Reduce_scatter_block, Allreduce.
+ * Sizes in bytes: the broadcast buffer, each rank's Allgather block, each rank's
+ * Reduce_scatter_block result, the Allreduce vector. `dtype`/`redop`: SHMCOLL_DTYPE_* /
+ * SHMCOLL_OP_*, or -1. */
+#define SHMCOLL_BARRIER 1
+#define SHMCOLL_ALLTOALL 2
+#define SHMCOLL_ALLTOALLV 3
+#define SHMCOLL_BCAST 4
+#define SHMCOLL_ALLGATHER 5
+#define SHMCOLL_REDUCE_SCATTER_BLOCK 11
+#define SHMCOLL_ALLREDUCE 13
+#define SHMCOLL_COLLECTIVES 15
 int shmcoll_collective(ShmcollComm *comm, int op, const void *send, void *recv, size_t bytes,
                        size_t root, int dtype, int redop, char *err, size_t cap);
 int shmcoll_barrier(ShmcollComm *comm, char *err, size_t cap);
 /* Reject this rank's part of a call with class `cls` and message `why`, through the
  * engine: every peer fails the same call (SHMCOLL_REJECTED with that class) without
- * waiting for a deadline, and nothing moves. `op`: SHMCOLL_BCAST.., or for Alltoall and
- * Alltoallv (one engine entry) SHMCOLL_ALLTOALL / SHMCOLL_ALLTOALLV. */
-#define SHMCOLL_ALLTOALL 4
-#define SHMCOLL_ALLTOALLV 5
+ * waiting for a deadline, and nothing moves. `op`: SHMCOLL_ALLTOALL, SHMCOLL_ALLTOALLV
+ * or one of shmcoll_collective's. */
 int shmcoll_reject(ShmcollComm *comm, int op, int cls, const char *why, char *err, size_t cap);
 /* SHMCOLL_CLASS_* of the last call's failure on `comm` (NONE after a success). */
 int shmcoll_comm_last_error_class(const ShmcollComm *comm);

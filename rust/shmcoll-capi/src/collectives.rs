@@ -9,15 +9,21 @@ use shmcoll_kernels::{Dtype, Op};
 
 use crate::engine::{rejection, Class, Outcome};
 
-/// The collective codes of include/shmcoll_capi.h (`SHMCOLL_BCAST`..).
+/// The collectives `shmcoll_collective` offers (include/shmcoll_capi.h names their codes).
+pub const OFFERED: [CollOp; 4] = [
+    CollOp::Bcast,
+    CollOp::Allgather,
+    CollOp::ReduceScatterBlock,
+    CollOp::Allreduce,
+];
+
+/// The collective of a code (the engine's, `CollOp::code`, as `SHMCOLL_BCAST`.. spell
+/// them), if `shmcoll_collective` offers it.
 pub fn coll_op(code: i32) -> Option<CollOp> {
-    match code {
-        0 => Some(CollOp::Bcast),
-        1 => Some(CollOp::Allgather),
-        2 => Some(CollOp::ReduceScatterBlock),
-        3 => Some(CollOp::Allreduce),
-        _ => None,
-    }
+    u32::try_from(code)
+        .ok()
+        .and_then(CollOp::from_code)
+        .filter(|o| OFFERED.contains(o))
 }
 
 /// One call in bytes. `send` None: in place. `bytes` is the broadcast length, each rank's

@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use shmcoll_coll::Comm;
+use shmcoll_coll::{CollOp, Comm};
 use shmcoll_shm::Segment;
 
 use crate::collectives::{self, coll_op, Collective};
@@ -105,6 +105,7 @@ fn algo_cstr(name: &str) -> &'static CStr {
         "push" => c"push",
         "cma" => c"cma",
         "cma-push" => c"cma-push",
+        "direct" => c"direct",
         _ => c"other",
     }
 }
@@ -550,7 +551,7 @@ pub unsafe extern "C" fn shmcoll_collective(
             reduce,
         };
         let algo = collectives::collective(&mut c.comm, call)?;
-        c.last_algo = coll_algo_cstr(algo);
+        c.last_algo = algo_cstr(algo);
         Ok(())
     };
     // SAFETY: the caller promised a live communicator used by this thread only.
@@ -570,10 +571,6 @@ pub unsafe extern "C" fn shmcoll_barrier(
     // SAFETY: the caller promised a live communicator used by this thread only.
     unsafe { on_comm(comm, err, cap, |c| collectives::barrier(&mut c.comm)) }
 }
-
-/// The call codes `shmcoll_reject` takes beyond `SHMCOLL_BCAST`..: Alltoall, Alltoallv.
-pub(crate) const REJECT_ALLTOALL: c_int = 4;
-pub(crate) const REJECT_ALLTOALLV: c_int = 5;
 
 /// Reject this rank's part of a call (`op`: SHMCOLL_BCAST.. or SHMCOLL_ALLTOALL(V)) with
 /// the error class `class` (SHMCOLL_CLASS_ARG..) and the message `why`: the engine tells
@@ -598,12 +595,14 @@ pub unsafe extern "C" fn shmcoll_reject(
         unsafe { CStr::from_ptr(why) }.to_string_lossy()
     };
     let f = |c: &mut ShmcollComm| {
-        let call = match op {
-            REJECT_ALLTOALL | REJECT_ALLTOALLV => Rejected::Alltoall,
-            _ => Rejected::Collective(
+        let alltoall = [CollOp::Alltoall, CollOp::Alltoallv].map(|o| o.code() as c_int);
+        let call = if alltoall.contains(&op) {
+            Rejected::Alltoall
+        } else {
+            Rejected::Collective(
                 coll_op(op)
                     .ok_or_else(|| Failure::bad_argument(format!("unknown collective {op}")))?,
-            ),
+            )
         };
         let class = Class::from_code(class).unwrap_or(Class::Argument);
         Err(engine::reject(&mut c.comm, call, class, &why))
@@ -628,13 +627,6 @@ pub unsafe extern "C" fn shmcoll_comm_last_error_class(comm: *const ShmcollComm)
 #[no_mangle]
 pub extern "C" fn shmcoll_reduction_supported(dtype: c_int, redop: c_int) -> c_int {
     c_int::from(collectives::reduces(dtype, redop))
-}
-
-fn coll_algo_cstr(name: &str) -> &'static CStr {
-    match name {
-        "direct" => c"direct",
-        other => algo_cstr(other),
-    }
 }
 
 #[cfg(test)]

@@ -8,26 +8,25 @@ use std::sync::{Arc, Mutex};
 use shmcoll_kernels::hw;
 use shmcoll_shm::{handshake, wait_counter, HeapAlloc, Line, Peers, Segment};
 
-use crate::collectives::select::{CollTable, CollTables};
-use crate::collectives::vocab::{CollAlgo, CollChoice, CollOp};
 use crate::config::Config;
 use crate::desc::{
-    op_name, ArriveLine, Desc, DescCore, DoneLine, LineHead, F_FULL, F_RECV_HEAP, F_ROOT_ONLY,
-    F_SEND_HEAP, F_VECTOR, NO_OFFSET, OP_BARRIER,
+    ArriveLine, Desc, DescCore, DoneLine, LineHead, F_FULL, F_RECV_HEAP, F_ROOT_ONLY, F_SEND_HEAP,
+    F_VECTOR, NO_OFFSET,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::leave_order::CpuMates;
+use crate::op::CollOp;
 use crate::pool::{Continued, Pooled};
 use crate::registry::{Algo, Choice};
-use crate::select::Selection;
+use crate::select::{Selection, Table};
+use crate::tables::Tables;
 
 /// Calls per algorithm, for `explain` and tests.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub calls: u64,
-    pub per_algo: [u64; 8],
-    /// Calls of the other collectives per algorithm (CollAlgo order).
-    pub per_coll_algo: [u64; 4],
+    /// Calls of every collective per algorithm (index: the algorithm's code).
+    pub per_algo: [u64; Algo::COUNT],
     pub rejected: u64,
     /// Yields spent leaving calls after CPU-mates that arrived first (leave_order.rs).
     pub leave_yields: u64,
@@ -54,12 +53,11 @@ pub struct Comm {
     /// Bytes this rank has consumed from each peer's ring.
     pub(crate) recvd: Vec<u64>,
     pub(crate) cfg: Config,
-    pub(crate) sel: Selection,
+    /// The selection tables of every operation family (model or tuned).
+    pub(crate) tables: Tables,
     broken: Option<String>,
+    /// What served the last call.
     pub(crate) last: Option<Choice>,
-    /// What served the last call of the other collectives (None after an Alltoall).
-    pub(crate) last_coll: Option<CollChoice>,
-    pub(crate) coll_tables: CollTables,
     /// Block size from which the model sends private buffers through CMA, as the segment's
     /// creator published it (the same on every rank).
     cma_from: usize,
@@ -186,8 +184,7 @@ impl Comm {
         let arenas_reachable =
             cma_ok && (0..size).all(|j| seg.arena_ok_of(j).load(Ordering::Relaxed) == 1);
         let cma_from = crate::cma_from::agreed(&seg)?;
-        let sel = Selection::model(hw::machine(), size, cma_from);
-        let coll_tables = CollTables::model(
+        let tables = Tables::model(
             hw::machine(),
             size,
             l.sizes.inline_bytes,
@@ -204,11 +201,9 @@ impl Comm {
             sent: state.sent,
             recvd: state.recvd,
             cfg,
-            sel,
+            tables,
             broken: None,
             last: None,
-            last_coll: None,
-            coll_tables,
             cma_from,
             stats: Stats::default(),
             heap,
@@ -242,15 +237,15 @@ impl Comm {
     pub fn cma_from(&self) -> usize {
         self.cma_from
     }
-    /// The selection tables in force.
-    pub fn selection(&self) -> &Selection {
-        &self.sel
+    /// The selection tables in force for `op`'s family.
+    pub fn selection(&self, op: CollOp) -> &Selection {
+        self.tables.get(op)
     }
-    /// Bind a (tuned) table; the model stays as the fallback for its gaps. Every rank must
-    /// bind the same table (the bindings load the same file on every rank).
-    pub fn set_table(&mut self, table: crate::select::Table, source: String) {
-        self.sel.table = table;
-        self.sel.source = source;
+    /// Bind a (tuned) table for `op`'s family; Alltoall's model stays as the fallback for
+    /// its gaps. Every rank must bind the same table (the bindings load the same file on
+    /// every rank).
+    pub fn set_table(&mut self, op: CollOp, table: Table, source: String) {
+        self.tables.set(op, table, source);
     }
     pub fn last_choice(&self) -> Option<Choice> {
         self.last
@@ -489,7 +484,7 @@ impl Comm {
         self.next_seq += 1;
         if let Some(notice) = owed {
             let core = DescCore {
-                op: OP_BARRIER,
+                op: CollOp::Barrier.code(),
                 ..DescCore::default()
             };
             self.publish_arrive(seq, &core, Some(&notice));
@@ -685,7 +680,7 @@ impl Comm {
             // Only a rank whose call differs from the root's misses a one-sided call.
             return Err(Error::Diverged(format!(
                 "call {seq}: rank {j} completed a one-sided {} that rank {} did not join (its call differs)",
-                op_name(cores[j].op),
+                CollOp::name_of_code(cores[j].op),
                 self.rank
             )));
         }
@@ -699,9 +694,9 @@ impl Comm {
         if let Some((j, c)) = cores.iter().enumerate().find(|(_, c)| c.op != my_op) {
             return Err(Error::Mismatch(format!(
                 "rank {j} called {} while rank {} called {}",
-                op_name(c.op),
+                CollOp::name_of_code(c.op),
                 self.rank,
-                op_name(my_op)
+                CollOp::name_of_code(my_op)
             )));
         }
         Ok(())
@@ -796,7 +791,7 @@ impl Comm {
     pub fn barrier(&mut self) -> Result<()> {
         let seq = self.begin()?;
         let core = DescCore {
-            op: OP_BARRIER,
+            op: CollOp::Barrier.code(),
             ..DescCore::default()
         };
         self.publish_arrive(seq, &core, None);
@@ -806,7 +801,7 @@ impl Comm {
         let r = self.poison(r);
         r?;
         let mut cores = std::mem::take(&mut self.scratch);
-        let r = self.read_descs(seq, OP_BARRIER, &mut cores);
+        let r = self.read_descs(seq, CollOp::Barrier.code(), &mut cores);
         self.scratch = cores;
         if r.is_err() {
             self.stats.rejected += 1;
@@ -815,22 +810,11 @@ impl Comm {
         self.poison(r)
     }
 
+    /// Keep what served a call, for `last_choice` and the statistics.
     pub(crate) fn record(&mut self, choice: Choice) {
         self.last = Some(choice);
-        self.last_coll = None;
         self.stats.calls += 1;
         self.stats.per_algo[choice.algo as usize] += 1;
-    }
-
-    pub(crate) fn record_coll(&mut self, choice: CollChoice) {
-        self.last_coll = Some(choice);
-        self.last = None;
-        self.stats.calls += 1;
-        self.stats.per_coll_algo[choice.algo as usize] += 1;
-    }
-
-    pub fn last_coll_choice(&self) -> Option<CollChoice> {
-        self.last_coll
     }
 
     /// Bind the tuning table file's tables for this communicator's size, if a file is
@@ -842,11 +826,12 @@ impl Comm {
         };
         let file = crate::tuning_file::TableFile::load(&path)?;
         let tables = file.tables_for(self.size)?;
+        let source = path.display().to_string();
         if let Some(t) = tables.alltoall {
-            self.set_table(t, path.display().to_string());
+            self.set_table(CollOp::Alltoall, t, source.clone());
         }
         for (family, t) in tables.coll {
-            self.set_coll_table(family, t);
+            self.set_table(family, t, source.clone());
         }
         Ok(Some(path))
     }
@@ -856,26 +841,10 @@ impl Comm {
     pub fn tables_digest(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        format!("{:?}", self.sel.table).hash(&mut h);
         for o in CollOp::ALL {
-            format!("{:?}", self.coll_tables.get(o.family())).hash(&mut h);
+            format!("{:?}", self.tables.get(o).table).hash(&mut h);
         }
         h.finish()
-    }
-
-    /// The selection table of a collective family.
-    pub fn coll_table(&self, family: CollOp) -> &CollTable {
-        self.coll_tables.get(family)
-    }
-
-    /// Bind a (tuned) table for a collective family; every rank must bind the same.
-    pub fn set_coll_table(&mut self, family: CollOp, t: CollTable) {
-        self.coll_tables.set(family, t);
-    }
-
-    /// Calls of the other collectives served by `algo` so far.
-    pub fn coll_calls_with(&self, algo: CollAlgo) -> u64 {
-        self.stats.per_coll_algo[algo as usize]
     }
 
     /// Calls served by `algo` so far.

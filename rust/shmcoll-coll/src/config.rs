@@ -7,9 +7,10 @@ use shmcoll_kernels::hw;
 use shmcoll_shm::placement::BindPolicy;
 use shmcoll_shm::{shm_free_bytes, Sizes, WaitConfig};
 
-use crate::collectives::vocab::{CollAlgo, CollOp};
 use crate::env_value::{env_bytes, env_real, env_whole};
 use crate::error::{Error, Result};
+use crate::op::CollOp;
+use crate::registry::Algo;
 use crate::registry::Forced;
 
 /// (name, meaning) of every environment variable the engine reads.
@@ -66,7 +67,7 @@ pub struct Config {
     pub wait: WaitConfig,
     pub alltoall_forced: Forced,
     /// Forced algorithm of each collective family (index: CollOp as usize of the family).
-    pub coll_forced: [Option<CollAlgo>; 11],
+    pub coll_forced: [Option<Algo>; CollOp::COUNT],
     pub bind: BindPolicy,
     /// `SHMCOLL_CMA_FROM`: the forced crossover of private buffers (crate::cma_from); what
     /// counts is the value of the process that creates the segment.
@@ -171,9 +172,9 @@ pub mod ranges {
 }
 
 /// `SHMCOLL_<FAMILY>_ALGORITHM` for every collective family.
-fn coll_forced_from_env() -> Result<[Option<CollAlgo>; 11]> {
-    let mut out = [None; 11];
-    for op in CollOp::ALL {
+fn coll_forced_from_env() -> Result<[Option<Algo>; CollOp::COUNT]> {
+    let mut out = [None; CollOp::COUNT];
+    for op in CollOp::ALL.into_iter().filter(|o| o.is_module_collective()) {
         let fam = op.family();
         let var = format!("SHMCOLL_{}_ALGORITHM", fam.name().to_ascii_uppercase());
         let var = var.replace("_BLOCK_", "_");
@@ -182,9 +183,10 @@ fn coll_forced_from_env() -> Result<[Option<CollAlgo>; 11]> {
             if v.is_empty() || v.eq_ignore_ascii_case("auto") {
                 continue;
             }
-            out[op as usize] = Some(CollAlgo::parse(v).ok_or_else(|| {
+            out[op as usize] = Some(Algo::parse(op, v).ok_or_else(|| {
                 Error::InvalidArgument(format!(
-                    "environment: {var}={v:?}; known algorithms: inline, direct, cma, staging"
+                    "environment: {var}={v:?}; known algorithms: {}",
+                    Algo::names(op)
                 ))
             })?);
         }

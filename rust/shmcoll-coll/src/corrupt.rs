@@ -87,7 +87,8 @@ mod tests {
 
     use super::*;
     use crate::alltoall::{AlltoallCall, Blocks, RawBuf};
-    use crate::collectives::{CollAlgo, CollCall, CollOp};
+    use crate::collectives::CollCall;
+    use crate::op::CollOp;
     use crate::registry::{Algo, Forced};
     use crate::{Comm, Config, Error};
     use shmcoll_kernels::reduce::{Dtype, Op};
@@ -104,8 +105,8 @@ mod tests {
     enum Scenario {
         Alltoall(Algo),
         Alltoallv(Algo),
-        Allgather(CollAlgo),
-        Allreduce(CollAlgo),
+        Allgather(Algo),
+        Allreduce(Algo),
     }
 
     fn config(p: usize) -> Config {
@@ -260,15 +261,15 @@ mod tests {
             Scenario::Alltoall(Algo::Push),
             Scenario::Alltoallv(Algo::Pull),
             Scenario::Alltoallv(Algo::Push),
-            Scenario::Allgather(CollAlgo::Direct),
-            Scenario::Allreduce(CollAlgo::Direct),
+            Scenario::Allgather(Algo::Direct),
+            Scenario::Allreduce(Algo::Direct),
         ];
         let word = shmcoll_shm::cma::probe_word() as *const _ as usize;
         if shmcoll_shm::cma::probe(std::process::id(), word) {
             v.extend([
                 Scenario::Alltoall(Algo::Cma),
                 Scenario::Alltoall(Algo::CmaPush),
-                Scenario::Allgather(CollAlgo::Cma),
+                Scenario::Allgather(Algo::Cma),
             ]);
         }
         v

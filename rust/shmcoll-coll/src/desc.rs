@@ -8,33 +8,6 @@
 use shmcoll_shm::layout::DESC_FIXED;
 use shmcoll_shm::Segment;
 
-/// Operation codes, so that ranks calling different collectives notice.
-pub const OP_BARRIER: u32 = 1;
-pub const OP_ALLTOALL: u32 = 2;
-pub const OP_ALLTOALLV: u32 = 3;
-// The other collectives take their codes from `CollOp` (collectives/mod.rs): 16 + index.
-
-pub fn op_name(op: u32) -> &'static str {
-    match op {
-        OP_BARRIER => "Barrier",
-        OP_ALLTOALL => "Alltoall",
-        OP_ALLTOALLV => "Alltoallv",
-        _ => crate::collectives::vocab::CollOp::from_code(op)
-            .map_or("an unknown operation", |o| o.name()),
-    }
-}
-
-/// The code of the operation named `name` (the inverse of `op_name`), None for no such.
-pub fn op_code(name: &str) -> Option<u32> {
-    match name {
-        "Barrier" => Some(OP_BARRIER),
-        "Alltoall" => Some(OP_ALLTOALL),
-        "Alltoallv" => Some(OP_ALLTOALLV),
-        _ => crate::collectives::vocab::CollOp::parse(name)
-            .map(crate::collectives::vocab::CollOp::code),
-    }
-}
-
 /// The `extra` word of a descriptor: root (16 bits), datatype and operator codes (8 each).
 pub fn pack_extra(root: usize, dtype: u8, op: u8) -> u32 {
     (root as u32 & 0xffff) | (u32::from(dtype) << 16) | (u32::from(op) << 24)

@@ -45,13 +45,12 @@ use std::time::Duration;
 use shmcoll_kernels::Store;
 use shmcoll_shm::{bound_apart, wait_counter, Line, WaitConfig};
 
-use crate::collectives::vocab::CollOp;
 use crate::comm::{Comm, Unwaited};
 use crate::desc::{
-    op_name, unpack_extra, ArriveLine, Desc, DescCore, LineHead, F_INLINE, F_ROOT_ONLY, F_STREAMED,
-    F_TINY,
+    unpack_extra, ArriveLine, Desc, DescCore, LineHead, F_INLINE, F_ROOT_ONLY, F_STREAMED, F_TINY,
 };
 use crate::error::{Error, ErrorKind, Result};
+use crate::op::CollOp;
 use crate::transfer::Mover;
 
 /// Payloads larger than this are streamed (module comment); below it the chunks would be
@@ -96,7 +95,7 @@ fn describe(h: &LineHead) -> String {
     let rooted = CollOp::from_code(h.op).is_some_and(|o| o.rooted());
     format!(
         "{} of {} bytes{}{}",
-        op_name(h.op),
+        CollOp::name_of_code(h.op),
         h.send_bpp,
         if rooted {
             format!(" from root {root}")

@@ -22,10 +22,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use shmcoll_kernels::hw::Machine;
 
-use crate::collectives::select::CollRow;
-use crate::collectives::select::CollTable;
-use crate::collectives::vocab::{CollAlgo, CollOp};
 use crate::error::{Error, Result};
+use crate::op::CollOp;
 use crate::order::Order;
 use crate::registry::{Algo, Store};
 use crate::select::{Candidate, Range, Table};
@@ -149,7 +147,7 @@ pub struct FileTables {
     /// Alltoall(v).
     pub alltoall: Option<Table>,
     /// The other collectives, by family.
-    pub coll: Vec<(CollOp, CollTable)>,
+    pub coll: Vec<(CollOp, Table)>,
 }
 
 /// A size range of an entry: (min bytes, max bytes with `usize::MAX` for inf, whether it
@@ -371,11 +369,14 @@ impl TableFile {
                 return Some(format!("{k}: a choice of {op} names only an algorithm"));
             }
         }
-        let mut algos: Vec<&str> = if coll {
-            CollAlgo::ALL.iter().map(|a| a.name()).collect()
+        let family = if coll {
+            coll_family(op)
         } else {
-            Algo::ALL.iter().map(|a| a.name()).collect()
+            Some(CollOp::Alltoall)
         };
+        let mut algos: Vec<&str> = family
+            .map(|f| Algo::serving(f).map(|a| a.name()).collect())
+            .unwrap_or_default();
         if COMPRESSIBLE.contains(&op) {
             algos.push(COMPRESSED);
         }
@@ -458,12 +459,12 @@ impl TableFile {
 
     /// The table of collective `op` (a file's operation name other than "alltoall") for
     /// `nprocs` ranks, None where no entry covers them.
-    pub fn coll_for(&self, op: &str, nprocs: usize) -> Result<Option<CollTable>> {
-        if coll_family(op).is_none() {
+    pub fn coll_for(&self, op: &str, nprocs: usize) -> Result<Option<Table>> {
+        let Some(family) = coll_family(op) else {
             return Err(bad(&self.origin, format!("no collective operation {op:?}")));
-        }
+        };
         self.entry(op, nprocs)
-            .map(|e| self.coll_table(op, e))
+            .map(|e| self.coll_table(op, family, e))
             .transpose()
     }
 
@@ -537,24 +538,27 @@ impl TableFile {
                 let order = c.order.as_deref().unwrap_or("shifted");
                 let store = c.store.as_deref().unwrap_or("hybrid");
                 let cand = Candidate::from_names(
+                    CollOp::Alltoall,
                     &c.algorithm,
-                    order,
-                    store,
+                    Some(order),
+                    Some(store),
                     c.nt_threshold,
                     c.chunk_bytes,
                 );
                 candidates.push(cand?);
             }
             ranges.push(Range {
-                min_block: s.bytes.0,
-                max_block: s.bytes.1.get(),
+                min_bytes: s.bytes.0,
+                max_bytes: s.bytes.1.get(),
                 candidates,
             });
         }
         Table::new(ranges)
     }
 
-    fn coll_table(&self, op: &str, e: &Entry) -> Result<CollTable> {
+    /// The rows of a collective other than Alltoall: each covers the sizes up to its upper
+    /// bound (the lower bounds only order them), choices name an algorithm only.
+    fn coll_table(&self, op: &str, family: CollOp, e: &Entry) -> Result<Table> {
         let mut sizes: Vec<&SizeRow> = e.sizes.iter().collect();
         sizes.sort_by_key(|s| s.bytes.0);
         let mut rows = Vec::with_capacity(sizes.len());
@@ -564,20 +568,19 @@ impl TableFile {
                 .iter()
                 .filter(|c| c.algorithm != COMPRESSED)
                 .map(|c| {
-                    CollAlgo::parse(&c.algorithm).ok_or_else(|| {
-                        bad(
-                            &self.origin,
-                            format!("{op}: unknown algorithm {}", quote(&c.algorithm)),
-                        )
-                    })
+                    Algo::parse(family, &c.algorithm)
+                        .map(Candidate::of)
+                        .ok_or_else(|| {
+                            bad(
+                                &self.origin,
+                                format!("{op}: unknown algorithm {}", quote(&c.algorithm)),
+                            )
+                        })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            rows.push(CollRow {
-                max_bytes: s.bytes.1.get(),
-                candidates,
-            });
+            rows.push((s.bytes.1.get(), candidates));
         }
-        Ok(CollTable::new(rows))
+        Ok(Table::from_upper_bounds(family, rows))
     }
 }
 
@@ -635,17 +638,21 @@ mod tests {
         let r0 = a.find(100).unwrap();
         assert_eq!(r0.candidates.len(), 1);
         assert_eq!(r0.candidates[0].algo, Algo::Inline);
-        assert_eq!(r0.candidates[0].order, Order::parse("linear").unwrap());
-        assert_eq!(r0.candidates[0].store, Store::Temporal);
+        assert_eq!(r0.candidates[0].order, Order::parse("linear"));
+        assert_eq!(r0.candidates[0].store, Some(Store::Temporal));
         let r1 = a.find(1 << 30).unwrap();
         assert_eq!(r1.candidates[0].algo, Algo::Staging);
-        assert_eq!(r1.candidates[0].store, Store::Hybrid);
+        assert_eq!(r1.candidates[0].store, Some(Store::Hybrid));
         assert_eq!(r1.candidates[0].chunk_bytes, Some(4096));
         assert_eq!(t.coll.len(), 1);
         let (family, rs) = &t.coll[0];
         assert_eq!(*family, CollOp::ReduceScatterBlock);
-        assert_eq!(rs.candidates(100), &[CollAlgo::Inline, CollAlgo::Direct]);
-        assert_eq!(rs.candidates(1 << 20), &[CollAlgo::Staging]);
+        let algos = |bytes| {
+            rs.find(bytes)
+                .map(|r| r.candidates.iter().map(|c| c.algo).collect::<Vec<_>>())
+        };
+        assert_eq!(algos(100), Some(vec![Algo::Inline, Algo::Direct]));
+        assert_eq!(algos(1 << 20), Some(vec![Algo::Staging]));
         // Process counts pick their entry; none covers 1 rank for Alltoall.
         let four = f.tables_for(4).unwrap().alltoall.unwrap();
         assert_eq!(four.find(8).unwrap().candidates[0].algo, Algo::Push);
@@ -762,7 +769,14 @@ mod tests {
         );
         assert_eq!(f.compressed_for("allreduce", 3), None);
         let coll = f.coll_for("allreduce", 2).unwrap().unwrap();
-        assert_eq!(coll.candidates(10), &[CollAlgo::Staging]);
+        let algos: Vec<Algo> = coll
+            .find(10)
+            .unwrap()
+            .candidates
+            .iter()
+            .map(|c| c.algo)
+            .collect();
+        assert_eq!(algos, vec![Algo::Staging]);
         let m = shmcoll_kernels::hw::machine();
         let diffs = f.fingerprint_differences(m, &quote);
         assert!(

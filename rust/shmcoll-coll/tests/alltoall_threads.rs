@@ -2,7 +2,7 @@ mod common;
 
 use common::{buf, config, run_ranks};
 use proptest::prelude::*;
-use shmcoll_coll::{Algo, AlltoallCall, Blocks, Comm, Error, Forced, Order, RawBuf, Store};
+use shmcoll_coll::{Algo, AlltoallCall, Blocks, CollOp, Comm, Error, Forced, Order, RawBuf, Store};
 
 /// Byte k of the block rank `from` sends to rank `to`.
 fn pattern(from: usize, to: usize, k: usize) -> u8 {
@@ -89,7 +89,7 @@ fn every_algorithm_order_and_store_at_1_to_4_ranks() {
     for p in 1..=4 {
         let out = run_ranks(p, config(p), |comm| {
             let mut served = Vec::new();
-            for a in Algo::ALL {
+            for a in Algo::serving(CollOp::Alltoall) {
                 for o in Order::ALL {
                     for s in Store::ALL {
                         for bpp in [0usize, 1, 7, 64, 1000, 4099, 70_000] {
@@ -322,7 +322,7 @@ proptest! {
         // in place needs a symmetric matrix
         let counts: Vec<Vec<usize>> = if in_place { (0..p).map(|i| (0..p).map(|j| counts[i.min(j)][i.max(j)]).collect()).collect() } else { counts };
         let gaps: Vec<usize> = (0..p).map(|_| (next() % 70) as usize).collect();
-        let algo = Algo::ALL.get(algo_i).copied();
+        let algo = Algo::serving(CollOp::Alltoall).nth(algo_i);
         let f = Forced { algo, order: None, store: None };
         let results = run_ranks(p, config(p), move |comm| vector(comm, &counts, &gaps, f, heap, in_place).map_err(|e| e.to_string()));
         for r in &results {
@@ -345,8 +345,8 @@ fn tiny_calls_served_by_single_copy_algorithms() {
         run_ranks(p, config(p), |comm| {
             let c = |a| Candidate::new(a, Order::Shifted, Store::Hybrid);
             let t = Table::new(vec![Range {
-                min_block: 0,
-                max_block: usize::MAX,
+                min_bytes: 0,
+                max_bytes: usize::MAX,
                 candidates: vec![
                     c(Algo::Push),
                     c(Algo::Pull),
@@ -355,7 +355,7 @@ fn tiny_calls_served_by_single_copy_algorithms() {
                 ],
             }])
             .unwrap();
-            comm.set_table(t, "test".into());
+            comm.set_table(CollOp::Alltoall, t, "test".into());
             for bpp in [1usize, 8, 20] {
                 assert_eq!(
                     uniform(comm, bpp, Forced::default(), true, true, false).unwrap(),

@@ -6,9 +6,7 @@
 mod common;
 
 use common::{buf, config, run_ranks, run_ranks_with};
-use shmcoll_coll::{
-    Algo, AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Config, Forced, RawBuf,
-};
+use shmcoll_coll::{Algo, AlltoallCall, Blocks, CollCall, CollOp, Comm, Config, Forced, RawBuf};
 
 /// `config(p)` with the crossover forced to `cma_from`.
 fn forcing(p: usize, cma_from: Option<usize>) -> Config {
@@ -64,7 +62,7 @@ fn alltoall(comm: &mut Comm, bpp: usize, heap: bool) -> Algo {
 }
 
 /// The algorithm that served an Allgather of `n` private bytes per rank.
-fn allgather(comm: &mut Comm, n: usize) -> CollAlgo {
+fn allgather(comm: &mut Comm, n: usize) -> Algo {
     let (me, p) = (comm.rank(), comm.size());
     let mut s: Vec<u8> = (0..n).map(|k| (k * 7 + me * 31) as u8).collect();
     let mut r = vec![0u8; n * p];
@@ -124,7 +122,7 @@ fn every_rank_uses_the_creator_s_value_whatever_its_own() {
         assert_eq!(below, Algo::Staging, "rank {rank}");
         assert_eq!(from, Algo::CmaPush, "rank {rank}");
         assert_eq!(heap, (Algo::Push, Algo::Push), "rank {rank}");
-        assert_eq!(gathers, (CollAlgo::Staging, CollAlgo::Cma), "rank {rank}");
+        assert_eq!(gathers, (Algo::Staging, Algo::Cma), "rank {rank}");
     }
 }
 

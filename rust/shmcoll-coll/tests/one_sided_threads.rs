@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{buf, config, run_ranks};
 use proptest::prelude::*;
-use shmcoll_coll::{AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, Comm, Error};
+use shmcoll_coll::{Algo, AlltoallCall, Blocks, CollCall, CollOp, Comm, Error};
 use shmcoll_kernels::reduce::{Dtype, Op};
 
 /// A small deterministic generator (the schedule must be the same on every rank).
@@ -25,7 +25,7 @@ fn byte(step: usize, root: usize, k: usize) -> u8 {
     (step.wrapping_mul(29) ^ root.wrapping_mul(101) ^ k.wrapping_mul(7) ^ (k >> 8)) as u8
 }
 
-fn bcast(comm: &mut Comm, step: usize, root: usize, n: usize) -> Result<CollAlgo, Error> {
+fn bcast(comm: &mut Comm, step: usize, root: usize, n: usize) -> Result<Algo, Error> {
     bcast_forced(comm, step, root, n, None)
 }
 
@@ -34,8 +34,8 @@ fn bcast_forced(
     step: usize,
     root: usize,
     n: usize,
-    forced: Option<CollAlgo>,
-) -> Result<CollAlgo, Error> {
+    forced: Option<Algo>,
+) -> Result<Algo, Error> {
     let mut v: Vec<u8> = if comm.rank() == root {
         (0..n).map(|k| byte(step, root, k)).collect()
     } else {
@@ -60,7 +60,7 @@ fn bcast_forced(
     Ok(algo)
 }
 
-fn allreduce(comm: &mut Comm, step: usize, n: usize, forced: Option<CollAlgo>) {
+fn allreduce(comm: &mut Comm, step: usize, n: usize, forced: Option<Algo>) {
     let (me, p) = (comm.rank(), comm.size());
     let mut s: Vec<u8> = (0..n).map(|k| (me * 3 + k + step) as u8).collect();
     let mut r = vec![0u8; n];
@@ -123,33 +123,33 @@ fn schedule(comm: &mut Comm, seed: u64, steps: usize) -> usize {
             3 | 4 => {
                 // Up to the 16 KiB inline area of these tests; above 8 KiB, streamed.
                 let n = 1000 + (shared >> 16) as usize % 15_000;
-                let algo = bcast_forced(comm, step, root, n, Some(CollAlgo::Inline)).unwrap();
-                assert_eq!(algo, CollAlgo::Inline);
+                let algo = bcast_forced(comm, step, root, n, Some(Algo::Inline)).unwrap();
+                assert_eq!(algo, Algo::Inline);
                 one_sided += 1;
             }
             5 if shared & (3 << 20) == 0 => {
                 // Larger than the inline area (16 KiB in these tests): every rank waits.
                 let algo = bcast(comm, step, root, 40_000).unwrap();
-                assert_ne!(algo, CollAlgo::Inline);
+                assert_ne!(algo, Algo::Inline);
             }
             5 if shared & (1 << 20) == 0 => {
                 // Split between the ranks: each reads its part of the root's private buffer
                 // with CMA and forwards it to the other non-roots.
                 let n = 65_536 + (shared >> 24) as usize % 400_000;
-                let algo = bcast_forced(comm, step, root, n, Some(CollAlgo::Cma)).unwrap();
-                assert_eq!(algo, CollAlgo::Cma);
+                let algo = bcast_forced(comm, step, root, n, Some(Algo::Cma)).unwrap();
+                assert_eq!(algo, Algo::Cma);
             }
             5 => {
                 // Pipelined through the root's 256 KiB staging ring, which wraps up to
                 // three times; the root leaves as soon as its last chunk is in.
                 let n = 1 + (shared >> 24) as usize % 900_000;
-                let algo = bcast_forced(comm, step, root, n, Some(CollAlgo::Staging)).unwrap();
-                assert_eq!(algo, CollAlgo::Staging);
+                let algo = bcast_forced(comm, step, root, n, Some(Algo::Staging)).unwrap();
+                assert_eq!(algo, Algo::Staging);
             }
             // Staging steps right after a pipelined Bcast check that the Step lines stayed
             // in lockstep.
             6 if shared & (1 << 20) == 0 => allreduce(comm, step, 37, None),
-            6 => allreduce(comm, step, 3000, Some(CollAlgo::Staging)),
+            6 => allreduce(comm, step, 3000, Some(Algo::Staging)),
             _ => {
                 if shared.is_multiple_of(2) {
                     comm.barrier().unwrap();
@@ -237,7 +237,7 @@ fn streamed_payloads_reach_early_and_late_readers() {
                     std::thread::sleep(Duration::from_micros(300));
                 }
                 let n = [8193, 12_000, 16 << 10][step % 3];
-                bcast_forced(c, step, root, n, Some(CollAlgo::Inline)).unwrap();
+                bcast_forced(c, step, root, n, Some(Algo::Inline)).unwrap();
             }
             c.barrier().unwrap();
         });

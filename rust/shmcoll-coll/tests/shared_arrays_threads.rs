@@ -5,7 +5,7 @@
 mod common;
 
 use common::{buf, config, run_ranks};
-use shmcoll_coll::{Blocks, CollAlgo, CollCall, CollOp};
+use shmcoll_coll::{Algo, Blocks, CollCall, CollOp};
 use shmcoll_shm::shared_arena;
 
 #[test]
@@ -38,7 +38,7 @@ fn buffers_in_the_arena_take_the_direct_path() {
             root: 0,
             blocks: Some(Blocks::Uniform(n)),
             reduce: None,
-            forced: Some(CollAlgo::Direct),
+            forced: Some(Algo::Direct),
         };
         let algo = comm.collective(CollOp::Allgather, Ok(call)).unwrap().algo;
         let bad = (0..n * p).find(|&i| r[i] != ((i % n) * 7 + (i / n) * 31) as u8);
@@ -47,7 +47,7 @@ fn buffers_in_the_arena_take_the_direct_path() {
         (algo, bad)
     });
     for (rank, (algo, bad)) in results.into_iter().enumerate() {
-        assert_eq!(algo, CollAlgo::Direct, "rank {rank}");
+        assert_eq!(algo, Algo::Direct, "rank {rank}");
         assert_eq!(bad, None, "rank {rank}: wrong byte");
     }
 }

@@ -1,10 +1,15 @@
 //! Selection tables of the collectives other than Alltoall, as Python sees them: per
 //! family, rows `(max_bytes or None for inf, [algorithm names])`, first row that covers a
-//! call's largest contribution wins, first algorithm that can serve it within the row.
+//! call's largest contribution wins, first algorithm that can serve it within the row. In
+//! Rust they are the one table type of every collective (shmcoll_coll::Table), each row a
+//! range from the previous row's bound.
 
 use pyo3::prelude::*;
 
-use shmcoll_coll::{model_coll_table, CollAlgo, CollFacts, CollOp, CollRow, CollTable, Error};
+use shmcoll_coll::{
+    model_coll_table, select::select, Algo, CallFacts, Candidate, CollOp, Error, Forced, Selection,
+    Table,
+};
 
 use crate::errors::{to_py, IntoPyResult};
 
@@ -13,40 +18,40 @@ pub type CollRowPy = (Option<usize>, Vec<String>);
 
 /// The family an operation name belongs to ("Allreduce", "Reduce_scatter", ...).
 pub fn family(py: Python<'_>, op: &str) -> PyResult<CollOp> {
-    CollOp::parse(op).map(CollOp::family).ok_or_else(|| {
-        to_py(
-            py,
-            Error::InvalidArgument(format!("unknown collective {op:?}")),
-        )
-    })
+    CollOp::parse_collective(op)
+        .map(CollOp::family)
+        .ok_or_else(|| {
+            to_py(
+                py,
+                Error::InvalidArgument(format!("unknown collective {op:?}")),
+            )
+        })
 }
 
-pub fn to_rows(t: &CollTable) -> Vec<CollRowPy> {
-    t.rows()
+pub fn to_rows(t: &Table) -> Vec<CollRowPy> {
+    t.ranges()
         .iter()
         .map(|r| {
             (
                 (r.max_bytes != usize::MAX).then_some(r.max_bytes),
-                r.candidates.iter().map(|a| a.name().to_string()).collect(),
+                r.candidates
+                    .iter()
+                    .map(|c| c.algo.name().to_string())
+                    .collect(),
             )
         })
         .collect()
 }
 
-pub fn from_rows(py: Python<'_>, rows: Vec<CollRowPy>) -> PyResult<CollTable> {
+pub fn from_rows(py: Python<'_>, family: CollOp, rows: Vec<CollRowPy>) -> PyResult<Table> {
     let mut out = Vec::with_capacity(rows.len());
     for (max, names) in rows {
         let candidates = names
             .iter()
             .map(|n| {
-                CollAlgo::parse(n).ok_or_else(|| {
-                    to_py(
-                        py,
-                        Error::InvalidArgument(format!(
-                            "unknown algorithm {n:?}; known: inline, direct, cma, staging"
-                        )),
-                    )
-                })
+                Algo::parse_or_err(family, n)
+                    .map(Candidate::of)
+                    .map_err(|e| to_py(py, e))
             })
             .collect::<PyResult<Vec<_>>>()?;
         if candidates.is_empty() {
@@ -55,12 +60,9 @@ pub fn from_rows(py: Python<'_>, rows: Vec<CollRowPy>) -> PyResult<CollTable> {
                 Error::InvalidArgument("a row without candidates".into()),
             ));
         }
-        out.push(CollRow {
-            max_bytes: max.unwrap_or(usize::MAX),
-            candidates,
-        });
+        out.push((max.unwrap_or(usize::MAX), candidates));
     }
-    Ok(CollTable::new(out))
+    Ok(Table::from_upper_bounds(family, out))
 }
 
 /// The model table of a collective family for `nranks` ranks (the embedded default), with
@@ -101,7 +103,8 @@ pub fn coll_model_table(
 /// What `rows` select for a call whose largest contribution is `bytes`, every rank's
 /// buffers in the heap (`in_heap`) or not, the payload fitting the inline area
 /// (`inline_fits`) or not: (algorithm, whether ranks write their inline payload before
-/// arriving). The tuner checks its rows with it.
+/// arriving). The tuner checks its rows with it. Every collective but Alltoall has the
+/// same algorithms, restrictions and last resorts: Allreduce stands for them.
 #[pyfunction]
 #[pyo3(signature = (rows, bytes, in_heap, inline_fits, cma_ok=true))]
 pub fn coll_resolve(
@@ -112,29 +115,30 @@ pub fn coll_resolve(
     inline_fits: bool,
     cma_ok: bool,
 ) -> PyResult<(String, bool)> {
-    let t = from_rows(py, rows)?;
-    let wants_inline = t.wants_inline(bytes, in_heap);
-    let facts = CollFacts {
+    let op = CollOp::Allreduce;
+    let sel = Selection::model(from_rows(py, op, rows)?, false);
+    let wants_inline = sel.wants_inline(bytes, in_heap);
+    let facts = CallFacts {
         bytes,
         all_inline_written: wants_inline && inline_fits,
-        inline_capacity: 0,
         first_outside_heap: (!in_heap).then_some(0),
         cma_ok,
+        ..CallFacts::default()
     };
-    let algo = t.choose(&facts).ok_or_else(|| {
-        to_py(
-            py,
-            Error::Unsupported("no algorithm of these rows can serve the call".into()),
-        )
-    })?;
-    Ok((algo.name().to_string(), wants_inline))
+    let c = select(&sel, op, &facts, Forced::default(), 0, 0).map_err(|e| to_py(py, e))?;
+    Ok((c.algo.name().to_string(), wants_inline))
 }
 
-/// Names and descriptions of the collectives' algorithms.
+/// Names and descriptions of the collectives' algorithms (every collective but Alltoall
+/// has the same).
 #[pyfunction]
 pub fn coll_algorithms() -> Vec<(String, String)> {
-    CollAlgo::ALL
-        .iter()
-        .map(|a| (a.name().to_string(), a.describe().to_string()))
+    Algo::serving(CollOp::Allreduce)
+        .map(|a| {
+            (
+                a.name().to_string(),
+                a.describe(CollOp::Allreduce).to_string(),
+            )
+        })
         .collect()
 }

@@ -5,7 +5,7 @@
 
 use pyo3::prelude::*;
 
-use shmcoll_coll::{Blocks, CollAlgo, CollCall, CollOp, Comm, Error, RawBuf};
+use shmcoll_coll::{Algo, Blocks, CollCall, CollOp, Comm, Error, RawBuf};
 use shmcoll_kernels::{Dtype, Op};
 
 use crate::buffer::{hold_for_call, Borrowed};
@@ -78,7 +78,7 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
     let mut pyerr = None;
     let root_reads_only = comm.rank() == a.root && op == CollOp::Bcast;
     let call = (|| {
-        let algo = parse("algorithm", a.algorithm, CollAlgo::parse)?;
+        let algo = parse("algorithm", a.algorithm, |s| Algo::parse(op, s))?;
         let send = borrow(
             &mut held,
             &mut pyerr,
@@ -136,7 +136,7 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
 pub fn reject(comm: &mut Comm, op: &str, err: Error) -> Result<(), Error> {
     match op {
         "Alltoall" | "Alltoallv" => comm.alltoall(Err(err)).map(|_| ()),
-        _ => match CollOp::parse(op) {
+        _ => match CollOp::parse_collective(op) {
             Some(o) => comm.collective(o, Err(err)).map(|_| ()),
             None => Err(Error::InvalidArgument(format!("unknown operation {op:?}"))),
         },
@@ -147,8 +147,9 @@ pub fn reject(comm: &mut Comm, op: &str, err: Error) -> Result<(), Error> {
 /// does not serve): agree on it with every rank first (an error unless every rank does
 /// the same, see shmcoll_coll's `Comm::agree_fallback`).
 pub fn agree_fallback(py: Python<'_>, comm: &mut Comm, op: &str, why: &str) -> PyResult<()> {
-    let Some(code) =
-        shmcoll_coll::desc::op_code(op).filter(|&c| c != shmcoll_coll::desc::OP_BARRIER)
+    let Some(code) = CollOp::parse(op)
+        .filter(|&o| o != CollOp::Barrier)
+        .map(CollOp::code)
     else {
         return Err(to_py(
             py,

@@ -395,19 +395,14 @@ collectives {
     #[pyo3(name = "_last_choice")]
     fn last_choice(&mut self, py: Python<'_>) -> PyResult<Option<(String, String, String, bool)>> {
         let comm = self.comm(py)?;
-        if let Some(c) = comm.last_coll_choice() {
-            return Ok(Some((
-                c.algo.name().to_string(),
-                "-".into(),
-                "-".into(),
-                c.forced,
-            )));
-        }
         Ok(comm.last_choice().map(|c| {
+            // Only Alltoall's algorithms take an order and a store.
+            let alltoall = c.op.family() == shmcoll_coll::CollOp::Alltoall;
+            let param = |name: &str| if alltoall { name } else { "-" }.to_string();
             (
                 c.algo.name().to_string(),
-                c.order.name().to_string(),
-                c.store.name().to_string(),
+                param(c.order.name()),
+                param(c.store.name()),
                 c.forced.algo.is_some(),
             )
         }))
@@ -425,18 +420,13 @@ collectives {
         for a in shmcoll_coll::Algo::ALL {
             d.set_item(a.name(), comm.calls_with(a))?;
         }
-        for a in shmcoll_coll::CollAlgo::ALL {
-            // "inline" and "staging" also name Alltoall algorithms: count both.
-            let before: u64 = d.get_item(a.name())?.map_or(Ok(0), |v| v.extract())?;
-            d.set_item(a.name(), before + comm.coll_calls_with(a))?;
-        }
         Ok(d)
     }
 
     /// The table in force: (source, ranges), see table.rs for the row format.
     #[pyo3(name = "_table")]
     fn table(&mut self, py: Python<'_>) -> PyResult<(String, Vec<RangeRow>)> {
-        let sel = self.comm(py)?.selection();
+        let sel = self.comm(py)?.selection(shmcoll_coll::CollOp::Alltoall);
         Ok((sel.source.clone(), to_rows(&sel.table)))
     }
 
@@ -444,7 +434,8 @@ collectives {
     #[pyo3(name = "_set_table")]
     fn set_table(&mut self, py: Python<'_>, rows: Vec<RangeRow>, source: String) -> PyResult<()> {
         let t = from_rows(rows).py_err(py)?;
-        self.comm(py)?.set_table(t, source);
+        self.comm(py)?
+            .set_table(shmcoll_coll::CollOp::Alltoall, t, source);
         Ok(())
     }
 
@@ -456,7 +447,9 @@ collectives {
         op: &str,
     ) -> PyResult<Vec<crate::coll_table::CollRowPy>> {
         let fam = crate::coll_table::family(py, op)?;
-        Ok(crate::coll_table::to_rows(self.comm(py)?.coll_table(fam)))
+        Ok(crate::coll_table::to_rows(
+            &self.comm(py)?.selection(fam).table,
+        ))
     }
 
     /// Bind a table for a collective family (every rank must bind the same one).
@@ -468,8 +461,8 @@ collectives {
         rows: Vec<crate::coll_table::CollRowPy>,
     ) -> PyResult<()> {
         let fam = crate::coll_table::family(py, op)?;
-        let t = crate::coll_table::from_rows(py, rows)?;
-        self.comm(py)?.set_coll_table(fam, t);
+        let t = crate::coll_table::from_rows(py, fam, rows)?;
+        self.comm(py)?.set_table(fam, t, "tuning table".into());
         Ok(())
     }
 

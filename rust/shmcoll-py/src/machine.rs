@@ -6,7 +6,7 @@ use pyo3::types::PyDict;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use shmcoll_coll::{Algo, Error, Order, Store};
+use shmcoll_coll::{Algo, CollOp, Error, Order, Store};
 use shmcoll_kernels::hw;
 use shmcoll_shm::probe;
 
@@ -97,7 +97,9 @@ pub fn algorithms() -> (
     Vec<&'static str>,
 ) {
     (
-        Algo::ALL.iter().map(|a| (a.name(), a.describe())).collect(),
+        Algo::serving(CollOp::Alltoall)
+            .map(|a| (a.name(), a.describe(CollOp::Alltoall)))
+            .collect(),
         Order::ALL.iter().map(|o| o.name()).collect(),
         Store::ALL.iter().map(|s| s.name()).collect(),
     )

@@ -11,8 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use shmcoll_coll::{
-    AlltoallCall, Blocks, CollAlgo, CollCall, CollOp, CollSettled, Comm, Error, Forced, RawBuf,
-    Settled,
+    Algo, AlltoallCall, Blocks, CollCall, CollOp, CollSettled, Comm, Error, Forced, RawBuf, Settled,
 };
 use shmcoll_kernels::{Dtype, Op};
 
@@ -49,7 +48,7 @@ enum Plan {
         block: Option<usize>,
         vector: Option<(Vec<usize>, Vec<usize>)>,
         reduce: Option<(Dtype, Op)>,
-        forced: Option<CollAlgo>,
+        forced: Option<Algo>,
         settled: Option<CollSettled>,
     },
 }
@@ -288,8 +287,8 @@ impl Prequest {
     ) -> PyResult<Prequest> {
         let py = comm.py();
         let vector = counts.zip(displs);
-        let op = parse(py, "collective", Some(op), CollOp::parse)?.expect("given");
-        let forced = parse(py, "algorithm", algorithm, CollAlgo::parse)?;
+        let op = parse(py, "collective", Some(op), CollOp::parse_collective)?.expect("given");
+        let forced = parse(py, "algorithm", algorithm, |s| Algo::parse(op, s))?;
         let dt = parse(py, "datatype", dtype, Dtype::parse)?;
         let rop = parse(py, "reduction operator", reduce_op, Op::parse)?;
         let mut held = Vec::with_capacity(2);

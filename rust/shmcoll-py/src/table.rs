@@ -6,7 +6,7 @@
 
 use pyo3::prelude::*;
 
-use shmcoll_coll::{Candidate, Error, Range, Table};
+use shmcoll_coll::{Candidate, CollOp, Error, Range, Table};
 
 /// (algorithm, order, store, nt_threshold, chunk_bytes)
 pub type CandidateRow = (String, String, String, Option<usize>, Option<usize>);
@@ -23,16 +23,16 @@ pub fn to_rows(t: &Table) -> Vec<RangeRow> {
                 .map(|c| {
                     (
                         c.algo.name().to_string(),
-                        c.order.name().to_string(),
-                        c.store.name().to_string(),
+                        c.order().name().to_string(),
+                        c.store().name().to_string(),
                         c.nt_threshold,
                         c.chunk_bytes,
                     )
                 })
                 .collect();
             (
-                r.min_block,
-                (r.max_block != usize::MAX).then_some(r.max_block),
+                r.min_bytes,
+                (r.max_bytes != usize::MAX).then_some(r.max_bytes),
                 cands,
             )
         })
@@ -41,14 +41,21 @@ pub fn to_rows(t: &Table) -> Vec<RangeRow> {
 
 pub fn from_rows(rows: Vec<RangeRow>) -> Result<Table, Error> {
     let mut ranges = Vec::with_capacity(rows.len());
-    for (min_block, max_block, cands) in rows {
+    for (min_bytes, max_bytes, cands) in rows {
         let mut candidates = Vec::with_capacity(cands.len());
         for (a, o, s, nt, chunk) in cands {
-            candidates.push(Candidate::from_names(&a, &o, &s, nt, chunk)?);
+            candidates.push(Candidate::from_names(
+                CollOp::Alltoall,
+                &a,
+                Some(&o),
+                Some(&s),
+                nt,
+                chunk,
+            )?);
         }
         ranges.push(Range {
-            min_block,
-            max_block: max_block.unwrap_or(usize::MAX),
+            min_bytes,
+            max_bytes: max_bytes.unwrap_or(usize::MAX),
             candidates,
         });
     }
@@ -130,25 +137,28 @@ pub fn resolve(
 ) -> PyResult<(String, String, String, usize, usize)> {
     let m = shmcoll_kernels::hw::machine();
     let table = from_rows(rows).map_err(|e| crate::errors::to_py(py, e))?;
-    let mut sel = shmcoll_coll::Selection::model(m, nranks, cma_from_or_in_force(py, None)?);
+    let mut sel =
+        shmcoll_coll::Selection::alltoall_model(m, nranks, cma_from_or_in_force(py, None)?);
     sel.table = table;
     let cfg = shmcoll_coll::Config::from_env(nranks).map_err(|e| crate::errors::to_py(py, e))?;
     let inline_capacity = cfg.inline_bytes;
     let facts = shmcoll_coll::CallFacts {
         nranks,
-        max_block,
-        all_inline_written: sel.wants_inline(max_block)
+        bytes: max_block,
+        all_inline_written: sel.wants_inline(max_block, heap_send && heap_recv)
             && max_block.saturating_mul(nranks) <= inline_capacity,
         inline_capacity,
         all_send_in_heap: heap_send && !in_place,
         all_recv_in_heap: heap_recv,
         first_send_outside_heap: (!heap_send).then_some(0),
         first_recv_outside_heap: (!heap_recv).then_some(0),
+        first_outside_heap: None,
         in_place,
         cma_ok,
     };
     let c = shmcoll_coll::select::select(
         &sel,
+        CollOp::Alltoall,
         &facts,
         shmcoll_coll::Forced::default(),
         cfg.nt_threshold,
@@ -175,7 +185,8 @@ pub fn wants_inline(
     max_block: usize,
 ) -> PyResult<bool> {
     let cma_from = cma_from_or_in_force(py, None)?;
-    let mut sel = shmcoll_coll::Selection::model(shmcoll_kernels::hw::machine(), nranks, cma_from);
+    let mut sel =
+        shmcoll_coll::Selection::alltoall_model(shmcoll_kernels::hw::machine(), nranks, cma_from);
     sel.table = from_rows(rows).map_err(|e| crate::errors::to_py(py, e))?;
-    Ok(sel.wants_inline(max_block))
+    Ok(sel.wants_inline(max_block, false))
 }

@@ -27,12 +27,12 @@ static int engine_op(MPI_Op op)
  * use PMPI). Never inlined: its error buffer would give every wrapper a frame too large
  * for the compiler to turn the calls to PMPI_ into jumps, and passing a call through
  * should cost nothing. */
-__attribute__((noinline)) static int engine_call(shim_comm *s, enum shim_op op, int code, const void *send,
+__attribute__((noinline)) static int engine_call(shim_comm *s, enum shim_op op, const void *send,
                                                  void *recv, size_t bytes, int root, int dtype, int redop,
                                                  size_t moved)
 {
     char err[SHIM_ERR_CAP];
-    int rc = shmcoll_collective(s->engine, code, send, recv, bytes, (size_t)root, dtype, redop, err, sizeof err);
+    int rc = shmcoll_collective(s->engine, (int)op, send, recv, bytes, (size_t)root, dtype, redop, err, sizeof err);
     rc = shim_finish(s, op, rc, err);
     if (rc == MPI_SUCCESS)
         shim_count_handled(s, op, moved, 0);
@@ -73,7 +73,7 @@ static int serve_bcast(void *buffer, int count, MPI_Datatype datatype, int root,
                            root, s->size);
     if ((bytes > 0 && !buffer) || buffer == MPI_IN_PLACE)
         return shim_reject(s, OP_BCAST, SHMCOLL_CLASS_BUFFER, "the buffer is NULL or MPI_IN_PLACE");
-    return engine_call(s, OP_BCAST, SHMCOLL_BCAST, NULL, buffer, bytes, root, -1, -1, bytes);
+    return engine_call(s, OP_BCAST, NULL, buffer, bytes, root, -1, -1, bytes);
 pass:
     shim_count_passed(OP_BCAST, why);
     return SHIM_PASS;
@@ -118,7 +118,7 @@ static int serve_allgather(const void *sendbuf, int sendcount, MPI_Datatype send
         return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the receive buffer is NULL or MPI_IN_PLACE");
     if (bytes > 0 && !in_place && !sendbuf)
         return shim_reject(s, OP_ALLGATHER, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
-    return engine_call(s, OP_ALLGATHER, SHMCOLL_ALLGATHER, in_place ? NULL : shim_send_ptr(sendbuf), recvbuf,
+    return engine_call(s, OP_ALLGATHER, in_place ? NULL : shim_send_ptr(sendbuf), recvbuf,
                        bytes, 0, -1, -1, bytes * (size_t)s->size);
 pass:
     shim_count_passed(OP_ALLGATHER, why);
@@ -136,7 +136,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
 
 /* Allreduce and Reduce_scatter_block: `count` elements of `t` per call (the vector, or a
  * rank's block), combined with `op`. As serve_bcast. */
-static int serve_reduction(enum shim_op which, int code, const void *sendbuf, void *recvbuf, int count,
+static int serve_reduction(enum shim_op which, const void *sendbuf, void *recvbuf, int count,
                            MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
     enum shim_reason why = R_REDUCTION;
@@ -169,7 +169,7 @@ static int serve_reduction(enum shim_op which, int code, const void *sendbuf, vo
     if (sent > 0 && !in_place && !sendbuf)
         return shim_reject(s, which, SHMCOLL_CLASS_BUFFER, "the send buffer is NULL");
     const void *send = in_place ? NULL : shim_send_ptr(sendbuf);
-    return engine_call(s, which, code, send, recvbuf, bytes, 0, dtype, redop, bytes);
+    return engine_call(s, which, send, recvbuf, bytes, 0, dtype, redop, bytes);
 pass:
     shim_count_passed(which, why);
     return SHIM_PASS;
@@ -178,7 +178,7 @@ pass:
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm)
 {
-    int rc = serve_reduction(OP_ALLREDUCE, SHMCOLL_ALLREDUCE, sendbuf, recvbuf, count, datatype, op, comm);
+    int rc = serve_reduction(OP_ALLREDUCE, sendbuf, recvbuf, count, datatype, op, comm);
     if (rc != SHIM_PASS)
         return rc;
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
@@ -187,7 +187,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
                              MPI_Op op, MPI_Comm comm)
 {
-    int rc = serve_reduction(OP_REDUCE_SCATTER_BLOCK, SHMCOLL_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount,
+    int rc = serve_reduction(OP_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount,
                              datatype, op, comm);
     if (rc != SHIM_PASS)
         return rc;

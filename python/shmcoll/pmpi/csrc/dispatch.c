@@ -92,15 +92,9 @@ int shim_finish(shim_comm *s, enum shim_op op, int rc, const char *err)
 /* shim_reject's body, on a va_list. */
 static int vreject(shim_comm *s, enum shim_op op, int cls, const char *fmt, va_list ap)
 {
-    static const int engine_op[OP_COUNT] = {
-        [OP_ALLTOALL] = SHMCOLL_ALLTOALL, [OP_ALLTOALLV] = SHMCOLL_ALLTOALLV,
-        [OP_ALLGATHER] = SHMCOLL_ALLGATHER, [OP_BCAST] = SHMCOLL_BCAST,
-        [OP_ALLREDUCE] = SHMCOLL_ALLREDUCE, [OP_REDUCE_SCATTER_BLOCK] = SHMCOLL_REDUCE_SCATTER_BLOCK,
-        [OP_BARRIER] = -1,
-    };
     char why[256], err[SHIM_ERR_CAP];
     vsnprintf(why, sizeof why, fmt, ap);
-    int rc = shmcoll_reject(s->engine, engine_op[op], cls, why, err, sizeof err);
+    int rc = shmcoll_reject(s->engine, (int)op, cls, why, err, sizeof err);
     if (rc != SHMCOLL_REJECTED)
         rc = SHMCOLL_FATAL; /* a rejection that did not reach the peers leaves them waiting */
     return shim_finish(s, op, rc, err);

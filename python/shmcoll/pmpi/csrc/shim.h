@@ -19,16 +19,20 @@ enum shim_reason {
     R_COUNT
 };
 
+/* The collectives the shim intercepts, each with the engine's code (the header's
+ * SHMCOLL_<OP>, checked against the engine by shmcoll-capi's header test), so that no
+ * border renumbers. Tables indexed by them have a slot per engine code (OP_COUNT), empty
+ * (a NULL name) for the collectives the shim does not intercept. */
 enum shim_op {
-    OP_ALLTOALL,
-    OP_ALLTOALLV,
-    OP_ALLGATHER,
-    OP_BCAST,
-    OP_ALLREDUCE,
-    OP_REDUCE_SCATTER_BLOCK,
-    OP_BARRIER,
-    OP_COUNT
+    OP_BARRIER = SHMCOLL_BARRIER,
+    OP_ALLTOALL = SHMCOLL_ALLTOALL,
+    OP_ALLTOALLV = SHMCOLL_ALLTOALLV,
+    OP_BCAST = SHMCOLL_BCAST,
+    OP_ALLGATHER = SHMCOLL_ALLGATHER,
+    OP_REDUCE_SCATTER_BLOCK = SHMCOLL_REDUCE_SCATTER_BLOCK,
+    OP_ALLREDUCE = SHMCOLL_ALLREDUCE,
 };
+#define OP_COUNT SHMCOLL_COLLECTIVES
 
 /* shmcoll's state for one communicator, cached as an attribute of it. */
 typedef struct shim_comm {

@@ -176,8 +176,11 @@ fn the_header_codes_are_the_ones_the_functions_use() {
     for (name, c) in classes {
         assert_eq!(value(name), c as c_int, "{name}");
     }
-    assert_eq!(value("SHMCOLL_ALLTOALL"), REJECT_ALLTOALL);
-    assert_eq!(value("SHMCOLL_ALLTOALLV"), REJECT_ALLTOALLV);
+    assert_eq!(value("SHMCOLL_ALLTOALL"), CollOp::Alltoall.code() as c_int);
+    assert_eq!(
+        value("SHMCOLL_ALLTOALLV"),
+        CollOp::Alltoallv.code() as c_int
+    );
 }
 
 #[test]
@@ -222,7 +225,7 @@ fn a_rejection_through_the_c_function_reaches_the_peer_with_its_class() {
                         let class = Class::Count as c_int;
                         shmcoll_reject(
                             comm,
-                            REJECT_ALLTOALL,
+                            CollOp::Alltoall.code() as c_int,
                             class,
                             why.as_ptr(),
                             err.as_mut_ptr(),

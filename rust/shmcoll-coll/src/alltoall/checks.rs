@@ -151,13 +151,14 @@ impl Comm {
         let first = |flag: u32| cores.iter().position(|c| c.flags & flag == 0);
         Ok(CallFacts {
             nranks: p,
-            max_block,
+            bytes: max_block,
             all_inline_written: cores.iter().all(|c| c.flags & (F_INLINE | F_TINY) != 0),
             inline_capacity: self.seg.layout().sizes.inline_bytes,
             all_send_in_heap: first(F_SEND_HEAP).is_none(),
             all_recv_in_heap: first(F_RECV_HEAP).is_none(),
             first_send_outside_heap: first(F_SEND_HEAP),
             first_recv_outside_heap: first(F_RECV_HEAP),
+            first_outside_heap: None,
             in_place: cores.iter().any(|c| c.flags & F_IN_PLACE != 0),
             cma_ok: self.cma_ok,
         })

@@ -18,10 +18,11 @@ pub use settled::Settled;
 use crate::comm::{Comm, Side};
 use crate::desc::{
     Arr, Desc, DescCore, F_FULL, F_INLINE, F_IN_PLACE, F_RECV_HEAP, F_SEND_HEAP, F_TINY, F_VECTOR,
-    LINE_PAYLOAD, NO_OFFSET, OP_ALLTOALL, OP_ALLTOALLV,
+    LINE_PAYLOAD, NO_OFFSET,
 };
 use crate::error::{Error, Result};
 use crate::extent;
+use crate::op::CollOp;
 use crate::registry::{Algo, Choice, Forced};
 use crate::select::select;
 
@@ -197,7 +198,12 @@ impl Comm {
         let p = self.size;
         let parity = (seq & 1) as usize;
         let vector = call.as_ref().is_ok_and(|c| c.is_vector());
-        let op = if vector { OP_ALLTOALLV } else { OP_ALLTOALL };
+        let coll_op = if vector {
+            CollOp::Alltoallv
+        } else {
+            CollOp::Alltoall
+        };
+        let op = coll_op.code();
         let call = call.and_then(|c| self.check_local(&c).map(|_| c));
         let call = match call {
             Ok(c) => c,
@@ -250,7 +256,10 @@ impl Comm {
         let max_send = (0..p).map(|j| send_blocks.block(j).1).max().unwrap_or(0);
         let want_inline = match forced.algo {
             Some(a) => a == Algo::Inline,
-            None => self.sel.wants_inline(max_send),
+            None => self.tables.get(coll_op).wants_inline(
+                max_send,
+                core.flags & F_SEND_HEAP != 0 && core.flags & F_RECV_HEAP != 0,
+            ),
         };
         if want_inline && !vector && send_total <= LINE_PAYLOAD {
             // Tiny: the payload rides in the arrive line, with the head.
@@ -277,7 +286,8 @@ impl Comm {
             .and_then(|_| self.global_facts(seq, &cores, vector, forced))
             .and_then(|facts| {
                 select(
-                    &self.sel,
+                    self.tables.get(coll_op),
+                    coll_op,
                     &facts,
                     forced,
                     self.cfg.nt_threshold,
@@ -331,5 +341,10 @@ fn run_choice(c: &mut Comm, x: &Exchange) -> Result<()> {
         Algo::Push => push::run(c, x),
         Algo::Cma => cma::run(c, x),
         Algo::CmaPush => cma::run_push(c, x),
+        // Selection and forcing give only algorithms that serve Alltoall.
+        Algo::Direct => Err(Error::Internal(format!(
+            "{} does not serve Alltoall",
+            x.choice.algo.name()
+        ))),
     }
 }

@@ -15,10 +15,9 @@
 
 use super::{inline, AlltoallCall, Exchange};
 use crate::comm::Comm;
-use crate::desc::{
-    Desc, DescCore, LineHead, F_INLINE, F_TINY, F_VECTOR, OP_ALLTOALL, OP_ALLTOALLV,
-};
+use crate::desc::{Desc, DescCore, LineHead, F_INLINE, F_TINY, F_VECTOR};
 use crate::error::Result;
+use crate::op::CollOp;
 use crate::registry::Choice;
 
 /// What a persistent request's first Start established (see the module comment).
@@ -90,9 +89,9 @@ impl Comm {
         self.wait_arrivals(seq)?;
         if let Some(j) = self.first_unlike(seq, &s.heads) {
             let op = if s.core.flags & F_VECTOR != 0 {
-                OP_ALLTOALLV
+                CollOp::Alltoallv.code()
             } else {
-                OP_ALLTOALL
+                CollOp::Alltoall.code()
             };
             return Err(self.unsettled(seq, op, j, &s.id.to_string()));
         }

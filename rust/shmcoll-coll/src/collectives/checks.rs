@@ -8,7 +8,7 @@
 
 use shmcoll_kernels::reduce::{Dtype, Op};
 
-use super::{CollAlgo, CollCall, CollFacts, CollOp};
+use super::CollCall;
 use crate::alltoall::{Blocks, RawBuf};
 use crate::comm::Comm;
 use crate::desc::{
@@ -17,6 +17,14 @@ use crate::desc::{
 };
 use crate::error::{Error, Result};
 use crate::extent;
+use crate::op::CollOp;
+use crate::registry::{CallFacts, Forced};
+
+/// A Barrier or an Alltoall(v) handed to the collectives' entry, which serves neither
+/// (they have their own entries, Comm::barrier and Comm::alltoall).
+pub(super) fn elsewhere(op: CollOp) -> Error {
+    Error::InvalidArgument(format!("{} is not served by Comm::collective", op.name()))
+}
 
 pub(super) fn bad(msg: String) -> Error {
     Error::InvalidArgument(msg)
@@ -73,6 +81,9 @@ impl Comm {
         let p = self.size;
         let me = self.rank;
         let op = c.op;
+        if !op.is_module_collective() {
+            return Err(elsewhere(op));
+        }
         if op.rooted() && c.root >= p {
             return Err(bad(format!(
                 "root {} out of range for a communicator of {p} ranks",
@@ -82,7 +93,7 @@ impl Comm {
         let is_root = me == c.root;
         let mut core = DescCore {
             op: op.code(),
-            forced: CollAlgo::encode(c.forced),
+            forced: Forced::algo(c.forced).encode(),
             send_off: NO_OFFSET,
             recv_off: NO_OFFSET,
             ..DescCore::default()
@@ -112,6 +123,7 @@ impl Comm {
         // (contribution address, its length, the receive buffer)
         let (contrib, clen): (usize, usize);
         match op {
+            CollOp::Barrier | CollOp::Alltoall | CollOp::Alltoallv => return Err(elsewhere(op)),
             CollOp::Bcast => {
                 let b = need(c.recv, "buffer", op)?;
                 (contrib, clen) = (b.addr, b.len);
@@ -310,7 +322,7 @@ impl Comm {
         op: CollOp,
         mine: &DescCore,
         peers: &[DescCore],
-    ) -> Result<CollFacts> {
+    ) -> Result<CallFacts> {
         let p = self.size;
         let parity = (seq & 1) as usize;
         let request = |c: &DescCore| c.forced >> super::settled::ID_SHIFT;
@@ -361,6 +373,7 @@ impl Comm {
         let len = |j: usize| peers[j].send_bpp as usize;
         let mismatch = |m: String| Err(Error::Mismatch(m));
         match op {
+            CollOp::Barrier | CollOp::Alltoall | CollOp::Alltoallv => return Err(elsewhere(op)),
             CollOp::Bcast | CollOp::Allreduce => {
                 if let Some(j) = (0..p).find(|&j| len(j) != len(0)) {
                     return mismatch(format!(
@@ -470,7 +483,8 @@ impl Comm {
             CollOp::Bcast | CollOp::Scatter | CollOp::Scatterv => j == root,
             _ => true,
         };
-        Ok(CollFacts {
+        Ok(CallFacts {
+            nranks: p,
             bytes,
             all_inline_written: (0..p)
                 .filter(|&j| contributes(j))
@@ -478,6 +492,7 @@ impl Comm {
             inline_capacity: self.seg.layout().sizes.inline_bytes,
             first_outside_heap: unreachable.filter(|_| p > 1),
             cma_ok: self.cma_ok,
+            ..CallFacts::default()
         })
     }
 }

@@ -33,6 +33,9 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
     let failure = {
         let mut r = Reach::new(c);
         match x.op {
+            CollOp::Barrier | CollOp::Alltoall | CollOp::Alltoallv => {
+                return Err(super::checks::elsewhere(x.op))
+            }
             CollOp::Bcast => bcast(&mut r, x),
             CollOp::Allgather | CollOp::Allgatherv => allgather(&mut r, x),
             CollOp::Gather | CollOp::Gatherv => gather(&mut r, x),

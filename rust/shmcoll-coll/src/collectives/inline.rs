@@ -109,6 +109,9 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
     let mut m = Mover::default();
     let t = Store::Temporal;
     match x.op {
+        CollOp::Barrier | CollOp::Alltoall | CollOp::Alltoallv => {
+            return Err(super::checks::elsewhere(x.op))
+        }
         CollOp::Bcast => {
             if me != x.root {
                 let s = src(c, x, x.root, 0, x.contrib_len)?;

@@ -22,12 +22,9 @@ mod reach;
 pub mod select;
 mod settled;
 mod staging;
-pub mod vocab;
 
 pub(crate) use select::TINY;
-pub use select::{model_coll_table, CollTable, CollTables};
 pub use settled::CollSettled;
-pub use vocab::{CollAlgo, CollChoice, CollFacts, CollOp};
 
 use shmcoll_kernels::reduce::{Dtype, Op};
 
@@ -38,6 +35,8 @@ use crate::desc::{
     F_STREAMED, F_VECTOR,
 };
 use crate::error::{Error, ErrorKind, Result};
+use crate::op::CollOp;
+use crate::registry::{Algo, Choice, Forced};
 use checks::bad;
 
 /// One call as the bindings describe it (all sizes in bytes).
@@ -59,7 +58,7 @@ pub struct CollCall<'a> {
     pub root: usize,
     pub blocks: Option<Blocks<'a>>,
     pub reduce: Option<(Dtype, Op)>,
-    pub forced: Option<CollAlgo>,
+    pub forced: Option<Algo>,
 }
 
 /// A validated call, ready for an algorithm.
@@ -111,16 +110,11 @@ impl Call<'_> {
 impl Comm {
     /// Run one collective of this module. `call` is `Err` when the bindings already
     /// rejected the arguments: the error is then announced to the peers (which raise too).
-    pub fn collective(&mut self, op: CollOp, call: Result<CollCall>) -> Result<CollChoice> {
+    pub fn collective(&mut self, op: CollOp, call: Result<CollCall>) -> Result<Choice> {
         self.run_call(|c, seq| c.collective_inner(seq, op, call))
     }
 
-    fn collective_inner(
-        &mut self,
-        seq: u64,
-        op: CollOp,
-        call: Result<CollCall>,
-    ) -> Result<CollChoice> {
+    fn collective_inner(&mut self, seq: u64, op: CollOp, call: Result<CollCall>) -> Result<Choice> {
         let parity = (seq & 1) as usize;
         let env_forced = self.cfg.coll_forced[op as usize];
         let prepared = call.map(|mut c| {
@@ -149,11 +143,8 @@ impl Comm {
         let in_heap =
             core.flags & F_SEND_HEAP != 0 && (call.recv.is_none() || core.flags & F_RECV_HEAP != 0);
         let wants_inline = match call.forced {
-            Some(a) => a == CollAlgo::Inline,
-            None => self
-                .coll_tables
-                .get(op.family())
-                .wants_inline(contrib_len, in_heap),
+            Some(a) => a == Algo::Inline,
+            None => self.tables.get(op).wants_inline(contrib_len, in_heap),
         };
         if wants_inline {
             inline::write_payload(self, seq, &call, &mut core);
@@ -184,12 +175,8 @@ impl Comm {
             false
         };
         if one_sided {
-            let choice = CollChoice {
-                op,
-                algo: CollAlgo::Inline,
-                forced: call.forced.is_some(),
-            };
-            self.record_coll(choice);
+            let choice = Choice::plain(op, Algo::Inline, Forced::algo(call.forced));
+            self.record(choice);
             return Ok(choice);
         }
         self.wait_arrivals(seq)?;
@@ -198,19 +185,28 @@ impl Comm {
         let checked = self
             .read_descs(seq, op.code(), &mut cores)
             .and_then(|_| self.coll_facts(seq, op, &core, &cores))
-            .and_then(|facts| self.select_coll(op, &facts, call.forced));
+            .and_then(|facts| {
+                crate::select::select(
+                    self.tables.get(op),
+                    op,
+                    &facts,
+                    Forced::algo(call.forced),
+                    self.cfg.nt_threshold,
+                    self.cfg.chunk_bytes,
+                )
+            });
         // The heads carry what the checks, inline and staging need; direct and cma read
         // peers' buffer addresses, so for them the full descriptors replace the heads
         // (every rank wrote its slot, F_FULL), checked on every rank alike before anything
         // moves. Small calls skip the extra cache line per peer, which with more ranks
         // than cores is a miss after every switch.
-        let checked = checked.and_then(|algo| {
-            if matches!(algo, CollAlgo::Direct | CollAlgo::Cma) {
+        let checked = checked.and_then(|choice| {
+            if matches!(choice.algo, Algo::Direct | Algo::Cma) {
                 self.verified_cores(seq, &mut cores)?;
             }
-            Ok(algo)
+            Ok(choice)
         });
-        let algo = match checked {
+        let choice = match checked {
             Ok(a) => a,
             Err(e) => {
                 self.scratch = cores;
@@ -234,23 +230,14 @@ impl Comm {
                 .filter(|_| op.reduces()),
             peers: cores,
         };
-        let r = match algo {
-            CollAlgo::Inline => inline::run(self, &x),
-            CollAlgo::Direct | CollAlgo::Cma => direct::run(self, &x),
-            CollAlgo::Staging => staging::run(self, &x),
-        };
+        let r = run_algo(self, choice.algo, &x);
         self.scratch = x.peers;
         r?;
-        let choice = CollChoice {
-            op,
-            algo,
-            forced: call.forced.is_some(),
-        };
-        self.record_coll(choice);
+        self.record(choice);
         Ok(choice)
     }
 
-    /// This rank hands call `op` (an operation code, `desc::op_code`: Alltoall(v) or one
+    /// This rank hands call `op` (an operation code, `CollOp::code`: Alltoall(v) or one
     /// of this module's) to MPI (an operator, a datatype or a buffer shmcoll does not
     /// serve; `why` says which). A call served by MPI on some ranks and by shmcoll on
     /// others would leave both waiting (MPI's forever), so the ranks agree first: each one
@@ -276,27 +263,27 @@ impl Comm {
                 }
                 return Err(Error::Mismatch(format!(
                     "rank {j} runs this {} on shmcoll while rank {} hands it to MPI ({why}); ranks must call it alike",
-                    crate::desc::op_name(op),
+                    CollOp::name_of_code(op),
                     c.rank
                 )));
             }
             Ok(())
         })
     }
+}
 
-    fn select_coll(&self, op: CollOp, f: &CollFacts, forced: Option<CollAlgo>) -> Result<CollAlgo> {
-        if let Some(a) = forced {
-            return match a.restriction(f) {
-                None => Ok(a),
-                Some(why) => Err(Error::CannotServe {
-                    algo: a.name(),
-                    why,
-                }),
-            };
-        }
-        self.coll_tables.get(op.family()).choose(f).ok_or_else(|| {
-            Error::Unsupported(format!("no algorithm can serve this {} call", op.name()))
-        })
+/// Run the selected algorithm on a validated call.
+pub(super) fn run_algo(c: &mut Comm, algo: Algo, x: &Call) -> Result<()> {
+    match algo {
+        Algo::Inline => inline::run(c, x),
+        Algo::Direct | Algo::Cma => direct::run(c, x),
+        Algo::Staging => staging::run(c, x),
+        // Selection and forcing give only algorithms that serve the operation.
+        Algo::Pull | Algo::Push | Algo::CmaPush => Err(Error::Internal(format!(
+            "{} does not serve {}",
+            algo.name(),
+            x.op.name()
+        ))),
     }
 }
 

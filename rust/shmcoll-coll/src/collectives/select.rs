@@ -1,73 +1,19 @@
-//! Selection tables of the collectives: per operation family, ranges of bytes (the
-//! largest contribution of a rank) each with an ordered list of algorithms; the first that
-//! can serve the call wins (selection as data, as for Alltoall in crate::select).
+//! The model selection tables of the collectives other than Alltoall: per operation
+//! family, ranges of bytes (the largest contribution of a rank) each with an ordered list
+//! of algorithms, in the one table type of every collective (crate::select).
 
 use shmcoll_kernels::hw::Machine;
 
-use super::vocab::{CollAlgo, CollFacts, CollOp};
 use crate::desc::LINE_PAYLOAD;
+use crate::op::CollOp;
+use crate::registry::Algo;
+use crate::select::{private_below, Candidate, Table};
 
 /// The largest payload `inline` carries in the arrive line itself.
 pub(crate) const TINY: usize = LINE_PAYLOAD;
 
-/// One row: contributions of up to `max_bytes` (inclusive) try `candidates` in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CollRow {
-    pub max_bytes: usize,
-    pub candidates: Vec<CollAlgo>,
-}
-
-/// Rows sorted by `max_bytes`; the last should reach `usize::MAX`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CollTable {
-    rows: Vec<CollRow>,
-}
-
-impl CollTable {
-    pub fn new(mut rows: Vec<CollRow>) -> CollTable {
-        rows.sort_by_key(|r| r.max_bytes);
-        CollTable { rows }
-    }
-
-    pub fn rows(&self) -> &[CollRow] {
-        &self.rows
-    }
-
-    /// Candidates for a call whose largest contribution is `bytes` (none past the last row:
-    /// the caller then falls back to direct, then staging).
-    pub fn candidates(&self, bytes: usize) -> &[CollAlgo] {
-        self.rows
-            .iter()
-            .find(|r| bytes <= r.max_bytes)
-            .map_or(&[], |r| r.candidates.as_slice())
-    }
-
-    /// The algorithm selection takes for a call with these facts: the first of the row's
-    /// candidates, then `direct`, `cma` and `staging`, that can serve it.
-    pub fn choose(&self, f: &CollFacts) -> Option<CollAlgo> {
-        self.candidates(f.bytes)
-            .iter()
-            .chain(&[CollAlgo::Direct, CollAlgo::Cma, CollAlgo::Staging])
-            .copied()
-            .find(|a| a.restriction(f).is_none())
-    }
-
-    /// Whether a rank contributing `bytes` should copy them inline before arriving: when
-    /// `inline` is a candidate that selection can reach for this rank's buffers (`direct`
-    /// before it serves heap buffers, so those skip the copy). Decided per rank before the
-    /// arrive; if the ranks decide differently, `inline` cannot serve and the next
-    /// candidate does.
-    pub fn wants_inline(&self, bytes: usize, in_heap: bool) -> bool {
-        for a in self.candidates(bytes) {
-            match a {
-                CollAlgo::Inline => return true,
-                CollAlgo::Direct if in_heap => return false,
-                _ => {}
-            }
-        }
-        false
-    }
-}
+/// A row of the model before it becomes a range: sizes up to `.0` try `.1` in order.
+type Row = (usize, Vec<Algo>);
 
 /// The model table of an operation family for `p` ranks.
 ///
@@ -91,7 +37,7 @@ pub fn model_coll_table(
     inline_bytes: usize,
     staging_bytes: usize,
     cma_from: usize,
-) -> CollTable {
+) -> Table {
     let p = p.max(1);
     let l1 = m.l1d_bytes.max(16 << 10);
     // Counted in contributions read from peers: a rank's own inline copy is still in its
@@ -105,7 +51,7 @@ pub fn model_coll_table(
         _ => 1,
     }
     .max(1);
-    use CollAlgo::{Cma, Direct, Inline, Staging};
+    use Algo::{Cma, Direct, Inline, Staging};
     let oversubscribed = p > m.logical_cpus.max(1);
     // With more ranks than CPUs a round is a context switch on each CPU (with the caches
     // it leaves cold), not a cache line's trip, so inline pays for 16 times more copying.
@@ -129,16 +75,10 @@ pub fn model_coll_table(
         CollOp::Bcast => (l1 / 3).max(limit).min(inline_bytes),
         _ => (l1 / 6).max(limit).min(inline_bytes),
     };
-    let mut rows = vec![CollRow {
-        max_bytes: limit,
-        candidates: vec![Inline, Direct, Cma, Staging],
-    }];
+    let mut rows: Vec<Row> = vec![(limit, vec![Inline, Direct, Cma, Staging])];
     // Empty when inline already reaches the end of private buffers' inline row (Scatter and Bcast, oversubscribed).
     if private_inline > limit {
-        rows.push(CollRow {
-            max_bytes: private_inline,
-            candidates: vec![Direct, Inline, Cma, Staging],
-        });
+        rows.push((private_inline, vec![Direct, Inline, Cma, Staging]));
     }
     // With more ranks than CPUs, private buffers go through the staging pipeline (each
     // contributor copies chunks into its area while the readers copy them out) before
@@ -161,95 +101,40 @@ pub fn model_coll_table(
             .min(staging_bytes)
             .max(private_inline);
         if to > private_inline {
-            rows.push(CollRow {
-                max_bytes: to,
-                candidates: vec![Direct, Staging, Cma],
-            });
+            rows.push((to, vec![Direct, Staging, Cma]));
         }
     }
-    rows.push(CollRow {
-        max_bytes: usize::MAX,
-        candidates: vec![Direct, Cma, Staging],
-    });
-    CollTable::new(private_below(rows, cma_from))
-}
-
-/// `rows` (sorted, the last reaching inf) without `cma` for contributions below
-/// `cma_from`: a row that holds `cma_from - 1` and lists it is split there.
-fn private_below(rows: Vec<CollRow>, cma_from: usize) -> Vec<CollRow> {
-    let Some(last) = cma_from.checked_sub(1) else {
-        return rows;
-    };
-    let below_cma =
-        |cands: Vec<CollAlgo>| crate::select::without_cma(cands, |a| *a == CollAlgo::Cma);
-    let mut out = Vec::with_capacity(rows.len() + 1);
-    let mut lo = 0usize;
-    for r in rows {
-        let below = below_cma(r.candidates.clone());
-        let next_lo = r.max_bytes.saturating_add(1);
-        if r.max_bytes <= last {
-            out.push(CollRow {
-                max_bytes: r.max_bytes,
-                candidates: below,
-            });
-        } else if lo <= last && below != r.candidates {
-            out.push(CollRow {
-                max_bytes: last,
-                candidates: below,
-            });
-            out.push(r);
-        } else {
-            out.push(r);
-        }
-        lo = next_lo;
-    }
-    out
-}
-
-/// Selection tables of every family, bound at creation (model, or a tuned file).
-#[derive(Clone, Debug)]
-pub struct CollTables {
-    tables: Vec<CollTable>,
-}
-
-impl CollTables {
-    pub fn model(
-        m: &shmcoll_kernels::hw::Machine,
-        p: usize,
-        inline_bytes: usize,
-        staging_bytes: usize,
-        cma_from: usize,
-    ) -> CollTables {
-        CollTables {
-            tables: CollOp::ALL
-                .iter()
-                .map(|&o| model_coll_table(o.family(), m, p, inline_bytes, staging_bytes, cma_from))
-                .collect(),
-        }
-    }
-
-    pub fn get(&self, family: CollOp) -> &CollTable {
-        &self.tables[family as usize]
-    }
-
-    pub fn set(&mut self, family: CollOp, t: CollTable) {
-        for o in CollOp::ALL {
-            if o.family() == family {
-                self.tables[o as usize] = t.clone();
-            }
-        }
-    }
+    rows.push((usize::MAX, vec![Direct, Cma, Staging]));
+    let rows = rows
+        .into_iter()
+        .map(|(max, algos)| (max, algos.into_iter().map(Candidate::of).collect()))
+        .collect();
+    let t = Table::from_upper_bounds(family, rows);
+    Table::new(private_below(t.ranges().to_vec(), cma_from))
+        .expect("the model's ranges are disjoint and list candidates")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::{CallFacts, Forced};
+    use crate::select::{select, Selection};
+
+    /// The algorithms a table lists for `bytes`.
+    fn algos(t: &Table, bytes: usize) -> Vec<Algo> {
+        t.find(bytes)
+            .map_or(vec![], |r| r.candidates.iter().map(|c| c.algo).collect())
+    }
+
+    fn wants_inline(t: &Table, bytes: usize, in_heap: bool) -> bool {
+        Selection::model(t.clone(), false).wants_inline(bytes, in_heap)
+    }
 
     /// What the model gives private (`in_heap` false) and heap buffers of `bytes` at 2
     /// ranks on 2 CPUs with a 48 KiB L1.
     fn inline_for(family: CollOp, bytes: usize, in_heap: bool) -> bool {
         let t = model_coll_table(family, &machine_with(2), 2, 64 << 10, 4 << 20, 0);
-        t.wants_inline(bytes, in_heap)
+        wants_inline(&t, bytes, in_heap)
     }
 
     #[test]
@@ -279,8 +164,8 @@ mod tests {
     /// Whether a heap buffer of `bytes` goes inline at `p` ranks on `cpus` CPUs with a
     /// 48 KiB L1.
     fn heap_inline(family: CollOp, bytes: usize, p: usize, cpus: usize) -> bool {
-        model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20, 0)
-            .wants_inline(bytes, true)
+        let t = model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20, 0);
+        wants_inline(&t, bytes, true)
     }
 
     #[test]
@@ -312,17 +197,17 @@ mod tests {
 
     /// The first algorithm other than `direct` (which serves heap buffers only) for
     /// private buffers of `bytes` in `family`, at `p` ranks on `cpus` CPUs.
-    fn private_choice(family: CollOp, bytes: usize, p: usize, cpus: usize) -> CollAlgo {
+    fn private_choice(family: CollOp, bytes: usize, p: usize, cpus: usize) -> Algo {
         let t = model_coll_table(family, &machine_with(cpus), p, 64 << 10, 4 << 20, 0);
-        *t.candidates(bytes)
-            .iter()
-            .find(|a| **a != CollAlgo::Direct)
+        algos(&t, bytes)
+            .into_iter()
+            .find(|a| *a != Algo::Direct)
             .unwrap()
     }
 
     #[test]
     fn oversubscribed_private_buffers_take_the_pipeline_where_every_rank_reads() {
-        use CollAlgo::{Cma, Staging};
+        use Algo::{Cma, Staging};
         for family in [CollOp::Allreduce, CollOp::ReduceScatterBlock] {
             // (From 32 KiB: a Reduce_scatter stays inline to 24 KiB.)
             assert_eq!(
@@ -348,32 +233,34 @@ mod tests {
     }
 
     #[test]
-    fn choose_takes_the_first_candidate_that_serves_then_the_fallbacks() {
-        use CollAlgo::{Cma, Direct, Inline, Staging};
-        let t = CollTable::new(vec![
-            CollRow {
-                max_bytes: 100,
-                candidates: vec![Direct, Inline],
-            },
-            CollRow {
-                max_bytes: 1000,
-                candidates: vec![Cma],
-            },
-        ]);
-        let facts = |bytes, heap: bool, inline: bool, cma_ok| CollFacts {
+    fn select_takes_the_first_candidate_that_serves_then_the_last_resorts() {
+        use Algo::{Cma, Direct, Inline, Staging};
+        let c = |v: Vec<Algo>| v.into_iter().map(Candidate::of).collect();
+        let t = Table::from_upper_bounds(
+            CollOp::Allgather,
+            vec![(100, c(vec![Direct, Inline])), (1000, c(vec![Cma]))],
+        );
+        let sel = Selection::model(t, false);
+        let facts = |bytes, heap: bool, inline: bool, cma_ok| CallFacts {
             bytes,
             all_inline_written: inline,
             inline_capacity: 64,
             first_outside_heap: (!heap).then_some(0),
             cma_ok,
+            ..CallFacts::default()
         };
-        assert_eq!(t.choose(&facts(10, true, true, true)), Some(Direct));
-        assert_eq!(t.choose(&facts(10, false, true, true)), Some(Inline));
-        // inline not written: past the row, the fallbacks direct, cma, staging
-        assert_eq!(t.choose(&facts(10, false, false, true)), Some(Cma));
-        assert_eq!(t.choose(&facts(10, false, false, false)), Some(Staging));
-        assert_eq!(t.choose(&facts(500, true, false, true)), Some(Cma));
-        assert_eq!(t.choose(&facts(5000, true, false, true)), Some(Direct));
+        let choose = |f: CallFacts| {
+            select(&sel, CollOp::Allgather, &f, Forced::default(), 0, 0)
+                .unwrap()
+                .algo
+        };
+        assert_eq!(choose(facts(10, true, true, true)), Direct);
+        assert_eq!(choose(facts(10, false, true, true)), Inline);
+        // inline not written: past the row, the last resorts direct, cma, staging
+        assert_eq!(choose(facts(10, false, false, true)), Cma);
+        assert_eq!(choose(facts(10, false, false, false)), Staging);
+        assert_eq!(choose(facts(500, true, false, true)), Cma);
+        assert_eq!(choose(facts(5000, true, false, true)), Direct);
     }
 
     #[test]
@@ -381,10 +268,10 @@ mod tests {
         for cpus in [1, 2, 4, 64] {
             let m = machine_with(cpus);
             for p in 1..=8 {
-                for family in CollOp::ALL {
+                for family in CollOp::ALL.into_iter().filter(|o| o.is_module_collective()) {
                     for cma_from in [0, 1, 512, 5000, 64 << 10, (64 << 10) + 1, 1 << 30] {
                         let t = model_coll_table(family, &m, p, 64 << 10, 4 << 20, cma_from);
-                        let ends: Vec<usize> = t.rows().iter().map(|r| r.max_bytes).collect();
+                        let ends: Vec<usize> = t.ranges().iter().map(|r| r.max_bytes).collect();
                         assert!(
                             ends.windows(2).all(|w| w[0] < w[1]),
                             "{family:?} p={p} cma_from={cma_from}: {ends:?}"
@@ -398,7 +285,7 @@ mod tests {
 
     #[test]
     fn private_bcasts_take_the_pipeline_only_with_more_ranks_than_cpus() {
-        use CollAlgo::{Cma, Inline, Staging};
+        use Algo::{Cma, Inline, Staging};
         assert_eq!(private_choice(CollOp::Bcast, 16 << 10, 2, 2), Inline);
         assert_eq!(private_choice(CollOp::Bcast, (16 << 10) + 1, 2, 2), Cma);
         // More ranks than CPUs: inline up to the inline area.
@@ -412,23 +299,23 @@ mod tests {
         let m = shmcoll_kernels::hw::machine();
         let t = model_coll_table(CollOp::Allgather, m, 4, 64 << 10, 4 << 20, 0);
         let past = (m.l2_bytes / 2).clamp(64 << 10, 4 << 20) + 1;
-        assert_eq!(t.candidates(past), &[CollAlgo::Direct, Cma, Staging]);
+        assert_eq!(algos(&t, past), [Algo::Direct, Cma, Staging]);
     }
 
     /// `private_choice` with private blocks taking CMA from `cma_from`.
-    fn private_choice_from(family: CollOp, bytes: usize, p: usize, cma_from: usize) -> CollAlgo {
+    fn private_choice_from(family: CollOp, bytes: usize, p: usize, cma_from: usize) -> Algo {
         let t = model_coll_table(family, &machine_with(2), p, 64 << 10, 4 << 20, cma_from);
-        *t.candidates(bytes)
-            .iter()
-            .find(|a| **a != CollAlgo::Direct && **a != CollAlgo::Inline)
+        algos(&t, bytes)
+            .into_iter()
+            .find(|a| *a != Algo::Direct && *a != Algo::Inline)
             .unwrap()
     }
 
     #[test]
     fn private_contributions_below_cma_from_take_staging() {
-        use CollAlgo::{Cma, Direct, Staging};
+        use Algo::{Cma, Direct, Staging};
         let cma_from = 200_000;
-        for family in CollOp::ALL {
+        for family in CollOp::ALL.into_iter().filter(|o| o.is_module_collective()) {
             for bytes in [1, 4 << 10, 64 << 10, cma_from - 1] {
                 assert_eq!(
                     private_choice_from(family, bytes, 2, cma_from),
@@ -455,7 +342,7 @@ mod tests {
                 cma_from,
                 1 << 30,
             ] {
-                let pos = |t: &CollTable, a| t.candidates(bytes).iter().position(|x| *x == a);
+                let pos = |t: &Table, a| algos(t, bytes).iter().position(|x| *x == a);
                 assert_eq!(
                     pos(&with, Direct),
                     pos(&without, Direct),
@@ -463,8 +350,8 @@ mod tests {
                 );
                 for heap in [false, true] {
                     assert_eq!(
-                        with.wants_inline(bytes, heap),
-                        without.wants_inline(bytes, heap),
+                        wants_inline(&with, bytes, heap),
+                        wants_inline(&without, bytes, heap),
                         "{family:?} {bytes}"
                     );
                 }

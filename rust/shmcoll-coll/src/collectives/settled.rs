@@ -7,11 +7,13 @@
 //! Bcast is not settled: a small one is one-sided (the root does not wait for the others'
 //! heads, which the comparison needs), and a large one's own checks are a small part of it.
 
-use super::{inline, Call, CollAlgo, CollCall, CollChoice, CollOp};
+use super::{inline, run_algo, Call, CollCall};
 use crate::alltoall::Blocks;
 use crate::comm::Comm;
 use crate::desc::{unpack_extra, Arr, Desc, DescCore, LineHead, F_INLINE, F_IN_PLACE, F_TINY};
 use crate::error::Result;
+use crate::op::CollOp;
+use crate::registry::Choice;
 use shmcoll_kernels::reduce::{Dtype, Op};
 
 /// The bits of `forced` that carry a settled request's id.
@@ -28,7 +30,7 @@ pub struct CollSettled {
     heads: Vec<LineHead>,
     /// Every rank's descriptor as the algorithm reads it.
     cores: Vec<DescCore>,
-    choice: CollChoice,
+    choice: Choice,
 }
 
 impl Comm {
@@ -38,7 +40,7 @@ impl Comm {
         &mut self,
         op: CollOp,
         call: Result<CollCall>,
-    ) -> Result<(CollChoice, Option<CollSettled>)> {
+    ) -> Result<(Choice, Option<CollSettled>)> {
         self.run_call(|c, seq| {
             c.collective_inner(seq, op, call).map(|choice| {
                 let s = (op != CollOp::Bcast).then(|| c.coll_settled_after(seq, op, choice));
@@ -48,7 +50,7 @@ impl Comm {
     }
 
     /// Read back what call `seq` (just completed) established (`Comm::kept_heads`).
-    fn coll_settled_after(&mut self, seq: u64, op: CollOp, choice: CollChoice) -> CollSettled {
+    fn coll_settled_after(&mut self, seq: u64, op: CollOp, choice: Choice) -> CollSettled {
         self.requests += 1;
         let id = self.requests;
         let tag = u64::from(id) << ID_SHIFT;
@@ -69,16 +71,11 @@ impl Comm {
     }
 
     /// A later Start of a persistent collective: `call` must be the request's own.
-    pub fn collective_settled(&mut self, call: &CollCall, s: &CollSettled) -> Result<CollChoice> {
+    pub fn collective_settled(&mut self, call: &CollCall, s: &CollSettled) -> Result<Choice> {
         self.run_call(|c, seq| c.coll_settled_inner(seq, call, s))
     }
 
-    fn coll_settled_inner(
-        &mut self,
-        seq: u64,
-        call: &CollCall,
-        s: &CollSettled,
-    ) -> Result<CollChoice> {
+    fn coll_settled_inner(&mut self, seq: u64, call: &CollCall, s: &CollSettled) -> Result<Choice> {
         let mut core = s.core;
         if core.flags & (F_TINY | F_INLINE) != 0 {
             inline::write_payload(self, seq, call, &mut core);
@@ -112,14 +109,10 @@ impl Comm {
                 .filter(|_| s.op.reduces()),
             peers: cores,
         };
-        let r = match s.choice.algo {
-            CollAlgo::Inline => inline::run(self, &x),
-            CollAlgo::Direct | CollAlgo::Cma => super::direct::run(self, &x),
-            CollAlgo::Staging => super::staging::run(self, &x),
-        };
+        let r = run_algo(self, s.choice.algo, &x);
         self.scratch = x.peers;
         r?;
-        self.record_coll(s.choice);
+        self.record(s.choice);
         Ok(s.choice)
     }
 }

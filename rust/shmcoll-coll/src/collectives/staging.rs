@@ -145,6 +145,9 @@ pub(super) fn run(c: &mut Comm, x: &Call) -> Result<()> {
     let p = c.size;
     let mut m = Mover::default();
     match x.op {
+        CollOp::Barrier | CollOp::Alltoall | CollOp::Alltoallv => {
+            return Err(super::checks::elsewhere(x.op))
+        }
         CollOp::Bcast => bcast_pipelined(c, x, &a, &mut m)?,
         CollOp::Allgather | CollOp::Allgatherv | CollOp::Gather | CollOp::Gatherv => {
             let w = a.len;
