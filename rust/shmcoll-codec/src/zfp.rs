@@ -90,6 +90,8 @@ mod reference;
 mod scalar;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_nd;
 
 use crate::{CodecError, Result};
 use bits::{BitReader, BitWriter};
