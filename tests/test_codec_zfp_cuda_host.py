@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
             n *= ext[a];
         }
         const ZfpExt e = zfp_ext(ext[0], ext[1], ext[2], ext[3], dims);
+        const zu64 nx = ext[0], ny = ext[1], nz = ext[2], nw = ext[3];
         const unsigned long long nb = block_count(e);
         const unsigned long long words = (nb * (1ull << (2 * dims)) * rate + 63) / 64;
         if (enc) {
@@ -85,13 +86,19 @@ int main(int argc, char** argv) {
             zu64* s = (zu64*)out.data();
             const unsigned long long g = group_blocks_nd(dims, rate);
             const unsigned long long threads = (nb + g - 1) / g;
-            if (f64) launch(threads, bdim, [&] { zfp_encode_nd_f64((const double*)in.data(), ext[0], ext[1], ext[2], ext[3], dims, rate, s); });
-            else launch(threads, bdim, [&] { zfp_encode_nd_f32((const float*)in.data(), ext[0], ext[1], ext[2], ext[3], dims, rate, s); });
+            const void* src = in.data();
+            const unsigned r = rate;
+            const double* s64 = (const double*)src;
+            const float* s32 = (const float*)src;
+            if (f64) launch(threads, bdim, [&] { zfp_encode_nd_f64(s64, nx, ny, nz, nw, dims, r, s); });
+            else launch(threads, bdim, [&] { zfp_encode_nd_f32(s32, nx, ny, nz, nw, dims, r, s); });
         } else {
             out.assign(n * (f64 ? 8 : 4), 0xff);
             const zu64* s = (const zu64*)in.data();
-            if (f64) launch(nb, bdim, [&] { zfp_decode_nd_f64(s, ext[0], ext[1], ext[2], ext[3], dims, rate, (double*)out.data()); });
-            else launch(nb, bdim, [&] { zfp_decode_nd_f32(s, ext[0], ext[1], ext[2], ext[3], dims, rate, (float*)out.data()); });
+            void* dst = out.data();
+            const unsigned r = rate;
+            if (f64) launch(nb, bdim, [&] { zfp_decode_nd_f64(s, nx, ny, nz, nw, dims, r, (double*)dst); });
+            else launch(nb, bdim, [&] { zfp_decode_nd_f32(s, nx, ny, nz, nw, dims, r, (float*)dst); });
         }
         FILE* f = std::fopen(argv[7], "wb");
         std::fwrite(out.data(), 1, out.size(), f);
@@ -209,8 +216,8 @@ def test_cuda_nd_kernels_match_rust(harness: Path, dt: type) -> None:
     for shape in shapes:
         n = int(np.prod(shape))
         for rate in rates:
-            for a in arrays(dt, n, rng):
-                a = a.reshape(shape)
+            for flat in arrays(dt, n, rng):
+                a = flat.reshape(shape)
                 stream = _core.zfp_encode(a, rate, shape=shape)
                 assert run(harness, "enc", dt, rate, shape, a.tobytes()) == stream, (
                     f"encode {shape} rate {rate}"
