@@ -204,9 +204,9 @@ mod tests {
         }
         let orig = a;
         transpose64(&mut a);
-        for i in 0..64 {
-            for j in 0..64 {
-                assert_eq!((a[j] >> i) & 1, (orig[i] >> j) & 1, "({i}, {j})");
+        for (i, row) in orig.iter().enumerate() {
+            for (j, col) in a.iter().enumerate() {
+                assert_eq!((col >> i) & 1, (row >> j) & 1, "({i}, {j})");
             }
         }
         transpose64(&mut a);
