@@ -400,8 +400,17 @@ fn encode<F: Real + Send + Sync>(
 /// One stream on the calling thread; `out` holds exactly its bytes.
 fn encode_serial<F: Real>(src: &[F], e: Extents, rate: u32, out: &mut [u8]) -> usize {
     if e.dims > 1 {
-        return nd::encode_serial(src, e, rate, out);
+        nd::encode_serial(src, e, rate, out)
+    } else {
+        encode_serial_1d(src, rate, out)
     }
+}
+
+/// The 1-D stream of `src`. Never inlined into the dispatch: the 1-D loop, the hot path of
+/// the compressed collectives, is then compiled and laid out on its own, whatever the N-D
+/// code beside it.
+#[inline(never)]
+fn encode_serial_1d<F: Real>(src: &[F], rate: u32, out: &mut [u8]) -> usize {
     let need = out.len();
     let maxbits = 4 * rate;
     let mut w = BitWriter::new(out);
@@ -460,8 +469,15 @@ fn decode<F: Real + Send + Sync>(
 /// Decode one stream (exactly its bytes) on the calling thread.
 fn decode_serial<F: Real>(stream: &[u8], e: Extents, rate: u32, out: &mut [F]) {
     if e.dims > 1 {
-        return nd::decode_serial(stream, e, rate, out);
+        nd::decode_serial(stream, e, rate, out)
+    } else {
+        decode_serial_1d(stream, rate, out)
     }
+}
+
+/// The 1-D decoder of one stream (out of line, as `encode_serial_1d`).
+#[inline(never)]
+fn decode_serial_1d<F: Real>(stream: &[u8], rate: u32, out: &mut [F]) {
     let maxbits = 4 * rate;
     let mut r = BitReader::new(stream, 0);
     let mut blocks = out.chunks_exact_mut(4);
