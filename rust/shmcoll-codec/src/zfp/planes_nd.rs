@@ -4,7 +4,8 @@
 //!
 //! Plane `k` is the word(s) holding bit `k` of every coefficient, coefficient `i` at bit
 //! `i % 64` of word `i / 64` (`W` words per plane). The coefficients are turned into planes
-//! and back by 64x64 bit-matrix transposes, and every step of the coder is a word
+//! and back by 64x64 bit-matrix transposes (8x8 ones for the 16 coefficients of 2-D
+//! blocks, which fill a quarter of a 64x64 matrix), and every step of the coder is a word
 //! operation: the `n` verbatim bits of a plane are one write, a group test is a test of
 //! the plane above `n`, and the scan for the next significant coefficient is a
 //! trailing-zero count.
@@ -26,6 +27,50 @@ pub(super) fn transpose64(a: &mut [u64; 64]) {
         }
         j >>= 1;
         m ^= m << j;
+    }
+}
+
+/// Transpose an 8x8 bit matrix held in a word: bit `c` of byte `r` becomes bit `r` of
+/// byte `c`.
+#[inline(always)]
+pub(super) fn transpose8(mut x: u64) -> u64 {
+    let t = (x ^ (x >> 7)) & 0x00aa_00aa_00aa_00aa;
+    x ^= t ^ (t << 7);
+    let t = (x ^ (x >> 14)) & 0x0000_cccc_0000_cccc;
+    x ^= t ^ (t << 14);
+    let t = (x ^ (x >> 28)) & 0x0000_0000_f0f0_f0f0;
+    x ^ t ^ (t << 28)
+}
+
+/// Planes `0..prec` of 16 coefficients (plane `k` in word 0 of `planes[k]`), by 8x8
+/// transposes of 8 coefficients times 8 bits each.
+#[inline(always)]
+fn to_planes16<const W: usize>(u: &[u64], prec: u32, planes: &mut [[u64; W]; 64]) {
+    for g in 0..2 {
+        for b in 0..(prec / 8) as usize {
+            let rows = (0..8).fold(0, |w, j| w | ((u[8 * g + j] >> (8 * b)) & 0xff) << (8 * j));
+            let cols = transpose8(rows);
+            for c in 0..8 {
+                planes[8 * b + c][0] |= ((cols >> (8 * c)) & 0xff) << (8 * g);
+            }
+        }
+    }
+}
+
+/// The inverse of [`to_planes16`]: 16 coefficients from planes `0..prec`.
+#[inline(always)]
+fn from_planes16<const W: usize>(planes: &[[u64; W]; 64], prec: u32, out: &mut [u64]) {
+    out.fill(0);
+    for g in 0..2 {
+        for b in 0..(prec / 8) as usize {
+            let rows = (0..8).fold(0, |w, c| {
+                w | ((planes[8 * b + c][0] >> (8 * g)) & 0xff) << (8 * c)
+            });
+            let coeffs = transpose8(rows);
+            for j in 0..8 {
+                out[8 * g + j] |= ((coeffs >> (8 * j)) & 0xff) << (8 * b);
+            }
+        }
     }
 }
 
@@ -61,14 +106,17 @@ pub(super) fn encode<const W: usize>(
     let size = u.len() as u32;
     debug_assert!(size <= 64 * W as u32);
     let mut planes = [[0u64; W]; 64];
-    let mut all = 0;
-    for (g, chunk) in u.chunks(64).enumerate() {
-        let mut m = [0u64; 64];
-        m[..chunk.len()].copy_from_slice(chunk);
-        all |= chunk.iter().fold(0, |a, c| a | c);
-        transpose64(&mut m);
-        for (k, plane) in planes.iter_mut().enumerate() {
-            plane[g] = m[k];
+    let all = u.iter().fold(0, |a, c| a | c);
+    if size == 16 {
+        to_planes16(u, prec, &mut planes);
+    } else {
+        for (g, chunk) in u.chunks(64).enumerate() {
+            let mut m = [0u64; 64];
+            m[..chunk.len()].copy_from_slice(chunk);
+            transpose64(&mut m);
+            for (k, plane) in planes.iter_mut().enumerate() {
+                plane[g] = m[k];
+            }
         }
     }
     let mut bits = budget;
@@ -182,6 +230,10 @@ pub(super) fn decode<const W: usize>(
             n += 1;
         }
     }
+    if size == 16 {
+        from_planes16(&planes, prec, out);
+        return;
+    }
     for (g, chunk) in out.chunks_mut(64).enumerate() {
         let mut m = [0u64; 64];
         for (k, plane) in planes.iter().enumerate() {
@@ -211,6 +263,37 @@ mod tests {
         }
         transpose64(&mut a);
         assert_eq!(a, orig);
+    }
+
+    #[test]
+    fn small_transposes_are_the_bit_transpose() {
+        let x = 0x0123_4567_89ab_cdefu64;
+        let t = transpose8(x);
+        for r in 0..8 {
+            for c in 0..8 {
+                assert_eq!((t >> (8 * c + r)) & 1, (x >> (8 * r + c)) & 1, "({r}, {c})");
+            }
+        }
+        let u: Vec<u64> = (0..16u64)
+            .map(|i| 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1))
+            .collect();
+        for prec in [32u32, 64] {
+            let want: Vec<u64> = u.iter().map(|c| c & mask(prec)).collect();
+            let mut planes = [[0u64; 1]; 64];
+            to_planes16(&want, prec, &mut planes);
+            for (k, plane) in planes.iter().enumerate() {
+                for (i, c) in want.iter().enumerate() {
+                    assert_eq!(
+                        (plane[0] >> i) & 1,
+                        (c >> k) & 1,
+                        "plane {k} coefficient {i}"
+                    );
+                }
+            }
+            let mut back = vec![0u64; 16];
+            from_planes16(&planes, prec, &mut back);
+            assert_eq!(back, want);
+        }
     }
 
     #[test]
