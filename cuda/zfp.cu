@@ -37,7 +37,7 @@
 //     A C-contiguous array of dims = 2, 3 or 4 axes, extents in zfp's order (nx = the
 //     last C axis; 1 for the axes it lacks), rate 1..=32 / 1..=64, coded in blocks of
 //     4^dims values in zfp's block order (x fastest). One thread per group of
-//     group_blocks_nd(dims, rate) consecutive blocks, whose bits fill whole words (4 /
+//     group_blocks(dims, rate) consecutive blocks, whose bits fill whole words (4 /
 //     gcd(rate, 4) blocks in 2-D, one block in 3-D and 4-D); launch
 //     ceil(blocks / group) threads.
 //
@@ -330,13 +330,12 @@ ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 maxbits, zu
 
 // --- blocks and kernels -------------------------------------------------------------------
 
-// Blocks per thread in the encoder: the smallest group whose bits fill whole words.
-ZFP_INLINE zu32 group_blocks(zu32 rate) {
-    zu32 g = 16;
-    while (g > 1 && (rate & 1) == 0) {
-        g >>= 1;
-        rate >>= 1;
-    }
+// Blocks per encoder thread: the smallest group of 4^dims * rate-bit blocks filling whole
+// 64-bit words (16 / gcd(rate, 16) in 1-D, 4 / gcd(rate, 4) in 2-D, 1 beyond).
+ZFP_INLINE zu32 group_blocks(zu32 dims, zu32 rate) {
+    const zu64 bits = ((zu64)1 << (2 * dims)) * rate;
+    zu32 g = 1;
+    while ((g * bits) % 64 != 0) g *= 2;
     return g;
 }
 
@@ -359,7 +358,7 @@ template <class T>
 ZFP_INLINE void encode_group(const typename T::F* src, zu64 n, zu32 rate, zu64* stream, zu64 t) {
     const zu64 nb = (n + 3) / 4;
     const zu32 maxbits = 4 * rate;
-    const zu64 g = group_blocks(rate);
+    const zu64 g = group_blocks(1, rate);
     const zu64 b0 = t * g;
     if (b0 >= nb) return;
     const zu64 b1 = b0 + g < nb ? b0 + g : nb;
@@ -439,14 +438,6 @@ ZFP_TABLE unsigned char ZFP_PERM4[256] = {
 
 ZFP_INLINE const unsigned char* perm_for(zu32 dims) {
     return dims == 2 ? ZFP_PERM2 : (dims == 3 ? ZFP_PERM3 : ZFP_PERM4);
-}
-
-// Blocks per encoder thread: the smallest group of 4^dims * rate-bit blocks filling words.
-ZFP_INLINE zu32 group_blocks_nd(zu32 dims, zu32 rate) {
-    const zu64 bits = ((zu64)1 << (2 * dims)) * rate;
-    zu32 g = 1;
-    while ((g * bits) % 64 != 0) g *= 2;
-    return g;
 }
 
 struct ZfpExt {
@@ -629,7 +620,7 @@ ZFP_INLINE void encode_group_nd(const typename T::F* src, const ZfpExt& e, zu32 
     const zu64 nb = block_count(e);
     const zu32 size = 1u << (2 * e.dims);
     const zu32 maxbits = size * rate;
-    const zu64 g = group_blocks_nd(e.dims, rate);
+    const zu64 g = group_blocks(e.dims, rate);
     const zu64 b0 = t * g;
     if (b0 >= nb) return;
     const zu64 b1 = b0 + g < nb ? b0 + g : nb;

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
         if (enc) {
             out.assign(words * 8, 0xa5);
             zu64* s = (zu64*)out.data();
-            const unsigned long long g = group_blocks_nd(dims, rate);
+            const unsigned long long g = group_blocks(dims, rate);
             const unsigned long long threads = (nb + g - 1) / g;
             const void* src = in.data();
             const unsigned r = rate;
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
         // Garbage first: every word of the stream must be written by some thread.
         out.assign(words * 8, 0xa5);
         zu64* s = (zu64*)out.data();
-        const unsigned long long threads = (nb + group_blocks(rate) - 1) / group_blocks(rate);
+        const unsigned long long threads = (nb + group_blocks(1, rate) - 1) / group_blocks(1, rate);
         if (f64) launch(threads, bdim, [&] { zfp_encode_f64((const double*)in.data(), n, rate, s); });
         else launch(threads, bdim, [&] { zfp_encode_f32((const float*)in.data(), n, rate, s); });
     } else {
