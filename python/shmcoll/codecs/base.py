@@ -121,10 +121,12 @@ class Codec(_Base):
         at least its exact size."""
         need = self.compressed_size(n, dt)
         if need is not None and nbytes < need:
-            raise CodecError(
-                f"corrupt {self.codec_id} stream: {n} elements of {dt} take {need} bytes, "
-                f"the stream has {nbytes}"
+            what = (
+                f"an array of shape {n} of {dt} takes"
+                if isinstance(n, tuple)
+                else f"{n} elements of {dt} take"
             )
+            raise CodecError(f"corrupt {self.codec_id} stream: {what} {need} bytes, the stream has {nbytes}")
 
     def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
         """The stream of `x` as bytes, or written into `out` (returning its byte count)."""
