@@ -1,4 +1,4 @@
-// zfp fixed-rate, 1-D, float32/float64: the CUDA twin of rust/shmcoll-codec/src/zfp.rs.
+// zfp fixed-rate, 1-D to 4-D, float32/float64: the CUDA twin of rust/shmcoll-codec/src/zfp.rs.
 // The stream is specified byte for byte in that module's documentation; this file writes
 // and reads the same bytes (checked on the CPU by tests/test_codec_zfp_cuda_host.py, which
 // compiles this very file as C++ with g++, and on a GPU by tests/test_gpu_zfp.py).
@@ -30,6 +30,22 @@
 //     One thread per block: launch nb threads in 1-D (any blockDim.x). The stream must be
 //     8-byte aligned and hold ceil(nb * 4 * rate / 64) words.
 //
+//   zfp_encode_nd_f32(const float* src, unsigned long long nx, unsigned long long ny,
+//                     unsigned long long nz, unsigned long long nw, unsigned int dims,
+//                     unsigned int rate, unsigned long long* stream)
+//   zfp_encode_nd_f64(const double* src, ...same...)
+//     A C-contiguous array of dims = 2, 3 or 4 axes, extents in zfp's order (nx = the
+//     last C axis; 1 for the axes it lacks), rate 1..=32 / 1..=64, coded in blocks of
+//     4^dims values in zfp's block order (x fastest). One thread per group of
+//     group_blocks(dims, rate) consecutive blocks, whose bits fill whole words (4 /
+//     gcd(rate, 4) blocks in 2-D, one block in 3-D and 4-D); launch
+//     ceil(blocks / group) threads.
+//
+//   zfp_decode_nd_f32(const unsigned long long* stream, nx, ny, nz, nw, dims, rate,
+//                     float* dst)
+//   zfp_decode_nd_f64(..., double* dst)
+//     One thread per block: launch prod(ceil(n_axis / 4)) threads.
+//
 // Written in plain C++17 with no headers, CUDA builtins only behind the small shim below,
 // so that g++ compiles it unchanged (with ZFP_HOST defined and the shim provided).
 
@@ -40,8 +56,10 @@ typedef long long zi64;
 
 #ifndef ZFP_HOST
 #define ZFP_INLINE __device__ __forceinline__
+#define ZFP_TABLE __constant__ const
 #else
 #define ZFP_INLINE inline
+#define ZFP_TABLE static const
 #endif
 
 // --- the per-type half: cast, lifting, negabinary (zfp/scalar.rs) ------------------------
@@ -175,10 +193,11 @@ ZFP_INLINE void inverse(zu32 e, const zu64* u, typename T::F* out) {
     for (int i = 0; i < 4; i++) out[i] = (typename T::F)q[i] * s;
 }
 
-// Lowest decoded bit plane for biased exponent e (maxprec of zfp's `precision`).
+// Lowest decoded bit plane for biased exponent e in blocks of `dims` axes (maxprec of
+// zfp's `precision`).
 template <class T>
-ZFP_INLINE zu32 kmin(zu32 e) {
-    zi32 maxprec = (zi32)e - T::EBIAS + 1074 + 4;
+ZFP_INLINE zu32 kmin(zu32 e, zu32 dims) {
+    zi32 maxprec = (zi32)e - T::EBIAS + 1074 + 2 * ((zi32)dims + 1);
     maxprec = maxprec < 0 ? 0 : (maxprec > 64 ? 64 : maxprec);
     zu32 p = (zu32)maxprec < T::PREC ? (zu32)maxprec : T::PREC;
     return T::PREC - p;
@@ -311,13 +330,12 @@ ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 maxbits, zu
 
 // --- blocks and kernels -------------------------------------------------------------------
 
-// Blocks per thread in the encoder: the smallest group whose bits fill whole words.
-ZFP_INLINE zu32 group_blocks(zu32 rate) {
-    zu32 g = 16;
-    while (g > 1 && (rate & 1) == 0) {
-        g >>= 1;
-        rate >>= 1;
-    }
+// Blocks per encoder thread: the smallest group of 4^dims * rate-bit blocks filling whole
+// 64-bit words (16 / gcd(rate, 16) in 1-D, 4 / gcd(rate, 4) in 2-D, 1 beyond).
+ZFP_INLINE zu32 group_blocks(zu32 dims, zu32 rate) {
+    const zu64 bits = ((zu64)1 << (2 * dims)) * rate;
+    zu32 g = 1;
+    while ((g * bits) % 64 != 0) g *= 2;
     return g;
 }
 
@@ -340,7 +358,7 @@ template <class T>
 ZFP_INLINE void encode_group(const typename T::F* src, zu64 n, zu32 rate, zu64* stream, zu64 t) {
     const zu64 nb = (n + 3) / 4;
     const zu32 maxbits = 4 * rate;
-    const zu64 g = group_blocks(rate);
+    const zu64 g = group_blocks(1, rate);
     const zu64 b0 = t * g;
     if (b0 >= nb) return;
     const zu64 b1 = b0 + g < nb ? b0 + g : nb;
@@ -377,7 +395,7 @@ ZFP_INLINE void decode_block(const zu64* stream, zu64 n, zu32 rate, typename T::
     if (head & 1) {
         const zu32 e = (zu32)(head >> 1);
         zu64 u[4];
-        decode_ints(r, T::PREC, kmin<T>(e), maxbits - 1 - T::EBITS, u);
+        decode_ints(r, T::PREC, kmin<T>(e, 1), maxbits - 1 - T::EBITS, u);
         inverse<T>(e, u, v);
     } else {
         for (int i = 0; i < 4; i++) v[i] = 0;
@@ -385,6 +403,284 @@ ZFP_INLINE void decode_block(const zu64* stream, zu64 n, zu32 rate, typename T::
     const zu64 at = 4 * b;
     const zu64 left = n - at;
     for (zu64 i = 0; i < 4 && i < left; i++) dst[at + i] = v[i];
+}
+
+
+// --- N-D blocks (zfp/nd.rs, zfp/perm.rs, zfp/reference.rs) ------------------------------
+// zfp's sequency orders: position i of the coded sequence holds block offset PERM[i].
+ZFP_TABLE unsigned char ZFP_PERM2[16] = {
+    0, 1, 4, 5, 2, 8, 6, 9, 3, 12, 10, 7, 13, 11, 14, 15,
+};
+ZFP_TABLE unsigned char ZFP_PERM3[64] = {
+    0, 1, 4, 16, 20, 17, 5, 2, 8, 32, 21, 6, 18, 24, 9, 33,
+    36, 3, 12, 48, 22, 25, 37, 40, 34, 10, 7, 19, 28, 13, 49, 52,
+    41, 38, 26, 23, 29, 53, 11, 35, 44, 14, 50, 56, 42, 27, 39, 45,
+    30, 54, 57, 60, 51, 15, 43, 46, 58, 61, 55, 31, 62, 59, 47, 63,
+};
+ZFP_TABLE unsigned char ZFP_PERM4[256] = {
+    0, 1, 4, 16, 64, 5, 80, 17, 68, 65, 20, 2, 8, 32, 128, 84,
+    81, 69, 21, 6, 18, 66, 24, 72, 9, 96, 33, 36, 129, 132, 144, 3,
+    12, 48, 192, 85, 82, 70, 22, 73, 25, 88, 37, 100, 97, 148, 145, 133,
+    10, 160, 34, 136, 130, 40, 7, 19, 67, 28, 76, 13, 112, 49, 52, 193,
+    196, 208, 86, 89, 101, 149, 161, 137, 41, 134, 38, 164, 26, 152, 146, 104,
+    98, 74, 83, 71, 23, 77, 29, 92, 53, 116, 113, 212, 209, 197, 11, 35,
+    131, 44, 140, 14, 176, 50, 56, 194, 200, 224, 90, 165, 102, 153, 150, 105,
+    168, 162, 138, 42, 87, 93, 117, 213, 27, 75, 99, 39, 135, 147, 108, 45,
+    141, 156, 30, 78, 177, 180, 54, 114, 120, 57, 198, 210, 216, 201, 225, 228,
+    15, 240, 51, 204, 195, 60, 169, 166, 154, 106, 91, 103, 151, 109, 157, 94,
+    181, 118, 121, 214, 217, 229, 163, 139, 43, 142, 46, 172, 58, 184, 178, 232,
+    226, 202, 241, 205, 61, 199, 55, 244, 31, 220, 211, 124, 115, 79, 170, 167,
+    155, 107, 158, 110, 173, 122, 185, 182, 233, 230, 218, 95, 245, 119, 221, 215,
+    125, 242, 206, 62, 203, 59, 248, 47, 236, 227, 188, 179, 143, 171, 174, 186,
+    234, 246, 222, 126, 219, 123, 249, 111, 237, 231, 189, 183, 159, 252, 243, 207,
+    63, 175, 250, 187, 238, 235, 190, 253, 247, 223, 127, 254, 251, 239, 191, 255,
+};
+
+ZFP_INLINE const unsigned char* perm_for(zu32 dims) {
+    return dims == 2 ? ZFP_PERM2 : (dims == 3 ? ZFP_PERM3 : ZFP_PERM4);
+}
+
+struct ZfpExt {
+    zu64 n[4];  // nx, ny, nz, nw
+    zu32 dims;
+};
+
+// Coordinates of the first value of linear block b (x fastest), and the values of the
+// block inside the array along each axis (1 for absent axes).
+ZFP_INLINE void block_at(const ZfpExt& e, zu64 b, zu64* at, zu32* cnt) {
+    for (zu32 a = 0; a < 4; a++) {
+        const zu64 nb = a < e.dims ? (e.n[a] + 3) / 4 : 1;
+        at[a] = 4 * (b % nb);
+        b /= nb;
+        const zu64 left = e.n[a] - at[a];
+        cnt[a] = a < e.dims ? (zu32)(left < 4 ? left : 4) : 1;
+    }
+}
+
+ZFP_INLINE zu64 block_count(const ZfpExt& e) {
+    zu64 c = 1;
+    for (zu32 a = 0; a < e.dims; a++) c *= (e.n[a] + 3) / 4;
+    return c;
+}
+
+// Gather a block, partial blocks padded with zfp's pad_block along x, then y, z, w.
+template <class T>
+ZFP_INLINE void gather_nd(const typename T::F* src, const ZfpExt& e, zu64 b, typename T::F* q) {
+    zu64 at[4];
+    zu32 cnt[4];
+    block_at(e, b, at, cnt);
+    const zu64 sy = e.n[0], sz = sy * e.n[1], sw = sz * e.n[2];
+    const zu64 origin = at[0] + at[1] * sy + at[2] * sz + at[3] * sw;
+    for (zu32 w = 0; w < cnt[3]; w++)
+        for (zu32 z = 0; z < cnt[2]; z++)
+            for (zu32 y = 0; y < cnt[1]; y++)
+                for (zu32 x = 0; x < cnt[0]; x++)
+                    q[x + 4 * y + 16 * z + 64 * w] = src[origin + x + y * sy + z * sz + w * sw];
+    const zu32 size = 1u << (2 * e.dims);
+    for (zu32 a = 0; a < e.dims; a++) {
+        const zu32 n = cnt[a];
+        if (n == 4) continue;
+        const zu32 s = 1u << (2 * a);
+        for (zu32 base = 0; base < size; base++) {
+            if ((base / s) % 4 != 0) continue;
+            if (n <= 1) q[base + s] = q[base];
+            if (n <= 2) q[base + 2 * s] = q[base + s];
+            q[base + 3 * s] = q[base];
+        }
+    }
+}
+
+// Lifting of every line of 4 along each axis: x first (forward) or the last axis first.
+template <class T>
+ZFP_INLINE void xform_nd(typename T::I* q, zu32 dims, bool fwd) {
+    const zu32 size = 1u << (2 * dims);
+    for (zu32 i = 0; i < dims; i++) {
+        const zu32 a = fwd ? i : dims - 1 - i;
+        const zu32 s = 1u << (2 * a);
+        for (zu32 base = 0; base < size; base++) {
+            if ((base / s) % 4 != 0) continue;
+            typename T::I p[4] = {q[base], q[base + s], q[base + 2 * s], q[base + 3 * s]};
+            if (fwd) fwd_lift<T>(p);
+            else inv_lift<T>(p);
+            q[base] = p[0];
+            q[base + s] = p[1];
+            q[base + 2 * s] = p[2];
+            q[base + 3 * s] = p[3];
+        }
+    }
+}
+
+// Forward transform of a block of 4^dims values (zfp/scalar.rs `forward_nd`); `u` gets the
+// negabinary coefficients in sequency order.
+template <class T>
+ZFP_INLINE bool forward_nd(typename T::F* v, zu32 dims, zu32* e, zu64* u) {
+    typedef typename T::U U;
+    const zu32 size = 1u << (2 * dims);
+    U m = 0;
+    for (zu32 i = 0; i < size; i++) {
+        const U a = T::bits(v[i]) & T::ABS;
+        m = a > m ? a : m;
+    }
+    if (m >= T::INF) {
+        m = 0;
+        for (zu32 i = 0; i < size; i++) {
+            U b = T::bits(v[i]);
+            const U a = b & T::ABS;
+            if (a > T::INF) b = 0;
+            else if (a == T::INF) b = (b & ~T::ABS) | T::MAXF;
+            v[i] = T::from_bits(b);
+            const U c = b & T::ABS;
+            m = c > m ? c : m;
+        }
+    }
+    if (m == 0) return false;
+    zi32 ef = (zi32)(m >> T::MANT);
+    if (ef < T::EF_MIN) ef = T::EF_MIN;
+    const zi32 emax = ef - (T::EBIAS - 1);
+    const typename T::F s = T::from_bits((U)(T::EBIAS + (zi32)(T::PREC - 2) - emax) << T::MANT);
+    typename T::I q[256];
+    for (zu32 i = 0; i < size; i++) q[i] = (typename T::I)(v[i] * s);
+    xform_nd<T>(q, dims, true);
+    const unsigned char* perm = perm_for(dims);
+    for (zu32 i = 0; i < size; i++) u[i] = (zu64)(((U)q[perm[i]] + T::NB) ^ T::NB);
+    *e = (zu32)(emax + T::EBIAS);
+    return true;
+}
+
+template <class T>
+ZFP_INLINE void inverse_nd(zu32 e, const zu64* u, zu32 dims, typename T::F* out) {
+    typedef typename T::U U;
+    const zu32 size = 1u << (2 * dims);
+    const typename T::F s = pow2<T>((zi32)e - T::EBIAS - (zi32)(T::PREC - 2));
+    typename T::I q[256];
+    const unsigned char* perm = perm_for(dims);
+    for (zu32 i = 0; i < size; i++) q[perm[i]] = (typename T::I)(((U)u[i] ^ T::NB) - T::NB);
+    xform_nd<T>(q, dims, false);
+    for (zu32 i = 0; i < size; i++) out[i] = (typename T::F)q[i] * s;
+}
+
+// zfp's encode_many_ints (the same bits as encode_few_ints) for `size` coefficients, then
+// the pad to maxbits.
+ZFP_INLINE void encode_many_ints(ZfpWriter& s, const zu64* data, zu32 size, zu32 prec, zu32 maxbits) {
+    zu32 bits = maxbits;
+    zu32 n = 0;
+    zu32 k = prec;
+    while (bits > 0 && k > 0) {
+        k--;
+        const zu32 m = n < bits ? n : bits;
+        bits -= m;
+        for (zu32 i = 0; i < m; i++) put(s, (data[i] >> k) & 1, 1);
+        zu32 c = 0;
+        for (zu32 i = m; i < size; i++) c += (zu32)((data[i] >> k) & 1);
+        while (bits > 0 && n < size) {
+            bits--;
+            put(s, c > 0, 1);
+            if (c == 0) break;
+            c--;
+            while (bits > 0 && n < size - 1) {
+                bits--;
+                const zu32 b = (zu32)((data[n] >> k) & 1);
+                put(s, b, 1);
+                if (b) break;
+                n++;
+            }
+            n++;
+        }
+    }
+    put_zeros(s, bits);
+}
+
+// zfp's decode_many_ints.
+ZFP_INLINE void decode_many_ints(ZfpReader& r, zu64* data, zu32 size, zu32 prec, zu32 kmin, zu32 maxbits) {
+    for (zu32 i = 0; i < size; i++) data[i] = 0;
+    zu32 bits = maxbits;
+    zu32 n = 0;
+    zu32 k = prec;
+    while (bits > 0 && k > kmin) {
+        k--;
+        const zu32 m = n < bits ? n : bits;
+        bits -= m;
+        for (zu32 i = 0; i < m; i++) data[i] += get(r, 1) << k;
+        while (bits > 0 && n < size) {
+            bits--;
+            if (!get(r, 1)) break;
+            while (bits > 0 && n < size - 1) {
+                bits--;
+                if (get(r, 1)) break;
+                n++;
+            }
+            data[n] += 1ull << k;
+            n++;
+        }
+    }
+}
+
+template <class T>
+ZFP_INLINE void encode_group_nd(const typename T::F* src, const ZfpExt& e, zu32 rate, zu64* stream, zu64 t) {
+    const zu64 nb = block_count(e);
+    const zu32 size = 1u << (2 * e.dims);
+    const zu32 maxbits = size * rate;
+    const zu64 g = group_blocks(e.dims, rate);
+    const zu64 b0 = t * g;
+    if (b0 >= nb) return;
+    const zu64 b1 = b0 + g < nb ? b0 + g : nb;
+    ZfpWriter w;
+    w.out = stream;
+    w.word = b0 * maxbits / 64;
+    w.acc = 0;
+    w.fill = 0;
+    for (zu64 b = b0; b < b1; b++) {
+        typename T::F v[256];
+        gather_nd<T>(src, e, b, v);
+        zu32 ex;
+        zu64 u[256];
+        if (forward_nd<T>(v, e.dims, &ex, u)) {
+            put(w, ((zu64)ex << 1) | 1, T::EBITS + 1);
+            encode_many_ints(w, u, size, T::PREC, maxbits - 1 - T::EBITS);
+        } else {
+            put_zeros(w, maxbits);
+        }
+    }
+    if (w.fill > 0) w.out[w.word] = w.acc;
+}
+
+template <class T>
+ZFP_INLINE void decode_block_nd(const zu64* stream, const ZfpExt& e, zu32 rate, typename T::F* dst, zu64 b) {
+    if (b >= block_count(e)) return;
+    const zu32 size = 1u << (2 * e.dims);
+    const zu32 maxbits = size * rate;
+    ZfpReader r;
+    reader_at(r, stream, b * maxbits);
+    typename T::F v[256];
+    const zu64 head = get(r, 1 + T::EBITS);
+    if (head & 1) {
+        const zu32 ex = (zu32)(head >> 1);
+        zu64 u[256];
+        decode_many_ints(r, u, size, T::PREC, kmin<T>(ex, e.dims), maxbits - 1 - T::EBITS);
+        inverse_nd<T>(ex, u, e.dims, v);
+    } else {
+        for (zu32 i = 0; i < size; i++) v[i] = 0;
+    }
+    zu64 at[4];
+    zu32 cnt[4];
+    block_at(e, b, at, cnt);
+    const zu64 sy = e.n[0], sz = sy * e.n[1], sw = sz * e.n[2];
+    const zu64 origin = at[0] + at[1] * sy + at[2] * sz + at[3] * sw;
+    for (zu32 w = 0; w < cnt[3]; w++)
+        for (zu32 z = 0; z < cnt[2]; z++)
+            for (zu32 y = 0; y < cnt[1]; y++)
+                for (zu32 x = 0; x < cnt[0]; x++)
+                    dst[origin + x + y * sy + z * sz + w * sw] = v[x + 4 * y + 16 * z + 64 * w];
+}
+
+ZFP_INLINE ZfpExt zfp_ext(zu64 nx, zu64 ny, zu64 nz, zu64 nw, zu32 dims) {
+    ZfpExt e;
+    e.n[0] = nx;
+    e.n[1] = ny;
+    e.n[2] = nz;
+    e.n[3] = nw;
+    e.dims = dims;
+    return e;
 }
 
 #define ZFP_TID ((zu64)blockIdx.x * (zu64)blockDim.x + (zu64)threadIdx.x)
@@ -407,4 +703,19 @@ extern "C" __global__ void zfp_decode_f32(const unsigned long long* stream, unsi
 extern "C" __global__ void zfp_decode_f64(const unsigned long long* stream, unsigned long long n,
                                           unsigned int rate, double* dst) {
     decode_block<ZfpF64>(stream, n, rate, dst, ZFP_TID);
+}
+
+#define ZFP_ND_ARGS unsigned long long nx, unsigned long long ny, unsigned long long nz, \
+    unsigned long long nw, unsigned int dims, unsigned int rate
+extern "C" __global__ void zfp_encode_nd_f32(const float* src, ZFP_ND_ARGS, unsigned long long* stream) {
+    encode_group_nd<ZfpF32>(src, zfp_ext(nx, ny, nz, nw, dims), rate, stream, ZFP_TID);
+}
+extern "C" __global__ void zfp_encode_nd_f64(const double* src, ZFP_ND_ARGS, unsigned long long* stream) {
+    encode_group_nd<ZfpF64>(src, zfp_ext(nx, ny, nz, nw, dims), rate, stream, ZFP_TID);
+}
+extern "C" __global__ void zfp_decode_nd_f32(const unsigned long long* stream, ZFP_ND_ARGS, float* dst) {
+    decode_block_nd<ZfpF32>(stream, zfp_ext(nx, ny, nz, nw, dims), rate, dst, ZFP_TID);
+}
+extern "C" __global__ void zfp_decode_nd_f64(const unsigned long long* stream, ZFP_ND_ARGS, double* dst) {
+    decode_block_nd<ZfpF64>(stream, zfp_ext(nx, ny, nz, nw, dims), rate, dst, ZFP_TID);
 }

@@ -299,12 +299,10 @@ needs_zfp = pytest.mark.skipif(not hasattr(_core, "zfp_encode"), reason="this bu
 @pytest.mark.parametrize("rate", [8, 16])
 def test_zfp_matches_zfpy(dtype: type, rate: int) -> None:
     """The calls whose bytes are zfpy's, exactly as docs/compression.md states them:
-    ``encode_raw(x)`` is ``zfpy.compress_numpy(np.ravel(x), rate=R, write_header=False)`` for
-    an array of any shape (zfp's 1-D blocks of the flattened array), so for a 1-D ``x`` it
-    is ``zfpy.compress_numpy(x, ...)``; ``decode_raw`` of zfpy's 1-D streams gives zfpy's
-    values bit for bit. Not zfpy's: the stream of a 2-D array as zfpy compresses it (2-D
-    blocks), zfpy's streams with a header, and ``encode`` (shmcoll's frame around the
-    stream)."""
+    ``encode_raw(x)`` is ``zfpy.compress_numpy(x, rate=R, write_header=False)`` for a
+    C-contiguous array of 1 to 4 axes (zfp's blocks of 4^d values for d axes); ``decode_raw``
+    of zfpy's streams, given the shape, gives zfpy's values bit for bit. Not zfpy's: zfpy's
+    streams with a header, and ``encode`` (shmcoll's frame around the stream)."""
     zfpy = pytest.importorskip("zfpy")
     x = np.random.default_rng(3).standard_normal(1000).astype(dtype)
     c = Zfp(rate=rate)
@@ -313,10 +311,13 @@ def test_zfp_matches_zfpy(dtype: type, rate: int) -> None:
     assert len(s) == c.compressed_size(x.size, dtype)
     y = c.decode_raw(s, dtype, x.size)
     np.testing.assert_array_equal(y, zfpy.decompress_numpy(zfpy.compress_numpy(x, rate=rate)))
-    np.testing.assert_array_equal(c.decode(c.encode(x.reshape(10, 100))).reshape(-1), y)
     x2 = x.reshape(10, 100)
-    assert bytes(c.encode_raw(x2)) == zfpy.compress_numpy(np.ravel(x2), rate=rate, write_header=False)
-    assert bytes(c.encode_raw(x2)) != zfpy.compress_numpy(x2, rate=rate, write_header=False)
+    s2 = c.encode_raw(x2)
+    assert bytes(s2) == zfpy.compress_numpy(x2, rate=rate, write_header=False)
+    assert len(s2) == c.compressed_size(x2.shape, dtype)
+    y2 = zfpy.decompress_numpy(zfpy.compress_numpy(x2, rate=rate))
+    np.testing.assert_array_equal(c.decode_raw(s2, dtype, x2.shape), y2)
+    np.testing.assert_array_equal(c.decode(c.encode(x2)), y2)
     assert bytes(s) != zfpy.compress_numpy(x, rate=rate)  # zfpy's header
     assert bytes(c.encode(x)) != bytes(s) and bytes(c.encode(x)).endswith(bytes(s))  # the frame
 
@@ -326,18 +327,19 @@ def _zfpy_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
     plumbing before the Rust kernel is in the build."""
     zfpy = pytest.importorskip("zfpy")
 
-    def size(n: int, dtype: str, rate: int) -> int:
+    def size(n: int | tuple[int, ...], dtype: str, rate: int) -> int:
         return len(zfpy.compress_numpy(np.zeros(n, dtype), rate=rate, write_header=False))
 
-    def encode(arr: np.ndarray, rate: int, out: np.ndarray | None = None) -> object:
-        s = zfpy.compress_numpy(arr, rate=rate, write_header=False)
+    def encode(arr: np.ndarray, rate: int, out: np.ndarray | None = None, shape: object = None) -> object:
+        s = zfpy.compress_numpy(arr.reshape(shape or -1), rate=rate, write_header=False)
         if out is None:
             return s
         np.frombuffer(out, np.uint8)[: len(s)] = np.frombuffer(s, np.uint8)
         return len(s)
 
-    def decode(buf: object, dtype: str, n: int, rate: int, out: np.ndarray | None = None) -> np.ndarray:
-        y = zfpy._decompress(bytes(buf), zfpy.dtype_to_ztype(np.dtype(dtype)), [n], rate=rate)
+    def decode(buf: object, dtype: str, n: object, rate: int, out: np.ndarray | None = None) -> np.ndarray:
+        shape = list(n) if isinstance(n, tuple | list) else [n]
+        y = zfpy._decompress(bytes(buf), zfpy.dtype_to_ztype(np.dtype(dtype)), shape, rate=rate)
         if out is None:
             return y
         out[...] = y
@@ -356,11 +358,11 @@ def test_zfp_class_plumbing(monkeypatch: pytest.MonkeyPatch, dtype: type) -> Non
     x = np.random.default_rng(4).standard_normal((20, 50)).astype(dtype)
     c = Zfp(rate=16)
     raw = c.encode_raw(x)
-    assert raw == zfpy.compress_numpy(x.ravel(), rate=16, write_header=False)
-    assert c.compressed_size(x.size, dtype) == len(raw)
+    assert raw == zfpy.compress_numpy(x, rate=16, write_header=False)
+    assert c.compressed_size(x.shape, dtype) == len(raw)
     y = c.decode(c.encode(x))
     assert y.shape == x.shape and y.dtype == x.dtype
-    np.testing.assert_array_equal(y.ravel(), c.decode_raw(raw, dtype, x.size))
+    np.testing.assert_array_equal(y, c.decode_raw(raw, dtype, x.shape))
     assert np.max(np.abs(y - x)) < 0.05
     assert get_codec(c.get_config()) == c and c.get_config() == {"id": "shmcoll.zfp", "rate": 16}
     with pytest.raises(CodecError, match="not written by"):

@@ -516,23 +516,27 @@ def algorithms() -> tuple[list[tuple[str, str]], list[str], list[str]]:
 
 # --- codecs: zfp (rust/shmcoll-py/src/codec_zfp.rs) ---
 
-def zfp_compressed_size(n: int, dtype: str, rate: int) -> int:
-    """Bytes of the zfp fixed-rate stream of `n` values of `dtype` ("float32" or "float64")
-    at `rate` bits per value (3..32 for float32, 4..64 for float64): whole 64-bit words."""
+def zfp_compressed_size(n: int | Sequence[int], dtype: str, rate: int) -> int:
+    """Bytes of the zfp fixed-rate stream of `n` values (a 1-D array) or of an array of
+    shape `n` (1 to 4 axes, C order) of `dtype` ("float32" or "float64") at `rate` bits per
+    value (1-D: 3..32 for float32, 4..64 for float64; N-D: from 1): whole 64-bit words."""
 
 @overload
-def zfp_encode(arr: Buffer, rate: int, out: None = None) -> bytes:
-    """Compress a C-contiguous float32/float64 buffer (zfp fixed rate, 1-D, the stream of
-    zfpy's ``compress_numpy(arr, rate=rate, write_header=False)``); returns the stream, or
-    writes it into the writable buffer `out` and returns its length. Releases the GIL for
-    arrays of 64 KiB and more."""
+def zfp_encode(arr: Buffer, rate: int, out: None = None, shape: Sequence[int] | None = None) -> bytes:
+    """Compress a C-contiguous float32/float64 buffer (zfp fixed rate) as a 1-D array, or as
+    an array of `shape` (2 to 4 axes: zfp's N-D blocks): the stream of zfpy's
+    ``compress_numpy(arr.reshape(shape), rate=rate, write_header=False)``; returns the
+    stream, or writes it into the writable buffer `out` and returns its length. Releases the
+    GIL for arrays of 64 KiB and more."""
 
 @overload
-def zfp_encode(arr: Buffer, rate: int, out: Buffer) -> int: ...
-def zfp_decode(buf: Buffer, dtype: str, n: int, rate: int, out: NDArray[Any] | None = None) -> NDArray[Any]:
-    """Decompress `n` values of `dtype` from the zfp stream `buf` written at `rate`; returns
-    a new 1-D array, or fills `out` (C-contiguous, exactly `n` values of `dtype`) and
-    returns it."""
+def zfp_encode(arr: Buffer, rate: int, out: Buffer, shape: Sequence[int] | None = None) -> int: ...
+def zfp_decode(
+    buf: Buffer, dtype: str, n: int | Sequence[int], rate: int, out: NDArray[Any] | None = None
+) -> NDArray[Any]:
+    """Decompress `n` values (a 1-D array) or an array of shape `n` of `dtype` from the zfp
+    stream `buf` written at `rate`; returns a new array of that shape, or fills `out`
+    (C-contiguous, exactly as many values of `dtype`) and returns it."""
 
 # --- codecs: bq, cast, mpc (rust/shmcoll-py/src/codec_misc.rs) ---
 

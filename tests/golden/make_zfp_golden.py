@@ -6,8 +6,9 @@ tests/test_codec_zfp.py.
     python tests/golden/make_zfp_golden.py        # rewrites tests/golden/zfp/
 
 Files: ``index.txt`` has one line per case,
-``name dtype n encode_ref rate:stream_bytes ...``; ``name.bin`` holds the input (n values,
-little-endian), then for each listed rate the stream and the n decoded values. encode_ref
+``name dtype shape encode_ref rate:stream_bytes ...`` (shape: ``n`` for a 1-D array, ``AxBxC``
+for an N-D one, C order); ``name.bin`` holds the input (its n values, little-endian, C
+order), then for each listed rate the stream and the n decoded values. encode_ref
 says whose encoder wrote the streams: ``zfpy``; ``shmcoll`` where zfp's encoder is undefined
 (block maxima below 2^-98 / 2^-962: shmcoll's documented clamp; decodes are still zfpy's); or
 ``none`` (zfpy's own stream for such input: only the decode is checked, which is defined for
@@ -23,6 +24,10 @@ import zfpy
 
 OUT = Path(__file__).parent / "zfp"
 RATES = {np.float32: (3, 4, 8, 16, 32), np.float64: (4, 8, 16, 32, 64)}
+#: N-D arrays (2, 3, 4 axes) take any rate from 1 bit per value.
+RATES_ND = {np.float32: (1, 2, 5, 16, 32), np.float64: (1, 3, 16, 41, 64)}
+#: N-D shapes: partial blocks along every axis, single rows and columns, whole blocks.
+SHAPES_ND = ((5, 7), (1, 9), (8, 4), (3, 5, 6), (4, 4, 4), (2, 3, 5, 7), (4, 1, 4, 6))
 
 
 def pattern(name: str, dt: type, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -86,6 +91,27 @@ def main() -> None:
                         cols.append(f"{rate}:{len(stream)}")
                     (OUT / f"{name}.bin").write_bytes(b"".join(parts))
                     lines.append(" ".join(cols))
+    for dt, tag in ((np.float32, "f32"), (np.float64, "f64")):
+        for pat in ("mixed", "smooth", "zeros", "subnormal", "huge"):
+            for shape in SHAPES_ND:
+                n = int(np.prod(shape))
+                a = pattern(pat, dt, n, rng).reshape(shape)
+                if pat == "smooth":
+                    # Smooth along every axis, not only along the flattened order.
+                    grids = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
+                    a = (sum(np.sin(g * (0.3 + 0.1 * i)) for i, g in enumerate(grids)) * 1e3 + 7.0).astype(dt)
+                dims = "x".join(map(str, shape))
+                name = f"{tag}_{pat}_{dims}"
+                parts = [a.astype(a.dtype.newbyteorder("<")).tobytes()]
+                cols = [name, tag, dims, "zfpy"]
+                for rate in RATES_ND[dt]:
+                    stream = zfpy.compress_numpy(a, rate=rate, write_header=False)
+                    back = zfpy._decompress(stream, zfpy.dtype_to_ztype(a.dtype), list(shape), rate=rate)
+                    assert back.shape == shape
+                    parts += [stream, back.astype(back.dtype.newbyteorder("<")).tobytes()]
+                    cols.append(f"{rate}:{len(stream)}")
+                (OUT / f"{name}.bin").write_bytes(b"".join(parts))
+                lines.append(" ".join(cols))
     (OUT / "index.txt").write_text("\n".join(lines) + "\n")
     total = sum(p.stat().st_size for p in OUT.iterdir())
     print(f"{len(lines)} cases, {total} bytes in {OUT}")

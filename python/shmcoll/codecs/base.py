@@ -97,6 +97,10 @@ class Codec(_Base):
     _number: ClassVar[int]
     #: Whether ``_gpu_encode``/``_gpu_decode`` exist.
     _has_gpu: ClassVar[bool] = False
+    #: Whether the stream depends on the array's shape, not only on its values in C order
+    #: (zfp's N-D blocks): the ``_host_*``/``_gpu_*`` methods then get the array, and the
+    #: output, in their shape; else flat.
+    _shaped: ClassVar[bool] = False
 
     # --- per codec -----------------------------------------------------------------------
 
@@ -110,16 +114,19 @@ class Codec(_Base):
         """Bytes of the raw stream of `n` elements of `dtype` (None if it varies)."""
         raise NotImplementedError
 
-    def _check_stream(self, nbytes: int, head: Callable[[], bytes], dt: np.dtype, n: int) -> None:
+    def _check_stream(self, nbytes: int, head: Callable[[], bytes], dt: np.dtype, n: Any) -> None:
         """Refuse a stream of `nbytes` bytes (starting with ``head()``, its first
-        STREAM_HEAD_BYTES) that cannot hold `n` elements of `dt`, before the output is
-        allocated. Here: a fixed-size codec's stream must be at least its exact size."""
+        STREAM_HEAD_BYTES) that cannot hold `n` elements of `dt` (for a shaped codec, `n` is
+        the shape), before the output is allocated. Here: a fixed-size codec's stream must be
+        at least its exact size."""
         need = self.compressed_size(n, dt)
         if need is not None and nbytes < need:
-            raise CodecError(
-                f"corrupt {self.codec_id} stream: {n} elements of {dt} take {need} bytes, "
-                f"the stream has {nbytes}"
+            what = (
+                f"an array of shape {n} of {dt} takes"
+                if isinstance(n, tuple)
+                else f"{n} elements of {dt} take"
             )
+            raise CodecError(f"corrupt {self.codec_id} stream: {what} {need} bytes, the stream has {nbytes}")
 
     def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
         """The stream of `x` as bytes, or written into `out` (returning its byte count)."""
@@ -155,70 +162,91 @@ class Codec(_Base):
         return False
 
     def encode_raw(self, arr: Any, out: Any | None = None) -> Any:
-        """The bare stream of `arr` (flattened in C order): bytes for a host array, a CuPy
-        uint8 array for a CuPy one; with `out` (a writable host buffer, large enough: see
-        ``compressed_size``, or ``Mpc.max_compressed_size``) the stream goes there and the
-        byte count is returned."""
+        """The bare stream of `arr` (flattened in C order; a shaped codec codes the array in
+        its shape): bytes for a host array, a CuPy uint8 array for a CuPy one; with `out` (a
+        writable host buffer, large enough: see ``compressed_size``, or
+        ``Mpc.max_compressed_size``) the stream goes there and the byte count is returned."""
         if is_cupy(arr):
             import cupy  # type: ignore[import-not-found]
 
             if out is not None:
                 raise CodecError("encode_raw(out=...) takes host buffers; a CuPy input returns its stream")
-            x = cupy.ascontiguousarray(arr).reshape(-1)
+            x = cupy.ascontiguousarray(arr)
+            x = x if self._shaped else x.reshape(-1)
             self._dtype(x.dtype)
             if self._use_gpu():
                 return self._gpu_encode(x)
-            raw = self._host_encode(host_input(cupy.asnumpy(x)).reshape(-1))
+            raw = self._host_encode(host_input(cupy.asnumpy(x)))
             return cupy.asarray(np.frombuffer(raw, np.uint8))
         h = host_input(arr)
         self._dtype(h.dtype)
-        return self._host_encode(h.reshape(-1), out)
+        return self._host_encode(h if self._shaped else h.reshape(-1), out)
 
-    def decode_raw(self, buf: Any, dtype: Any, n: int, out: Any | None = None) -> Any:
-        """Decode a bare stream of `n` elements of `dtype`; into `out` (any writable buffer of
-        exactly that size) when given. CuPy in (`buf` or `out`), CuPy out."""
-        dt = self._dtype(dtype)
+    def _shape_arg(self, n: Any) -> tuple[int, ...]:
+        """`n` of ``decode_raw``: an element count (a 1-D array) or a shape."""
         try:
-            n = operator.index(n)
+            shape = (
+                (operator.index(n),) if not isinstance(n, (tuple, list)) else tuple(map(operator.index, n))
+            )
         except TypeError:
-            raise CodecError(f"{self.codec_id}: the element count must be an integer, not {n!r}") from None
-        if n < 0:
-            raise CodecError(f"{self.codec_id}: negative element count {n}")
-        if n * dt.itemsize > frame.MAX_DECODED_BYTES:
-            limit = frame.MAX_DECODED_BYTES
-            raise CodecError(f"{self.codec_id}: {n} elements of {dt} is more than {limit} bytes")
+            raise CodecError(
+                f"{self.codec_id}: the element count must be an integer or a shape, not {n!r}"
+            ) from None
+        if any(v < 0 for v in shape):
+            raise CodecError(f"{self.codec_id}: negative element count in {n}")
+        return shape
+
+    def decode_raw(self, buf: Any, dtype: Any, n: Any, out: Any | None = None) -> Any:
+        """Decode a bare stream of `n` elements of `dtype`, or of an array of shape `n` (a
+        tuple: a shaped codec decodes the stream of that shape; the result has that shape);
+        into `out` (any writable buffer of exactly that size) when given. CuPy in (`buf` or
+        `out`), CuPy out."""
+        dt = self._dtype(dtype)
+        shape = self._shape_arg(n)
+        count = 1
+        for extent in shape:
+            count *= extent
+            if count * dt.itemsize > frame.MAX_DECODED_BYTES:
+                limit = frame.MAX_DECODED_BYTES
+                raise CodecError(f"{self.codec_id}: shape {shape} of {dt} is more than {limit} bytes")
+        size_of: Any = shape if self._shaped else count
         # Before anything is allocated: a stream too short for `n` elements is refused here,
         # so that a corrupt count costs no memory (the codec checks the stream in full later).
         if is_cupy(buf):
             import cupy
 
             b = cupy.asarray(buf).reshape(-1).view(cupy.uint8)
-            self._check_stream(int(b.size), lambda: cupy.asnumpy(b[:STREAM_HEAD_BYTES]).tobytes(), dt, n)
+            self._check_stream(
+                int(b.size), lambda: cupy.asnumpy(b[:STREAM_HEAD_BYTES]).tobytes(), dt, size_of
+            )
         else:
             v = byte_view(buf)
-            self._check_stream(int(v.size), v[:STREAM_HEAD_BYTES].tobytes, dt, n)
+            self._check_stream(int(v.size), v[:STREAM_HEAD_BYTES].tobytes, dt, size_of)
         if is_cupy(buf) or is_cupy(out):
-            return self._decode_device(buf, dt, n, out)
-        o = np.empty(n, dt) if out is None else flat_out(out, dt, n)
-        self._host_decode(byte_view(buf), o)
-        return o
+            return self._decode_device(buf, dt, shape, count, out)
+        o = np.empty(shape, dt) if out is None else flat_out(out, dt, count).reshape(shape)
+        self._host_decode(byte_view(buf), o if self._shaped else o.reshape(-1))
+        return o if out is None else out
 
-    def _decode_device(self, buf: Any, dt: np.dtype, n: int, out: Any | None) -> Any:
+    def _decode_device(
+        self, buf: Any, dt: np.dtype, shape: tuple[int, ...], count: int, out: Any | None
+    ) -> Any:
         import cupy
 
         if out is None:
-            o = cupy.empty(n, dt)
+            o = cupy.empty(shape, dt)
         else:
-            if out.nbytes != n * dt.itemsize or not out.flags.c_contiguous:
-                raise CodecError(f"the output must be a C-contiguous CuPy array of {n} x {dt}")
-            o = out.reshape(-1).view(dt)
+            if out.nbytes != count * dt.itemsize or not out.flags.c_contiguous:
+                raise CodecError(f"the output must be a C-contiguous CuPy array of {count} x {dt}")
+            o = out.reshape(-1).view(dt).reshape(shape)
         b = cupy.asarray(buf).reshape(-1).view(cupy.uint8)
+        target = o if self._shaped else o.reshape(-1)
         if self._use_gpu():
-            self._gpu_decode(b, o)
+            self._gpu_decode(b, target)
         else:
-            host = np.empty(n, dt)
+            host = np.empty(target.shape, dt)
             self._host_decode(cupy.asnumpy(b), host)
-            o.set(host)
+            target.set(host)
         return o if out is None else out
 
     # --- the numcodecs contract ----------------------------------------------------------
@@ -235,7 +263,13 @@ class Codec(_Base):
         arr = host_input(buf)
         dt = self._dtype(arr.dtype)
         head = frame.pack(self._number, self._params(), dt, arr.shape)
-        return head + self._host_encode(arr.reshape(-1))
+        return head + self._host_encode(arr if self._shaped else arr.reshape(-1))
+
+    def _frame_layout(self, f: frame.Frame) -> Any:
+        """What ``decode_raw`` takes for the stream of frame `f`: its shape where the stream
+        was coded in it (a shaped codec, frame version 2 and later), else its element count
+        (version 1 frames were always coded flat)."""
+        return f.shape if self._shaped and f.version >= 2 else f.count
 
     def _frame(self, head: Any) -> frame.Frame:
         f = frame.unpack(head)
@@ -254,9 +288,9 @@ class Codec(_Base):
 
             b = cupy.asarray(buf).reshape(-1).view(cupy.uint8)
             f = self._frame(cupy.asnumpy(b[: frame.header_bound()]).tobytes())
-            res = self.decode_raw(b[f.offset :], f.dtype, f.count, out)
+            res = self.decode_raw(b[f.offset :], f.dtype, self._frame_layout(f), out)
             return res.reshape(f.shape) if out is None else res
         view = byte_view(buf)
         f = self._frame(view[: frame.header_bound()].tobytes())
-        res = self.decode_raw(view[f.offset :], f.dtype, f.count, out)
+        res = self.decode_raw(view[f.offset :], f.dtype, self._frame_layout(f), out)
         return res.reshape(f.shape) if out is None else out

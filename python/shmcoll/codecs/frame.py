@@ -4,7 +4,7 @@ so that ``decode`` needs nothing but the bytes and a codec of the same configura
 Layout (little-endian)::
 
     0   4   b"SHCC"
-    4   1   version (1)
+    4   1   version (2; version 1 frames are read too)
     5   1   codec number: 1 zfp, 2 bq, 3 cast, 4 mpc
     6   1   ndim (0..32)
     7   1   L: length of the dtype string
@@ -14,6 +14,11 @@ Layout (little-endian)::
     ..      zero bytes up to a multiple of 16, so that the stream is as aligned as the
             frame (the CUDA kernels load words)
     ..      the raw stream (``encode_raw``), to the end
+
+Versions: the layout is the same; a version 2 frame of a shaped codec (zfp) holds the
+stream of the array coded in its shape (zfp's blocks of 4^d values for 2 to 4 axes), a
+version 1 frame the stream of the array flattened in C order, as every codec wrote it
+before. The other codecs code flat in both.
 
 A frame may come from anywhere (a file, a peer, an attacker), so :func:`unpack` trusts
 none of it: the dtype string is looked up in a fixed table of the dtypes the codecs
@@ -34,7 +39,9 @@ import numpy as np
 from ..errors import CodecError
 
 MAGIC = b"SHCC"
-VERSION = 1
+VERSION = 2
+#: The versions :func:`unpack` reads.
+VERSIONS = (1, 2)
 _HEAD = struct.Struct("<4sBBBBQ")
 MAX_NDIM = 32
 ALIGN = 16
@@ -71,6 +78,7 @@ MAX_DECODED_BYTES = 1 << 48
 
 @dataclass(frozen=True)
 class Frame:
+    version: int
     codec: int
     params: int
     dtype: np.dtype
@@ -101,8 +109,8 @@ def unpack(head: bytes | memoryview) -> Frame:
     magic, version, codec, ndim, dlen, params = _HEAD.unpack_from(head)
     if magic != MAGIC:
         raise CodecError(f"not a shmcoll codec frame (magic {bytes(magic)!r}, expected {MAGIC!r})")
-    if version != VERSION:
-        raise CodecError(f"shmcoll codec frame version {version}; this shmcoll reads {VERSION}")
+    if version not in VERSIONS:
+        raise CodecError(f"shmcoll codec frame version {version}; this shmcoll reads {VERSIONS}")
     if ndim > MAX_NDIM:
         raise CodecError(f"corrupt shmcoll codec frame: ndim {ndim}")
     end = _HEAD.size + 8 * ndim + dlen
@@ -124,7 +132,7 @@ def unpack(head: bytes | memoryview) -> Frame:
                 f"corrupt shmcoll codec frame: shape {shape[:8]}{'...' if len(shape) > 8 else ''} of "
                 f"{dtype} is more than {MAX_DECODED_BYTES} bytes"
             )
-    return Frame(codec, params, dtype, shape, end + (-end % ALIGN))
+    return Frame(version, codec, params, dtype, shape, end + (-end % ALIGN))
 
 
 def header_bound(ndim_max: int = MAX_NDIM) -> int:

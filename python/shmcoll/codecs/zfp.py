@@ -1,9 +1,14 @@
-"""``Zfp``: zfp's fixed-rate mode, 1-D, the stream exactly zfpy's header-less bytes
-(``zfpy.compress_numpy(x.ravel(), rate=R, write_header=False)``). The kernel is
+"""``Zfp``: zfp's fixed-rate mode, the stream exactly zfpy's header-less bytes
+(``zfpy.compress_numpy(x, rate=R, write_header=False)``) for arrays of 1 to 4 axes: a
+2-, 3- or 4-D array is coded in zfp's blocks of 4^d values (more accurate on fields
+smooth along every axis than coding it flattened). More than 4 axes are coded as 4, the
+leading ones merged (zfp has no 5-D blocks); a 0-d array as one value. The kernel is
 ``shmcoll_codec::zfp``, bound as ``_core.zfp_*``; a build without it raises CodecError."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
@@ -14,13 +19,27 @@ from .base import Codec
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
+#: The most axes zfp codes an array in (shmcoll_codec::zfp::MAX_DIMS).
+MAX_DIMS = 4
+
+
+def coded_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    """The shape zfp codes an array of `shape` in: itself for 1 to 4 axes, the leading axes
+    merged beyond 4, one value for a 0-d array."""
+    shape = tuple(int(v) for v in shape)
+    if not shape:
+        return (1,)
+    if len(shape) <= MAX_DIMS:
+        return shape
+    return (math.prod(shape[: -MAX_DIMS + 1]), *shape[-MAX_DIMS + 1 :])
+
 
 class _ZfpBindings(Protocol):
     """The functions of rust/shmcoll-py/src/codec_zfp.rs."""
 
-    def zfp_compressed_size(self, n: int, dtype: str, rate: int) -> int: ...
-    def zfp_encode(self, arr: Any, rate: int, out: Any = None) -> Any: ...
-    def zfp_decode(self, buf: Any, dtype: str, n: int, rate: int, out: Any = None) -> Any: ...
+    def zfp_compressed_size(self, n: int | Sequence[int], dtype: str, rate: int) -> int: ...
+    def zfp_encode(self, arr: Any, rate: int, out: Any = None, shape: Sequence[int] | None = None) -> Any: ...
+    def zfp_decode(self, buf: Any, dtype: str, n: int | Sequence[int], rate: int, out: Any = None) -> Any: ...
 
 
 def bindings() -> _ZfpBindings:
@@ -37,6 +56,7 @@ class Zfp(Codec):
     fixed_size: ClassVar[bool] = True
     _number: ClassVar[int] = 1
     _has_gpu: ClassVar[bool] = True
+    _shaped: ClassVar[bool] = True
 
     def __init__(self, rate: int = 16) -> None:
         # Whole bits per value, as shmcoll_codec::zfp takes them (its bindings check the
@@ -53,21 +73,23 @@ class Zfp(Codec):
     def _params(self) -> int:
         return self.rate
 
-    def compressed_size(self, n: int, dtype: Any = np.float32) -> int:
-        return bindings().zfp_compressed_size(n, self._dtype(dtype).name, self.rate)
+    def compressed_size(self, n: int | Sequence[int], dtype: Any = np.float32) -> int:
+        """Bytes of the stream of `n` values (a 1-D array) or of an array of shape `n`."""
+        size = n if isinstance(n, int) else coded_shape(n)
+        return bindings().zfp_compressed_size(size, self._dtype(dtype).name, self.rate)
 
     def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
-        return bindings().zfp_encode(x, self.rate, out)
+        return bindings().zfp_encode(x, self.rate, out, coded_shape(x.shape))
 
     def _host_decode(self, buf: np.ndarray, out: np.ndarray) -> None:
-        bindings().zfp_decode(buf, out.dtype.name, out.size, self.rate, out=out)
+        bindings().zfp_decode(buf, out.dtype.name, coded_shape(out.shape), self.rate, out=out)
 
     def _gpu_encode(self, x: Any) -> Any:
         from ..gpu import zfp
 
-        return zfp.encode(x, self.rate)
+        return zfp.encode(x.reshape(coded_shape(x.shape)), self.rate)
 
     def _gpu_decode(self, buf: Any, out: Any) -> None:
         from ..gpu import zfp
 
-        zfp.decode(buf, out.dtype, out.size, self.rate, out=out)
+        zfp.decode(buf, out.dtype, coded_shape(out.shape), self.rate, out=out.reshape(coded_shape(out.shape)))

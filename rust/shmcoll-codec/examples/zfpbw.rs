@@ -1,6 +1,9 @@
 //! Single-thread throughput of the zfp codec: encode and decode GB/s (uncompressed bytes
 //! per second, median of several runs) at rates 8 and 16, float32 and float64, on 64 MiB
-//! of a smooth random walk. `cargo run --release -p shmcoll-codec --example zfpbw [MiB]`.
+//! of a smooth random walk, and at rate 16 on float32 2-D and 3-D fields smooth along
+//! every axis (zfp's N-D blocks). Run with `SHMCOLL_CODEC_THREADS=1` (the timing is the
+//! calling thread's CPU time):
+//! `cargo run --release -p shmcoll-codec --example zfpbw [MiB]`.
 //! `bench/zfp_vs_zfpy.py` measures zfpy on the same data through the Python bindings.
 
 use std::time::Instant;
@@ -46,6 +49,28 @@ fn walk(n: usize) -> Vec<f64> {
             x
         })
         .collect()
+}
+
+/// A C-order field of `dims` equal axes holding about `n` values: a sum of sines along
+/// each axis plus a small random walk along x.
+fn field(n: usize, dims: u32) -> (Vec<usize>, Vec<f32>) {
+    let side = (n as f64).powf(1.0 / dims as f64).round() as usize;
+    let shape = vec![side; dims as usize];
+    let total: usize = shape.iter().product();
+    let noise = walk(total);
+    let v = (0..total)
+        .map(|i| {
+            let mut rest = i;
+            let mut x = 1e-3 * noise[i];
+            for a in 0..dims {
+                let c = rest % side;
+                rest /= side;
+                x += (c as f64 * 0.02 * (a + 1) as f64).sin();
+            }
+            x as f32
+        })
+        .collect();
+    (shape, v)
 }
 
 fn main() {
@@ -97,5 +122,31 @@ fn main() {
                 gb / dec
             );
         }
+    }
+    for dims in [2u32, 3] {
+        if only
+            .as_ref()
+            .is_some_and(|o| *o != format!("F32:16:{dims}D"))
+        {
+            continue;
+        }
+        let (shape, src) = field(bytes / 4, dims);
+        let rate = 16;
+        let mut s = vec![0u8; zfp::compressed_bytes_nd(&shape, FloatKind::F32, rate).unwrap()];
+        let mut out = vec![0f32; src.len()];
+        let e = median(
+            || assert!(zfp::encode_nd_f32(&src, &shape, rate, &mut s).unwrap() > 0),
+            runs,
+        );
+        let d = median(
+            || zfp::decode_nd_f32(&s, &shape, rate, &mut out).unwrap(),
+            runs,
+        );
+        let gb = (src.len() * 4) as f64 / 1e9;
+        println!(
+            "F32 rate 16, {dims}-D {shape:?}: encode {:6.3} GB/s  decode {:6.3} GB/s",
+            gb / e,
+            gb / d
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The zfp codec against the golden vectors written by zfpy 1.0.1
 //! (`tests/golden/make_zfp_golden.py`): every stream byte for byte, every decode bit for
-//! bit, and the stream sizes.
+//! bit, and the stream sizes, for 1-D arrays and for 2-D, 3-D and 4-D ones (blocks of
+//! 4^d values).
 
 use std::path::PathBuf;
 
@@ -13,6 +14,8 @@ fn golden_dir() -> PathBuf {
 struct Case {
     name: String,
     kind: FloatKind,
+    /// C order; its product is the number of values.
+    shape: Vec<usize>,
     n: usize,
     /// Whose encoder wrote the streams: "zfpy", "shmcoll" (our clamp) or "none".
     encode_ref: String,
@@ -28,14 +31,16 @@ fn cases() -> Vec<Case> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
+            let shape: Vec<usize> = f[2].split('x').map(|v| v.parse().unwrap()).collect();
             Case {
+                n: shape.iter().product(),
+                shape,
                 name: f[0].into(),
                 kind: match f[1] {
                     "f32" => FloatKind::F32,
                     "f64" => FloatKind::F64,
                     other => panic!("unknown dtype {other}"),
                 },
-                n: f[2].parse().unwrap(),
                 encode_ref: f[3].into(),
                 rates: f[4..]
                     .iter()
@@ -58,6 +63,7 @@ fn golden_streams_and_decodes() {
     let cases = cases();
     assert!(cases.len() >= 40, "golden index too small: {}", cases.len());
     let (mut encodes, mut decodes) = (0, 0);
+    let mut nd_cases = [0usize; 5];
     for c in &cases {
         let data = std::fs::read(golden_dir().join(format!("{}.bin", c.name))).unwrap();
         let width = match c.kind {
@@ -72,7 +78,7 @@ fn golden_streams_and_decodes() {
             let want = &data[at + len..at + len + c.n * width];
             at += len + c.n * width;
             assert_eq!(
-                zfp::compressed_bytes(c.n, c.kind, rate).unwrap(),
+                zfp::compressed_bytes_nd(&c.shape, c.kind, rate).unwrap(),
                 len,
                 "{what}: size"
             );
@@ -83,9 +89,9 @@ fn golden_streams_and_decodes() {
                         .into_iter()
                         .map(f32::from_le_bytes)
                         .collect();
-                    zfp::encode_f32(&src, rate, &mut ours).unwrap();
+                    zfp::encode_nd_f32(&src, &c.shape, rate, &mut ours).unwrap();
                     let mut out = vec![0f32; c.n];
-                    zfp::decode_f32(stream, rate, &mut out).unwrap();
+                    zfp::decode_nd_f32(stream, &c.shape, rate, &mut out).unwrap();
                     out.iter().flat_map(|x| x.to_le_bytes()).collect()
                 }
                 FloatKind::F64 => {
@@ -93,9 +99,9 @@ fn golden_streams_and_decodes() {
                         .into_iter()
                         .map(f64::from_le_bytes)
                         .collect();
-                    zfp::encode_f64(&src, rate, &mut ours).unwrap();
+                    zfp::encode_nd_f64(&src, &c.shape, rate, &mut ours).unwrap();
                     let mut out = vec![0f64; c.n];
-                    zfp::decode_f64(stream, rate, &mut out).unwrap();
+                    zfp::decode_nd_f64(stream, &c.shape, rate, &mut out).unwrap();
                     out.iter().flat_map(|x| x.to_le_bytes()).collect()
                 }
             };
@@ -107,7 +113,12 @@ fn golden_streams_and_decodes() {
             decodes += 1;
         }
         assert_eq!(at, data.len(), "{}: trailing bytes", c.name);
+        nd_cases[c.shape.len()] += 1;
     }
+    assert!(
+        nd_cases[2..].iter().all(|&k| k >= 20),
+        "N-D cases per dimension count: {nd_cases:?}"
+    );
     assert!(
         encodes >= 180 && decodes >= 200,
         "{encodes} encodes, {decodes} decodes"

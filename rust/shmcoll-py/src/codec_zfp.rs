@@ -1,6 +1,7 @@
 //! Bindings of the zfp codec (shmcoll_codec::zfp): stream sizes, encoding and decoding of
-//! buffer-protocol objects, with the GIL released for arrays of 64 KiB and more. Every bad
-//! argument raises `shmcoll.errors.CodecError`.
+//! buffer-protocol objects as 1-D arrays or as arrays of a given shape (2 to 4 axes: zfp's
+//! N-D blocks), with the GIL released for arrays of 64 KiB and more. Every bad argument
+//! raises `shmcoll.errors.CodecError`.
 
 mod typed_buffer;
 
@@ -75,15 +76,29 @@ fn parse_dtype(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<FloatKind> 
     }
 }
 
-fn rate_arg(py: Python<'_>, kind: FloatKind, rate: i64) -> PyResult<u32> {
+fn rate_arg(py: Python<'_>, kind: FloatKind, rate: i64, shape: &[usize]) -> PyResult<u32> {
     // Out-of-range values get the codec's own message.
     let r = u32::try_from(rate).unwrap_or(0);
-    zfp::compressed_bytes(0, kind, r).map_err(|e| codec_to_py(py, e))?;
+    let probe = vec![0; shape.len()];
+    zfp::compressed_bytes_nd(&probe, kind, r).map_err(|e| codec_to_py(py, e))?;
     Ok(r)
 }
 
-fn count_arg(py: Python<'_>, n: i64) -> PyResult<usize> {
-    usize::try_from(n).map_err(|_| bad(py, format!("n must be >= 0, not {n}")))
+/// A value count (a 1-D array) or a shape (a sequence of 1 to 4 extents, C order).
+fn shape_arg(py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    let extents: Vec<i64> = match n.extract::<i64>() {
+        Ok(v) => vec![v],
+        Err(_) => n.extract::<Vec<i64>>().map_err(|_| {
+            bad(
+                py,
+                format!("n must be a value count or a shape (a sequence of counts), not {n}"),
+            )
+        })?,
+    };
+    extents
+        .iter()
+        .map(|&v| usize::try_from(v).map_err(|_| bad(py, format!("counts must be >= 0, not {v}"))))
+        .collect()
 }
 
 fn borrow<'py>(
@@ -190,6 +205,7 @@ unsafe fn with_values_mut<T: Copy + Default, R>(
 unsafe fn encode_raw(
     kind: FloatKind,
     src: usize,
+    shape: &[usize],
     n: usize,
     rate: u32,
     dst: &mut [u8],
@@ -197,8 +213,12 @@ unsafe fn encode_raw(
     // SAFETY: forwarded contract.
     unsafe {
         match kind {
-            FloatKind::F32 => with_values(src, n, |s: &[f32]| zfp::encode_f32(s, rate, dst)),
-            FloatKind::F64 => with_values(src, n, |s: &[f64]| zfp::encode_f64(s, rate, dst)),
+            FloatKind::F32 => {
+                with_values(src, n, |s: &[f32]| zfp::encode_nd_f32(s, shape, rate, dst))
+            }
+            FloatKind::F64 => {
+                with_values(src, n, |s: &[f64]| zfp::encode_nd_f64(s, shape, rate, dst))
+            }
         }
     }
 }
@@ -212,55 +232,69 @@ unsafe fn decode_raw(
     stream: &[u8],
     rate: u32,
     dst: usize,
+    shape: &[usize],
     n: usize,
 ) -> Result<(), CodecError> {
     // SAFETY: forwarded contract.
     unsafe {
         match kind {
-            FloatKind::F32 => {
-                with_values_mut(dst, n, |d: &mut [f32]| zfp::decode_f32(stream, rate, d))
-            }
-            FloatKind::F64 => {
-                with_values_mut(dst, n, |d: &mut [f64]| zfp::decode_f64(stream, rate, d))
-            }
+            FloatKind::F32 => with_values_mut(dst, n, |d: &mut [f32]| {
+                zfp::decode_nd_f32(stream, shape, rate, d)
+            }),
+            FloatKind::F64 => with_values_mut(dst, n, |d: &mut [f64]| {
+                zfp::decode_nd_f64(stream, shape, rate, d)
+            }),
         }
     }
 }
 
-/// Bytes of the zfp stream of `n` values of `dtype` at `rate` bits per value.
+/// Bytes of the zfp stream of `n` values (an int: a 1-D array) or of an array of shape `n`
+/// (a sequence: 1 to 4 axes, C order) of `dtype` at `rate` bits per value.
 #[pyfunction]
 fn zfp_compressed_size(
     py: Python<'_>,
-    n: i64,
+    n: &Bound<'_, PyAny>,
     dtype: &Bound<'_, PyAny>,
     rate: i64,
 ) -> PyResult<usize> {
     let kind = parse_dtype(py, dtype)?;
-    let rate = rate_arg(py, kind, rate)?;
-    let n = count_arg(py, n)?;
-    zfp::compressed_bytes(n, kind, rate).map_err(|e| codec_to_py(py, e))
+    let shape = shape_arg(py, n)?;
+    let rate = rate_arg(py, kind, rate, &shape)?;
+    zfp::compressed_bytes_nd(&shape, kind, rate).map_err(|e| codec_to_py(py, e))
 }
 
-/// Compress a C-contiguous float32/float64 buffer at `rate`; returns bytes, or writes into
+/// Compress a C-contiguous float32/float64 buffer at `rate`, as a 1-D array, or as an
+/// array of `shape` (whose values it must hold exactly); returns bytes, or writes into
 /// `out` and returns the number of bytes written.
 #[pyfunction]
-#[pyo3(signature = (arr, rate, out=None))]
+#[pyo3(signature = (arr, rate, out=None, shape=None))]
 fn zfp_encode<'py>(
     py: Python<'py>,
     arr: &Bound<'py, PyAny>,
     rate: i64,
     out: Option<&Bound<'py, PyAny>>,
+    shape: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (src, kind) = typed(py, arr, false, "array to compress")?;
-    let rate = rate_arg(py, kind, rate)?;
     let n = src.len() / itemsize(kind);
-    let need = zfp::compressed_bytes(n, kind, rate).map_err(|e| codec_to_py(py, e))?;
+    let shape = match shape {
+        Some(s) => shape_arg(py, s)?,
+        None => vec![n],
+    };
+    let rate = rate_arg(py, kind, rate, &shape)?;
+    let need = zfp::compressed_bytes_nd(&shape, kind, rate).map_err(|e| codec_to_py(py, e))?;
+    if zfp::values(&shape).map_err(|e| codec_to_py(py, e))? != n {
+        return Err(bad(
+            py,
+            format!("the array to compress has {n} values, not those of shape {shape:?}"),
+        ));
+    }
     let src_addr = src.addr();
     let detach = src.len() >= DETACH_BYTES;
     let run = move |dst: &mut [u8]| {
         // SAFETY: `src` stays held (alive, unresizable) until this function returns, and
         // `dst` is a fresh bytes object or a view checked not to overlap it.
-        let mut job = move || unsafe { encode_raw(kind, src_addr, n, rate, dst) };
+        let mut job = move || unsafe { encode_raw(kind, src_addr, &shape, n, rate, dst) };
         if detach {
             py.detach(job)
         } else {
@@ -301,29 +335,31 @@ fn zfp_encode<'py>(
     }
 }
 
-/// Decompress `n` values of `dtype` from `buf` (a zfp stream at `rate`); returns a new 1-D
-/// array, or fills `out` (a C-contiguous array of exactly `n` such values) and returns it.
+/// Decompress `n` values (an int: a 1-D array) or an array of shape `n` (a sequence) of
+/// `dtype` from `buf` (a zfp stream at `rate`); returns a new array of that shape, or
+/// fills `out` (a C-contiguous array of exactly as many such values) and returns it.
 #[pyfunction]
 #[pyo3(signature = (buf, dtype, n, rate, out=None))]
 fn zfp_decode<'py>(
     py: Python<'py>,
     buf: &Bound<'py, PyAny>,
     dtype: &Bound<'py, PyAny>,
-    n: i64,
+    n: &Bound<'py, PyAny>,
     rate: i64,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let kind = parse_dtype(py, dtype)?;
-    let rate = rate_arg(py, kind, rate)?;
-    let n = count_arg(py, n)?;
-    let need = zfp::compressed_bytes(n, kind, rate).map_err(|e| codec_to_py(py, e))?;
+    let shape = shape_arg(py, n)?;
+    let rate = rate_arg(py, kind, rate, &shape)?;
+    let need = zfp::compressed_bytes_nd(&shape, kind, rate).map_err(|e| codec_to_py(py, e))?;
+    let n = zfp::values(&shape).map_err(|e| codec_to_py(py, e))?;
     let stream = borrow(py, buf, false, "stream")?;
     if stream.raw().len < need {
         // Before allocating the output: a wrong n must not cost a huge allocation.
         return Err(codec_to_py(
             py,
             CodecError::Corrupt(format!(
-                "a zfp stream of {n} {} values at rate {rate} has {need} bytes, this one {}",
+                "a zfp stream of a {} array of shape {shape:?} at rate {rate} has {need} bytes, this one {}",
                 kind_name(kind),
                 stream.raw().len
             )),
@@ -331,7 +367,9 @@ fn zfp_decode<'py>(
     }
     let target = match out {
         Some(o) => o.clone(),
-        None => numpy(py)?.getattr("empty")?.call1((n, kind_name(kind)))?,
+        None => numpy(py)?
+            .getattr("empty")?
+            .call1((shape.clone(), kind_name(kind)))?,
     };
     let (dst, out_kind) = typed(py, &target, true, "output array")?;
     if out_kind != kind || dst.len() != n * itemsize(kind) {
@@ -359,7 +397,7 @@ fn zfp_decode<'py>(
             } else {
                 std::slice::from_raw_parts(sraw.addr as *const u8, sraw.len)
             };
-            decode_raw(kind, s, rate, dst_addr, n)
+            decode_raw(kind, s, rate, dst_addr, &shape, n)
         }
     };
     let res = if dst.len() >= DETACH_BYTES {

@@ -127,6 +127,88 @@ pub(super) fn decode_ints(r: &mut Reader<'_>, prec: u32, kmin: u32, maxbits: u32
     u
 }
 
+/// zfp's `encode_many_ints` (its coder of 4-D blocks, which writes what
+/// `encode_few_ints` writes) for any number of coefficients, then the pad to `maxbits`.
+pub(super) fn encode_many_ints(s: &mut Bits, data: &[u64], prec: u32, maxbits: u32) {
+    let size = data.len() as u32;
+    let mut bits = maxbits;
+    let mut n = 0u32;
+    let mut k = prec;
+    while bits > 0 && k > 0 {
+        k -= 1;
+        let m = n.min(bits);
+        bits -= m;
+        for d in &data[..m as usize] {
+            s.write_bit((d >> k) & 1 == 1);
+        }
+        let mut c: u32 = data[m as usize..]
+            .iter()
+            .map(|d| ((d >> k) & 1) as u32)
+            .sum();
+        while bits > 0 && n < size {
+            bits -= 1;
+            s.write_bit(c > 0);
+            if c == 0 {
+                break;
+            }
+            c -= 1;
+            while bits > 0 && n < size - 1 {
+                bits -= 1;
+                let b = (data[n as usize] >> k) & 1 == 1;
+                s.write_bit(b);
+                if b {
+                    break;
+                }
+                n += 1;
+            }
+            n += 1;
+        }
+    }
+    for _ in 0..bits {
+        s.write_bit(false);
+    }
+}
+
+/// zfp's `decode_many_ints` for any number of coefficients.
+pub(super) fn decode_many_ints(
+    r: &mut Reader<'_>,
+    data: &mut [u64],
+    prec: u32,
+    kmin: u32,
+    maxbits: u32,
+) {
+    let size = data.len() as u32;
+    data.fill(0);
+    let mut bits = maxbits;
+    let mut n = 0u32;
+    let mut k = prec;
+    while bits > 0 && k > kmin {
+        k -= 1;
+        let m = n.min(bits);
+        bits -= m;
+        for d in data[..m as usize].iter_mut() {
+            if r.read_bit() {
+                *d += 1 << k;
+            }
+        }
+        while bits > 0 && n < size {
+            bits -= 1;
+            if !r.read_bit() {
+                break;
+            }
+            while bits > 0 && n < size - 1 {
+                bits -= 1;
+                if r.read_bit() {
+                    break;
+                }
+                n += 1;
+            }
+            data[n as usize] += 1 << k;
+            n += 1;
+        }
+    }
+}
+
 /// A whole fixed-rate stream, block by block (padding of partial blocks included).
 pub(super) fn encode<F: Real>(src: &[F], rate: u32) -> Vec<u8> {
     let maxbits = 4 * rate;
@@ -162,7 +244,12 @@ pub(super) fn decode<F: Real>(stream: &[u8], rate: u32, n: usize) -> Vec<F> {
         };
         let vals = if r.read_bit() {
             let e = r.read_bits(F::EBITS) as u32;
-            let u = decode_ints(&mut r, F::PREC, F::kmin(e), maxbits as u32 - 1 - F::EBITS);
+            let u = decode_ints(
+                &mut r,
+                F::PREC,
+                F::kmin(e, 1),
+                maxbits as u32 - 1 - F::EBITS,
+            );
             F::inverse(e, &u)
         } else {
             [F::default(); 4]

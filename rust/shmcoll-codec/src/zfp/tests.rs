@@ -119,6 +119,7 @@ fn bad_arguments() {
         (FloatKind::F32, 33),
         (FloatKind::F64, 3),
         (FloatKind::F64, 65),
+        (FloatKind::F64, 0),
     ] {
         assert!(matches!(
             compressed_bytes(4, kind, rate),
@@ -304,10 +305,13 @@ fn threaded_streams_equal_the_serial_stream() {
     for rate in [3, 5, 8, 13, 16, 31, 32] {
         let threaded = enc32(&x32, rate);
         let mut serial = vec![0u8; threaded.len()];
-        assert_eq!(encode_serial(&x32, rate, &mut serial), threaded.len());
+        assert_eq!(
+            encode_serial(&x32, extents(&[n]).unwrap(), rate, &mut serial),
+            threaded.len()
+        );
         assert_eq!(threaded, serial, "f32 rate {rate}");
         let mut back = vec![0f32; n];
-        decode_serial(&serial, rate, &mut back);
+        decode_serial(&serial, extents(&[n]).unwrap(), rate, &mut back);
         assert_eq!(
             bits32(&dec32(&threaded, rate, n)),
             bits32(&back),
@@ -317,12 +321,12 @@ fn threaded_streams_equal_the_serial_stream() {
     for rate in [4, 9, 16, 64] {
         let threaded = enc64(&x64, rate);
         let mut serial = vec![0u8; threaded.len()];
-        encode_serial(&x64, rate, &mut serial);
+        encode_serial(&x64, extents(&[n]).unwrap(), rate, &mut serial);
         assert_eq!(threaded, serial, "f64 rate {rate}");
     }
     assert!(threads_for(n).unwrap() >= 1 && threads_for(10).unwrap() == 1);
     for rate in 1..=64 {
-        let per = piece_values(n, rate, 3);
+        let per = piece_rows(extents(&[n]).unwrap(), rate, 3);
         assert_eq!((per / 4 * 4 * rate as usize) % 64, 0, "rate {rate}");
     }
 }
