@@ -49,6 +49,16 @@ def _load_standin() -> types.ModuleType:
     return mod
 
 
+def emulated_kernels() -> frozenset[str]:
+    """The kernels the emulation runs (zfp's only once driver.cpp dispatches them)."""
+    return frozenset(_load_standin().driver_kernels())
+
+
+def zfp_emulated() -> bool:
+    """Whether the emulation runs the zfp kernels."""
+    return {"zfp_encode_f32", "zfp_decode_f32"} <= emulated_kernels()
+
+
 @contextmanager
 def installed(lib: pathlib.Path) -> Iterator[types.ModuleType]:
     """The stand-in as this process's cupy for the duration (forked ranks inherit it), with

@@ -31,7 +31,7 @@ from ..envvars import env_whole
 
 #: The calls over which a tag's largest request is remembered, and after which an unused
 #: tag's buffer is freed.
-WINDOW = 16
+WINDOW = 64
 #: The environment variable bounding the page-locked bytes kept between calls.
 ENV_PINNED_MAX = "SHMCOLL_PINNED_MAX_BYTES"
 #: Its default: 1 GiB.

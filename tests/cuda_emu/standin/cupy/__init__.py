@@ -157,6 +157,7 @@ class _Event:
     def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
         self.time: float | None = None
         self.stream: _Stream | None = None
+        self.waits = 0
 
     def record(self, stream: _Stream | None = None) -> None:
         import time
@@ -165,7 +166,8 @@ class _Event:
         self.time = time.perf_counter()
 
     def synchronize(self) -> None:
-        """Recorded work is complete (synchronous emulation)."""
+        """Recorded work is complete (synchronous emulation); counted in ``waits``."""
+        self.waits += 1
 
     @property
     def done(self) -> bool:
@@ -224,20 +226,19 @@ def get_default_memory_pool() -> _MemoryPool:
 
 
 # -- kernels ------------------------------------------------------------------------------------
+def driver_kernels() -> frozenset[str]:
+    """The kernel names the emulation's driver (tests/cuda_emu/driver.cpp) dispatches."""
+    driver = pathlib.Path(__file__).resolve().parents[2] / "driver.cpp"
+    return frozenset(re.findall(r'k == "(\w+)"', driver.read_text()))
+
+
 @functools.cache
-def _library() -> tuple[ctypes.CDLL, frozenset[str]]:
-    """The CPU build of the kernels and the kernel names its driver dispatches."""
+def _library() -> ctypes.CDLL:
+    """The CPU build of the kernels."""
     path = os.environ.get("CUPY_STANDIN_LIB")
     if not path:
         raise RuntimeError("the CuPy stand-in needs CUPY_STANDIN_LIB (the emulated kernels' library)")
-    driver = pathlib.Path(__file__).resolve().parents[2] / "driver.cpp"
-    names = frozenset(re.findall(r'k == "(\w+)"', driver.read_text()))
-    return ctypes.CDLL(path), names
-
-
-def kernel_names() -> frozenset[str]:
-    """The kernels the emulation can run."""
-    return _library()[1]
+    return ctypes.CDLL(path)
 
 
 class RawModule:
@@ -252,8 +253,8 @@ class RawModule:
         _library()
 
     def get_function(self, name: str) -> Any:
-        lib, names = _library()
-        if name not in names:
+        lib = _library()
+        if name not in driver_kernels():
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name} (not in the emulation)")
 
         def launch(grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], **_: Any) -> None:
@@ -279,7 +280,11 @@ class RawModule:
 
 
 cuda = types.ModuleType("cupy.cuda")
-cuda.runtime = types.SimpleNamespace(getDeviceCount=lambda: 1)  # type: ignore[attr-defined]
+cuda.runtime = types.SimpleNamespace(  # type: ignore[attr-defined]
+    getDeviceCount=lambda: 1,
+    getDevice=lambda: 0,
+    getDeviceProperties=lambda _device: {"name": b"CPU emulation of the CUDA kernels"},
+)
 cuda.Stream = _Stream  # type: ignore[attr-defined]
 cuda.ExternalStream = _ExternalStream  # type: ignore[attr-defined]
 cuda.get_current_stream = _get_current_stream  # type: ignore[attr-defined]
