@@ -25,6 +25,8 @@ from shmcoll import compress as cz
 from shmcoll.codecs import fallback_calls, get_codec
 from shmcoll.torch_hooks import CompressionState
 
+pytestmark = pytest.mark.timeout(900)
+
 if shutil.which("g++") is None:
     pytest.skip("needs g++ to build the CPU emulation of the kernels", allow_module_level=True)
 
@@ -177,8 +179,13 @@ def test_compressed_collectives_on_the_device_match_the_host(
 ) -> None:
     # Every size at 2 ranks; at 3 (where Allreduce's chunks of n = 1 are empty on two
     # ranks, and n = 4099 splits 1367/1366/1366) the smallest and the largest: each kernel
-    # launch of the emulation starts hundreds of threads.
-    sizes = SIZES if ranks == 2 else (SIZES[0], SIZES[-1])
+    # launch of the emulation starts hundreds of threads. mpc's kernels meet at a barrier
+    # per warp step, which makes them ~20x slower to emulate than the others': their
+    # sizes stop at two chunks of 1024 words (n = 2002) at 2 ranks and at 10 at 3 ranks.
+    if cfg["id"] == "shmcoll.mpc":
+        sizes = SIZES[:3] if ranks == 2 else SIZES[:2]
+    else:
+        sizes = SIZES if ranks == 2 else (SIZES[0], SIZES[-1])
     check_all(run_ranks(ranks, _rank_compares, cfg, dtype, sizes, timeout=600))
 
 
