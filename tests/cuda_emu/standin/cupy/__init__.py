@@ -269,6 +269,12 @@ class RawModule:
                     held.append(ctypes.c_int32(int(a)))
                 elif isinstance(a, np.uint32):
                     held.append(ctypes.c_uint32(int(a)))
+                elif isinstance(a, np.int64):
+                    held.append(ctypes.c_int64(int(a)))
+                elif isinstance(a, np.float32):
+                    held.append(ctypes.c_float(float(a)))
+                elif isinstance(a, np.float64):
+                    held.append(ctypes.c_double(float(a)))
                 else:
                     raise TypeError(f"kernel argument of type {type(a).__name__}")
             ptrs = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
