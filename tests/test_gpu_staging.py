@@ -164,6 +164,17 @@ def test_pinned_buffers_are_reused_then_shrink_after_smaller_calls(cupy: Any) ->
     assert cupy.cuda.PinnedMemory.live_bytes == live - (1 << 20) + 1000, "the large buffer was freed"
 
 
+def test_a_growing_pinned_buffer_gets_headroom(cupy: Any) -> None:
+    from shmcoll.gpu.staging import PinnedPool
+
+    pool = PinnedPool()
+    pool.get("a", 1000)
+    pool.get("a", 1600)
+    assert pool.allocations == 2 and pool.kept_bytes() == 1800
+    pool.get("a", 1700)
+    assert pool.allocations == 2
+
+
 def test_an_idle_tags_pinned_buffer_is_freed(cupy: Any) -> None:
     from shmcoll.gpu.staging import WINDOW, PinnedPool
 

@@ -84,22 +84,28 @@ class PinnedPool:
         for idle in [t for t, b in self._bufs.items() if t != tag and self._calls - b.last_call > WINDOW]:
             self._release(idle)
         b = self._bufs.get(tag)
+        size = nbytes
+        recent: collections.deque[int] = collections.deque(maxlen=WINDOW)
         if b is not None:
             b.recent.append(nbytes)
             b.last_call = self._calls
-            if b.size < nbytes or b.size > 2 * max(b.recent):
-                self._release(tag)
-                b = None
-            else:
+            if b.size >= nbytes and b.size <= 2 * max(b.recent):
                 if b.event is not None:
                     b.event.synchronize()
                     b.event = None
                 return np.frombuffer(b.ptr, np.uint8, nbytes)
-        mem = cupy.cuda.PinnedMemoryPointer(cupy.cuda.PinnedMemory(max(nbytes, 1)), 0)
+            if b.size < nbytes:
+                # Growing: an eighth more, so that sizes that drift upwards (a variable-size
+                # codec's) do not allocate on every call; within the bound of twice the recent.
+                size = nbytes + nbytes // 8
+            recent = b.recent
+            self._release(tag)
+        mem = cupy.cuda.PinnedMemoryPointer(cupy.cuda.PinnedMemory(max(size, 1)), 0)
         self.allocations += 1
-        if self.kept_bytes() + nbytes <= self.max_bytes():
-            kept = _Pinned(mem, nbytes, self._calls)
-            kept.recent.append(nbytes)
+        if self.kept_bytes() + size <= self.max_bytes():
+            kept = _Pinned(mem, size, self._calls, recent)
+            if not recent:
+                kept.recent.append(nbytes)
             self._bufs[tag] = kept
         return np.frombuffer(mem, np.uint8, nbytes)
 
@@ -132,7 +138,8 @@ class DeviceScratch:
         key = (tag, int(current_stream().ptr))
         b = self._bufs.get(key)
         if b is None or b.size < nbytes:
-            b = cupy.empty(max(nbytes, 1), cupy.uint8)
+            # An eighth more when growing, as the pinned pool does.
+            b = cupy.empty(max(nbytes + (nbytes // 8 if b is not None else 0), 1), cupy.uint8)
             self._bufs[key] = b
             self.allocations += 1
         else:
