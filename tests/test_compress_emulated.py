@@ -111,6 +111,13 @@ def _allreduce(comm: Any, xp: Any, codec: Any, n: int, dt: Any) -> list[np.ndarr
     return [r]
 
 
+def _comm_allreduce(comm: Any, xp: Any, codec: Any, n: int, dt: Any) -> list[np.ndarray]:
+    """The communicator's own method with compress=, as applications call it."""
+    r = xp.zeros(n, dt)
+    comm.Allreduce(xp.asarray(_data(comm.rank, n, dt, 6)), r, compress=codec)
+    return [r]
+
+
 def _reduce_scatter(comm: Any, xp: Any, codec: Any, n: int, dt: Any) -> list[np.ndarray]:
     s = _placed(xp, _data(comm.rank, comm.size * n, dt, 7), 3)
     r = _placed(xp, np.zeros(n, dt), 1)
@@ -137,6 +144,7 @@ CASES: dict[str, Run] = {
     "Allgather": _allgather,
     "Bcast": _bcast,
     "Allreduce": _allreduce,
+    "comm.Allreduce(compress=)": _comm_allreduce,
     "Reduce_scatter_block": _reduce_scatter,
     "hook": _hook(False),
     "hook+feedback": _hook(True),
