@@ -75,7 +75,7 @@ class _FakeTensor:
     """What the hook uses of a CUDA torch tensor, over a NumPy array."""
 
     is_cuda = True
-    device = "cuda:0"
+    device = types.SimpleNamespace(type="cuda", index=0)
 
     def __init__(self, a: np.ndarray) -> None:
         self.a = a

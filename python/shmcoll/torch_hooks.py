@@ -77,16 +77,18 @@ def _as_array(tensor: Any) -> Any:
 
 @contextlib.contextmanager
 def torch_stream(tensor: Any) -> Iterator[None]:
-    """For a CUDA `tensor`: torch's current stream on its device as CuPy's current stream
-    (an ExternalStream over the same CUDA stream), so that CuPy's kernels and copies
-    follow the work torch issued. Nothing for a CPU tensor."""
+    """For a CUDA `tensor`: its device as CuPy's current device, and torch's current stream
+    on it as CuPy's current stream (an ExternalStream over the same CUDA stream), so that
+    CuPy's kernels and copies follow the work torch issued. Nothing for a CPU tensor."""
     if not tensor.is_cuda:
         yield
         return
     import cupy
     import torch  # type: ignore[import-not-found]
 
-    with cupy.cuda.ExternalStream(torch.cuda.current_stream(tensor.device).cuda_stream):
+    device = tensor.device.index
+    stream = torch.cuda.current_stream(tensor.device).cuda_stream
+    with cupy.cuda.Device(device), cupy.cuda.ExternalStream(stream, device):
         yield
 
 

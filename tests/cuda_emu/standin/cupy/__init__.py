@@ -143,6 +143,21 @@ class _ExternalStream(_Stream):
         super().__init__(ptr=ptr)
 
 
+class _Device:
+    """A device: the only one, 0; usable as a context manager as CuPy's."""
+
+    def __init__(self, device: int | None = None) -> None:
+        if device not in (None, 0):
+            raise RuntimeError(f"cudaErrorInvalidDevice: the emulation has device 0 only, not {device}")
+        self.id = 0
+
+    def __enter__(self) -> _Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 _null = _Stream(ptr=0)
 _current: list[_Stream] = [_null]
 
@@ -292,6 +307,7 @@ cuda.runtime = types.SimpleNamespace(  # type: ignore[attr-defined]
     getDeviceProperties=lambda _device: {"name": b"CPU emulation of the CUDA kernels"},
 )
 cuda.Stream = _Stream  # type: ignore[attr-defined]
+cuda.Device = _Device  # type: ignore[attr-defined]
 cuda.ExternalStream = _ExternalStream  # type: ignore[attr-defined]
 cuda.get_current_stream = _get_current_stream  # type: ignore[attr-defined]
 cuda.Event = _Event  # type: ignore[attr-defined]
