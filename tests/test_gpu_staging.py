@@ -214,3 +214,9 @@ def test_a_pinned_buffer_is_rewritten_only_after_its_copy_completed(cupy: Any) -
     assert done.waits == 0
     pool.get("h2d", 100)
     assert done.waits == 1
+    over = PinnedPool(max_bytes=10)
+    over.get("big", 100)
+    late = cupy.cuda.Event()
+    late.record()
+    over.copied_out("big", late)
+    assert late.waits == 1, "a buffer the pool does not keep is waited for at once"

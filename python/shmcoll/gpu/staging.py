@@ -110,10 +110,14 @@ class PinnedPool:
         return np.frombuffer(mem, np.uint8, nbytes)
 
     def copied_out(self, tag: str, event: Any) -> None:
-        """Note that an asynchronous copy out of `tag`'s buffer completes at `event`."""
+        """Note that an asynchronous copy out of `tag`'s buffer completes at `event`: a kept
+        buffer waits for it before its next use; one the bound did not let the pool keep is
+        freed when its last view goes, so the copy is waited for now."""
         b = self._bufs.get(tag)
         if b is not None:
             b.event = event
+        else:
+            event.synchronize()
 
     def _release(self, tag: str) -> None:
         b = self._bufs.pop(tag)
