@@ -860,10 +860,13 @@ def cleanup(dry_run: bool, shm_dir: Path) -> None:
         raise SystemExit(1)
 
 
-# The PMPI library's command lives with the library (python/shmcoll/pmpi).
+# The PMPI library's command lives with the library (python/shmcoll/pmpi), the selftest's
+# with its checks (python/shmcoll/selftest).
 from .pmpi.command import pmpi as _pmpi  # noqa: E402
+from .selftest.command import selftest as _selftest  # noqa: E402
 
 main.add_command(_pmpi)
+main.add_command(_selftest)
 
 if __name__ == "__main__":
     main()

@@ -7,13 +7,18 @@ compressed Allreduce.
 
 torch is imported only when the hook runs, and is never a dependency of shmcoll. CUDA
 gradients are compressed on the GPU (through CuPy, sharing the tensor's memory by DLPack)
-and only compressed bytes reach the host; CPU gradients go through the Rust codecs.
+and only compressed bytes reach the host; CPU gradients go through the Rust codecs. The
+kernels and copies of a CUDA bucket run on torch's current stream (made CuPy's for the
+duration of the hook), so they are ordered after the backward pass that wrote the bucket
+and before whatever torch issues next.
 Each bucket keeps its own error-feedback state (``CompressionState(error_feedback=True)``,
 the default), so what quantization drops from one step's gradients is added to the next.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -70,20 +75,38 @@ def _as_array(tensor: Any) -> Any:
     return tensor.detach().numpy()
 
 
+@contextlib.contextmanager
+def torch_stream(tensor: Any) -> Iterator[None]:
+    """For a CUDA `tensor`: its device as CuPy's current device, and torch's current stream
+    on it as CuPy's current stream (an ExternalStream over the same CUDA stream), so that
+    CuPy's kernels and copies follow the work torch issued. Nothing for a CPU tensor."""
+    if not tensor.is_cuda:
+        yield
+        return
+    import cupy
+    import torch  # type: ignore[import-not-found]
+
+    device = tensor.device.index
+    stream = torch.cuda.current_stream(tensor.device).cuda_stream
+    with cupy.cuda.Device(device), cupy.cuda.ExternalStream(stream, device):
+        yield
+
+
 def compressed_allreduce_hook(state: CompressionState, bucket: Any) -> Any:
     """DDP communication hook: average `bucket`'s gradients over the ranks of
     ``state.comm`` with the compressed Allreduce; returns a completed future."""
-    import torch  # type: ignore[import-not-found]
+    import torch
 
     tensor = bucket.buffer()
-    averaged = state.average(_as_array(tensor), int(bucket.index()))
-    if tensor.is_cuda:
-        tensor.copy_(torch.from_dlpack(averaged))
-    else:
-        tensor.copy_(torch.from_numpy(averaged))
+    with torch_stream(tensor):
+        averaged = state.average(_as_array(tensor), int(bucket.index()))
+        if tensor.is_cuda:
+            tensor.copy_(torch.from_dlpack(averaged))
+        else:
+            tensor.copy_(torch.from_numpy(averaged))
     fut: Any = torch.futures.Future()
     fut.set_result(tensor)
     return fut
 
 
-__all__ = ["CompressionState", "compressed_allreduce_hook"]
+__all__ = ["CompressionState", "compressed_allreduce_hook", "torch_stream"]

@@ -34,7 +34,7 @@ import numpy as np
 from ..buffers import is_in_place
 from ..errors import ArgumentError, MismatchError, PeerRejectedError, UnsupportedError
 from ..ops import op_name
-from .device import array_module, is_device_array, to_device_like, to_host
+from .device import array_module, concatenate, is_device_array, stage_like, to_host
 from .feedback import ErrorFeedback
 
 _META = 4  # status, elements, codec key, compressed bytes
@@ -90,11 +90,11 @@ def _encode(codec: Any, x: Any) -> Any:
     return np.frombuffer(enc, np.uint8)
 
 
-def _decode(codec: Any, data: np.ndarray, dtype: np.dtype, n: int, out: Any) -> None:
-    """Decode host bytes `data` into `out` (n elements, on out's device)."""
+def _decode(codec: Any, data: Any, dtype: np.dtype, n: int, out: Any) -> None:
+    """Decode the bytes `data` (on out's device: see stage_like) into `out` (n elements)."""
     if n == 0:
         return
-    codec.decode_raw(to_device_like(data, out), dtype, n, out=out)
+    codec.decode_raw(data, dtype, n, out=out)
 
 
 def _flat(a: Any, what: str) -> Any:
@@ -125,7 +125,7 @@ def _pack(
     the host in one transfer."""
     sizes = [int(x.size) for x in pieces]
     if pieces and is_device_array(pieces[0]):
-        flat = to_host(array_module(pieces[0]).concatenate(pieces), tag)
+        flat = to_host(concatenate(pieces, tag), tag)
         pieces = [flat[o : o + n] for o, n in zip(_displs(sizes), sizes, strict=True)]
     h = 0 if heads is None else _HDR
     host = _buf(comm, tag, sum(sizes) + h * len(pieces))
@@ -278,8 +278,9 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     recv, offs, sizes, elems = _transfer(comm, codec, "Alltoall", pieces, n, key, err, expect, gather=False)
     if any(e != n for e in elems):
         raise MismatchError(f"ranks send different block sizes: {elems} elements")
+    src = stage_like(recv, r, "Alltoall-recv")
     for j in range(p):
-        _decode(codec, recv[offs[j] : offs[j] + sizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
+        _decode(codec, src[offs[j] : offs[j] + sizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
     _count("alltoall", s.nbytes, sum(int(x.size) for x in pieces))
 
 
@@ -309,8 +310,9 @@ def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     recv, d, sizes, elems = _transfer(comm, codec, "Allgather", [piece], n, key, err, expect, gather=True)
     if any(e != n for e in elems):
         raise MismatchError(f"ranks contribute different sizes: {elems} elements")
+    src = stage_like(recv, r, "Allgather-recv")
     for j in range(p):
-        _decode(codec, recv[d[j] : d[j] + sizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
+        _decode(codec, src[d[j] : d[j] + sizes[j]], r.dtype, n, r[j * n : (j + 1) * n])
     _count("allgather", s.nbytes, int(piece.size))
 
 
@@ -339,7 +341,7 @@ def bcast(comm: Any, buf: Any, root: int, codec: Any) -> None:
     else:
         data = _buf(comm, "bcast", nbytes)
     comm.Bcast(data, root=root)
-    _decode(codec, data, b.dtype, n, b)
+    _decode(codec, stage_like(data, b, "bcast-recv"), b.dtype, n, b)
     if comm.rank == root:
         _count("bcast", b.nbytes, nbytes)
 
@@ -368,13 +370,7 @@ def _reduce_scatter(
             if feedback is not None:
                 decoded = array_module(x).empty_like(x)
                 for i in range(p):
-                    _decode(
-                        codec,
-                        to_host(pieces[i], "ef"),
-                        x.dtype,
-                        counts[i],
-                        decoded[offs[i] : offs[i] + counts[i]],
-                    )
+                    _decode(codec, pieces[i], x.dtype, counts[i], decoded[offs[i] : offs[i] + counts[i]])
                 feedback.update(x, decoded)
         except Exception as e:
             err, expect = e, None
@@ -389,9 +385,10 @@ def _reduce_scatter(
     part = xp.empty(counts[me], x.dtype)
     # Rank order, always: float addition is not associative, and every replica of this
     # chunk must come out of the same sequence of roundings.
-    _decode(codec, recv[rd[0] : rd[0] + rsizes[0]], x.dtype, counts[me], acc)
+    src = stage_like(recv, x, f"{name}-recv")
+    _decode(codec, src[rd[0] : rd[0] + rsizes[0]], x.dtype, counts[me], acc)
     for j in range(1, p):
-        _decode(codec, recv[rd[j] : rd[j] + rsizes[j]], x.dtype, counts[me], part)
+        _decode(codec, src[rd[j] : rd[j] + rsizes[j]], x.dtype, counts[me], part)
         acc += part
     _count(op, x.nbytes, sum(ssizes))
     return acc
@@ -427,8 +424,9 @@ def allreduce(
     recv, d, sizes, _ = _transfer(
         comm, codec, "Allreduce", [piece], int(acc.size), key, None, expect, gather=True
     )
+    src = stage_like(recv, r, "Allreduce-gathered")
     for i in range(p):
-        _decode(codec, recv[d[i] : d[i] + sizes[i]], r.dtype, counts[i], r[offs[i] : offs[i] + counts[i]])
+        _decode(codec, src[d[i] : d[i] + sizes[i]], r.dtype, counts[i], r[offs[i] : offs[i] + counts[i]])
     if feedback is not None and feedback.residual is not None:
         # The owner also carries the second quantization's error of its chunk: added to
         # one contribution, it corrects the sum of every rank's next call.

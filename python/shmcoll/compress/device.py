@@ -3,8 +3,9 @@
 Compression runs where the data lives: CuPy arrays are encoded and decoded on the GPU
 (the CUDA twins of the codecs), and only the compressed bytes cross to the host, through
 pinned buffers (so the copies run at full PCIe/NVLink-C2C speed and can be synchronised
-on the array's stream). The stream is synchronised before the bytes enter a collective,
-since peers read them as soon as this rank arrives.
+on the caller's stream); the stream is synchronised before the bytes enter a collective,
+since peers read them as soon as this rank arrives. The buffers are reused from call to
+call (shmcoll.gpu.staging).
 
 Everything here works on NumPy arrays too (then it is a no-op), and nothing imports CuPy
 unless a CuPy array is passed in.
@@ -31,43 +32,53 @@ def array_module(a: Any) -> Any:
     return np
 
 
-class PinnedPool:
-    """Page-locked host buffers, reused per size class (allocating pinned memory is slow)."""
-
-    def __init__(self) -> None:
-        self._bufs: dict[str, Any] = {}
-
-    def get(self, tag: str, nbytes: int) -> np.ndarray:
-        """A pinned uint8 host array of at least `nbytes` (a view of exactly `nbytes`)."""
-        import cupy
-
-        mem = self._bufs.get(tag)
-        if mem is None or mem.size() < nbytes:
-            mem = cupy.cuda.alloc_pinned_memory(max(nbytes, 1))
-            self._bufs[tag] = mem
-        return np.frombuffer(mem, np.uint8, nbytes)
-
-
-_pool = PinnedPool()
-
-
 def to_host(encoded: Any, tag: str) -> np.ndarray:
-    """Compressed bytes as a host uint8 array: device bytes are copied into a pinned
-    buffer and the current stream is synchronised (so peers see complete data)."""
+    """Compressed bytes as a host uint8 array: device bytes are copied into a page-locked
+    buffer on the current stream, which is then synchronised (peers read the bytes as soon
+    as this rank enters the collective)."""
     if not is_device_array(encoded):
         return np.frombuffer(encoded, np.uint8) if not isinstance(encoded, np.ndarray) else encoded
     import cupy
 
-    host = _pool.get(tag, int(encoded.nbytes))
-    encoded.view(cupy.uint8).ravel().get(out=host)
-    cupy.cuda.get_current_stream().synchronize()
+    from ..gpu.staging import current_stream, pinned
+
+    stream = current_stream()
+    host = pinned.get(tag, int(encoded.nbytes))
+    encoded.view(cupy.uint8).ravel().get(stream=stream, out=host)
+    stream.synchronize()
     return host
 
 
-def to_device_like(host: np.ndarray, like: Any) -> Any:
-    """`host` bytes on the device of `like` when `like` is a CuPy array, else unchanged."""
+def stage_like(host: np.ndarray, like: Any, tag: str) -> Any:
+    """Received bytes `host` where `like` lives: unchanged for a NumPy `like`; for a CuPy one,
+    a device copy in a reused scratch buffer, copied from a page-locked buffer
+    asynchronously on the current stream (the kernels that decode it follow on that
+    stream)."""
     if not is_device_array(like):
         return host
     import cupy
 
-    return cupy.asarray(host)
+    from ..gpu.staging import current_stream, pinned, scratch
+
+    stream = current_stream()
+    n = int(host.size)
+    dev = scratch.get(tag, n)
+    pin = pinned.get(f"{tag}-h2d", n)
+    pin[...] = host
+    dev.set(pin, stream=stream)
+    done = cupy.cuda.Event()
+    done.record(stream)
+    pinned.copied_out(f"{tag}-h2d", done)
+    return dev
+
+
+def concatenate(pieces: list[Any], tag: str) -> Any:
+    """Device pieces end to end in one reused device buffer (one transfer to the host)."""
+    from ..gpu.staging import scratch
+
+    flat = scratch.get(tag, sum(int(x.size) for x in pieces))
+    o = 0
+    for x in pieces:
+        flat[o : o + x.size] = x
+        o += int(x.size)
+    return flat

@@ -1,0 +1,95 @@
+"""The emulated GPU for tests: the kernels of cuda/ built for the CPU (driver.cpp through
+shim.h) behind the CuPy stand-in of standin/cupy, installed in this process or handed to
+subprocesses through their environment. The real shmcoll.gpu code then runs unmodified:
+gpu.available() finds a device and compiles every kernel, the codecs take their GPU path."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+STANDIN = HERE / "standin"
+
+
+def build(directory: pathlib.Path) -> pathlib.Path:
+    """Compile the emulation into `directory`; the shared library's path."""
+    lib = directory / "libemu.so"
+    cmd = [
+        "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
+        "-I", str(HERE), "-I", str(ROOT / "cuda"), str(HERE / "driver.cpp"), "-o", str(lib),
+    ]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"the kernels' CPU build failed:\n{res.stderr}")
+    return lib
+
+
+def subprocess_env(lib: pathlib.Path) -> dict[str, str]:
+    """Environment entries that make a subprocess import the stand-in as cupy."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {
+        "PYTHONPATH": str(STANDIN) + (os.pathsep + path if path else ""),
+        "CUPY_STANDIN_LIB": str(lib),
+    }
+
+
+def _load_standin() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("cupy", STANDIN / "cupy" / "__init__.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def emulated_kernels() -> frozenset[str]:
+    """The kernels the emulation runs (zfp's only once driver.cpp dispatches them)."""
+    return frozenset(_load_standin().driver_kernels())
+
+
+def zfp_emulated() -> bool:
+    """Whether the emulation runs the zfp kernels."""
+    return {"zfp_encode_f32", "zfp_decode_f32"} <= emulated_kernels()
+
+
+@contextmanager
+def installed(lib: pathlib.Path) -> Iterator[types.ModuleType]:
+    """The stand-in as this process's cupy for the duration (forked ranks inherit it), with
+    shmcoll's once-per-process GPU probes and caches reset on entry and exit."""
+    from shmcoll.codecs import base
+    from shmcoll.gpu import kernels, staging
+
+    saved = {k: sys.modules.get(k) for k in ("cupy",)}
+    saved_env = os.environ.get("CUPY_STANDIN_LIB")
+    os.environ["CUPY_STANDIN_LIB"] = str(lib)
+    mod = _load_standin()
+    sys.modules["cupy"] = mod
+
+    def reset() -> None:
+        kernels.unavailable.cache_clear()
+        kernels.load_module.cache_clear()
+        staging.scratch = staging.DeviceScratch()
+        staging.pinned = staging.PinnedPool()
+        base._warned.clear()
+
+    reset()
+    try:
+        yield mod
+    finally:
+        reset()
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+        if saved_env is None:
+            os.environ.pop("CUPY_STANDIN_LIB", None)
+        else:
+            os.environ["CUPY_STANDIN_LIB"] = saved_env

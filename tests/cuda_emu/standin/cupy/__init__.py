@@ -1,0 +1,317 @@
+"""A NumPy-backed stand-in for the part of CuPy that shmcoll uses, so that the GPU code paths
+(the codec wrappers in shmcoll/gpu, the compressed collectives, the DDP hook, ``shmcoll
+selftest --gpu``) run unmodified on a machine without a GPU.
+
+Put this directory's parent on PYTHONPATH (a subprocess then imports it as ``cupy``), or load
+it under the name ``cupy`` in-process (tests/cuda_emu/emulation.py does both). Kernels are
+the very sources of cuda/ compiled for the CPU (tests/cuda_emu/driver.cpp through shim.h):
+``RawModule`` loads the shared library named by ``CUPY_STANDIN_LIB`` and runs a kernel
+through its ``emu_run`` entry point. Everything is synchronous; streams, events and pinned
+memory are real objects with identities, so that tests can check which stream a launch was
+given (:data:`launches`), when buffers are allocated (:data:`allocations`) and freed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import pathlib
+import re
+import types
+from typing import Any
+
+import numpy as np
+
+#: (kernel name, pointer of the stream current at the launch), in launch order.
+launches: list[tuple[str, int]] = []
+#: Bytes of every device allocation (cupy.empty and friends), in order.
+allocations: list[int] = []
+
+
+class ndarray(np.ndarray):  # CuPy's name
+    """Device array: host memory, with CuPy's transfer methods and ``data.ptr``."""
+
+    @property
+    def data(self) -> Any:  # type: ignore[override]
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+    def get(self, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True) -> np.ndarray:
+        if out is None:
+            return np.array(self).view(np.ndarray)
+        out[...] = np.asarray(self).view(np.ndarray)
+        return out
+
+    def set(self, arr: Any, stream: Any = None) -> None:
+        self[...] = arr
+
+
+def _dev(a: Any) -> ndarray:
+    return np.asarray(a).view(ndarray)
+
+
+def _alloc(a: np.ndarray) -> ndarray:
+    allocations.append(int(a.nbytes))
+    return a.view(ndarray)
+
+
+def asarray(a: Any, dtype: Any = None) -> ndarray:
+    if isinstance(a, ndarray) and (dtype is None or a.dtype == dtype):
+        return a
+    return _alloc(np.array(a, dtype=dtype))
+
+
+def ascontiguousarray(a: Any) -> ndarray:
+    if isinstance(a, ndarray) and a.flags.c_contiguous:
+        return a
+    return _alloc(np.ascontiguousarray(a))
+
+
+def asnumpy(
+    a: Any, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True
+) -> np.ndarray:
+    if out is not None:
+        out[...] = np.asarray(a).view(np.ndarray)
+        return out
+    return np.array(a).view(np.ndarray)
+
+
+def empty(shape: Any, dtype: Any = float) -> ndarray:
+    return _alloc(np.empty(shape, dtype))
+
+
+def zeros(shape: Any, dtype: Any = float) -> ndarray:
+    return _alloc(np.zeros(shape, dtype))
+
+
+def empty_like(a: Any, dtype: Any = None) -> ndarray:
+    return _alloc(np.empty_like(np.asarray(a), dtype=dtype))
+
+
+def zeros_like(a: Any, dtype: Any = None) -> ndarray:
+    return _alloc(np.zeros_like(np.asarray(a), dtype=dtype))
+
+
+def concatenate(xs: Any) -> ndarray:
+    return _alloc(np.concatenate([np.asarray(x) for x in xs]))
+
+
+def array_equal(a: Any, b: Any) -> bool:
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def from_dlpack(x: Any) -> ndarray:
+    return _dev(np.from_dlpack(x))
+
+
+dtype = np.dtype
+uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
+int32, int64, float32, float64 = np.int32, np.int64, np.float32, np.float64
+
+
+# -- cupy.cuda --------------------------------------------------------------------------------
+class _Stream:
+    """A stream: an identity (``ptr``) that can be made current with ``with`` or ``use()``."""
+
+    _next = 0x1000
+
+    def __init__(self, non_blocking: bool = False, ptr: int | None = None) -> None:
+        if ptr is None:
+            _Stream._next += 0x10
+            ptr = _Stream._next
+        self.ptr = ptr
+        self._saved: list[_Stream] = []
+
+    def use(self) -> _Stream:
+        _current[0] = self
+        return self
+
+    def synchronize(self) -> None:
+        """Everything here runs synchronously."""
+
+    def __enter__(self) -> _Stream:
+        self._saved.append(_current[0])
+        _current[0] = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _current[0] = self._saved.pop()
+
+
+class _ExternalStream(_Stream):
+    def __init__(self, ptr: int, device_id: int = -1) -> None:
+        super().__init__(ptr=ptr)
+
+
+class _Device:
+    """A device: the only one, 0; usable as a context manager as CuPy's."""
+
+    def __init__(self, device: int | None = None) -> None:
+        if device not in (None, 0):
+            raise RuntimeError(f"cudaErrorInvalidDevice: the emulation has device 0 only, not {device}")
+        self.id = 0
+
+    def __enter__(self) -> _Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+_null = _Stream(ptr=0)
+_current: list[_Stream] = [_null]
+
+
+def _get_current_stream() -> _Stream:
+    return _current[0]
+
+
+class _Event:
+    """An event: records the host clock (every operation is done when it is issued)."""
+
+    def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
+        self.time: float | None = None
+        self.stream: _Stream | None = None
+        self.waits = 0
+
+    def record(self, stream: _Stream | None = None) -> None:
+        import time
+
+        self.stream = stream or _current[0]
+        self.time = time.perf_counter()
+
+    def synchronize(self) -> None:
+        """Recorded work is complete (synchronous emulation); counted in ``waits``."""
+        self.waits += 1
+
+    @property
+    def done(self) -> bool:
+        return True
+
+
+def _get_elapsed_time(start: _Event, end: _Event) -> float:
+    if start.time is None or end.time is None:
+        raise RuntimeError("cudaErrorInvalidResourceHandle: an event was not recorded")
+    return (end.time - start.time) * 1e3
+
+
+class _PinnedMemory:
+    """Page-locked host memory (plain memory here); counts the bytes alive."""
+
+    live_bytes = 0
+
+    def __init__(self, size: int, flags: int = 0) -> None:
+        self.size = int(size)
+        _PinnedMemory.live_bytes += self.size
+
+    def __del__(self) -> None:
+        _PinnedMemory.live_bytes -= self.size
+
+
+class _PinnedMemoryPointer(bytearray):
+    """The bytes of a pinned allocation from `offset` on (a bytearray, so that NumPy can
+    view it as CuPy's pointer allows); holds its allocation alive."""
+
+    def __init__(self, mem: _PinnedMemory, offset: int) -> None:
+        super().__init__(max(mem.size - offset, 0))
+        self.mem = mem
+        self.ptr = ctypes.addressof((ctypes.c_char * max(len(self), 1)).from_buffer(self)) if len(self) else 0
+
+    def size(self) -> int:  # type: ignore[override]
+        return len(self)
+
+
+def _alloc_pinned_memory(size: int) -> _PinnedMemoryPointer:
+    return _PinnedMemoryPointer(_PinnedMemory(size), 0)
+
+
+class _MemoryPool:
+    def used_bytes(self) -> int:
+        return 0
+
+    def free_all_blocks(self) -> None:
+        """Nothing is cached."""
+
+
+_pool = _MemoryPool()
+
+
+def get_default_memory_pool() -> _MemoryPool:
+    return _pool
+
+
+# -- kernels ------------------------------------------------------------------------------------
+def driver_kernels() -> frozenset[str]:
+    """The kernel names the emulation's driver (tests/cuda_emu/driver.cpp) dispatches."""
+    driver = pathlib.Path(__file__).resolve().parents[2] / "driver.cpp"
+    return frozenset(re.findall(r'k == "(\w+)"', driver.read_text()))
+
+
+@functools.cache
+def _library() -> ctypes.CDLL:
+    """The CPU build of the kernels."""
+    path = os.environ.get("CUPY_STANDIN_LIB")
+    if not path:
+        raise RuntimeError("the CuPy stand-in needs CUPY_STANDIN_LIB (the emulated kernels' library)")
+    return ctypes.CDLL(path)
+
+
+class RawModule:
+    """cupy.RawModule over the emulation: the source is ignored (the library holds the
+    same sources compiled for the CPU); a kernel it lacks fails at get_function, as a
+    missing symbol fails on a device."""
+
+    def __init__(self, code: str = "", options: tuple[str, ...] = (), backend: str = "nvrtc") -> None:
+        self.options = options
+
+    def compile(self) -> None:
+        _library()
+
+    def get_function(self, name: str) -> Any:
+        lib = _library()
+        if name not in driver_kernels():
+            raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name} (not in the emulation)")
+
+        def launch(grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], **_: Any) -> None:
+            launches.append((name, _current[0].ptr))
+            held: list[Any] = []
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    held.append(ctypes.c_void_p(a.ctypes.data))
+                elif isinstance(a, np.uint64):
+                    held.append(ctypes.c_uint64(int(a)))
+                elif isinstance(a, np.int32):
+                    held.append(ctypes.c_int32(int(a)))
+                elif isinstance(a, np.uint32):
+                    held.append(ctypes.c_uint32(int(a)))
+                elif isinstance(a, np.int64):
+                    held.append(ctypes.c_int64(int(a)))
+                elif isinstance(a, np.float32):
+                    held.append(ctypes.c_float(float(a)))
+                elif isinstance(a, np.float64):
+                    held.append(ctypes.c_double(float(a)))
+                else:
+                    raise TypeError(f"kernel argument of type {type(a).__name__}")
+            ptrs = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
+            rc = lib.emu_run(name.encode(), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ptrs)
+            if rc != 0:
+                raise RuntimeError(f"the emulation has no kernel {name}")
+
+        return launch
+
+
+cuda = types.ModuleType("cupy.cuda")
+cuda.runtime = types.SimpleNamespace(  # type: ignore[attr-defined]
+    getDeviceCount=lambda: 1,
+    getDevice=lambda: 0,
+    getDeviceProperties=lambda _device: {"name": b"CPU emulation of the CUDA kernels"},
+)
+cuda.Stream = _Stream  # type: ignore[attr-defined]
+cuda.Device = _Device  # type: ignore[attr-defined]
+cuda.ExternalStream = _ExternalStream  # type: ignore[attr-defined]
+cuda.get_current_stream = _get_current_stream  # type: ignore[attr-defined]
+cuda.Event = _Event  # type: ignore[attr-defined]
+cuda.get_elapsed_time = _get_elapsed_time  # type: ignore[attr-defined]
+cuda.PinnedMemory = _PinnedMemory  # type: ignore[attr-defined]
+cuda.PinnedMemoryPointer = _PinnedMemoryPointer  # type: ignore[attr-defined]
+cuda.alloc_pinned_memory = _alloc_pinned_memory  # type: ignore[attr-defined]
