@@ -91,17 +91,29 @@ def _first_difference(a: bytes, b: bytes) -> str:
     return f"byte {k} of {len(a)} differs"
 
 
-def compare(codec: Codec, dtype: np.dtype, n: int) -> str:
-    """ "ok", or the first mismatch of `codec`'s GPU path against its host path on the corpus."""
+def shape_for(n: int, dims: int) -> tuple[int, ...]:
+    """A `dims`-axis shape of at most `n` values whose inner extents (37; 23 x 19) are not
+    multiples of zfp's block edge, so partial blocks are coded too."""
+    inner = {1: (), 2: (37,), 3: (23, 19)}[dims]
+    return (max(n // max(int(np.prod(inner)), 1), 1), *inner)
+
+
+def compare(codec: Codec, dtype: np.dtype, n: int, dims: int = 1) -> str:
+    """ "ok", or the first mismatch of `codec`'s GPU path against its host path on the corpus
+    (shaped with `dims` axes: zfp codes N-D arrays in N-D blocks)."""
     import cupy  # type: ignore[import-not-found]
 
-    for label, x in corpus(n, dtype).items():
+    shape = shape_for(n, dims)
+    count = int(np.prod(shape))
+    for label, flat in corpus(n, dtype).items():
+        x = np.ascontiguousarray(flat[:count].reshape(shape))
         ref = codec.encode_raw(x)
         got = cupy.asnumpy(codec.encode_raw(cupy.asarray(x))).tobytes()
         if got != ref:
             return f"MISMATCH encoding {label}: {_first_difference(got, ref)}"
-        want = codec.decode_raw(ref, dtype, n).tobytes()
-        back = cupy.asnumpy(codec.decode_raw(cupy.asarray(np.frombuffer(ref, np.uint8)), dtype, n)).tobytes()
+        want = codec.decode_raw(ref, dtype, shape).tobytes()
+        on_device = cupy.asarray(np.frombuffer(ref, np.uint8))
+        back = cupy.asnumpy(codec.decode_raw(on_device, dtype, shape)).tobytes()
         if back != want:
             return f"MISMATCH decoding {label}: {_first_difference(back, want)}"
     return "ok"
@@ -125,17 +137,22 @@ def _median_gbs(call: Callable[[], Any], nbytes: int, reps: int, warmup: int) ->
     return nbytes / max(statistics.median(times), 1e-9) / 1e9
 
 
-def throughput(codec: Codec, dtype: np.dtype, nbytes: int, reps: int, warmup: int) -> tuple[float, float]:
+def throughput(
+    codec: Codec, dtype: np.dtype, nbytes: int, reps: int, warmup: int, dims: int = 1
+) -> tuple[float, float]:
     """(encode, decode) GB/s of input bytes on `nbytes` of gradient-like values."""
     import cupy
 
-    n = max(nbytes // dtype.itemsize, 1)
+    shape = shape_for(max(nbytes // dtype.itemsize, 1), dims)
+    n = int(np.prod(shape))
     rng = np.random.default_rng(SEED)
-    x = cupy.asarray((rng.standard_normal(n) * 1e-3).astype(dtype))
+    x = cupy.asarray((rng.standard_normal(shape) * 1e-3).astype(dtype))
     stream = codec.encode_raw(x)
-    out = cupy.empty(n, dtype)
+    out = cupy.empty(shape, dtype)
     enc = _median_gbs(lambda: codec.encode_raw(x), n * dtype.itemsize, reps, warmup)
-    dec = _median_gbs(lambda: codec.decode_raw(stream, dtype, n, out=out), n * dtype.itemsize, reps, warmup)
+    dec = _median_gbs(
+        lambda: codec.decode_raw(stream, dtype, shape, out=out), n * dtype.itemsize, reps, warmup
+    )
     return enc, dec
 
 
@@ -143,17 +160,17 @@ def run(families: set[str], n: int, nbytes: int, reps: int, warmup: int) -> list
     """Every configuration of the selected codec families: bytes on `n`-value corpora, then
     throughput on `nbytes` (the latter only when the bytes match)."""
     rows = []
-    for name, codec, dtype in plan(set(FAMILIES)):
+    for name, codec, dtype, dims in plan(set(FAMILIES)):
         family = name.split()[0]
         if family not in families:
             rows.append(Row(name, dtype.name, "skipped: not selected (--codecs)"))
             continue
         before = dict(fallback_calls)
         try:
-            status = compare(codec, dtype, n)
+            status = compare(codec, dtype, n, dims)
             enc = dec = None
             if status == "ok":
-                enc, dec = throughput(codec, dtype, nbytes, reps, warmup)
+                enc, dec = throughput(codec, dtype, nbytes, reps, warmup, dims)
         except Exception as e:  # a kernel that fails to load or launch fails its row
             status, enc, dec = f"error: {type(e).__name__}: {e}", None, None
         if fallback_calls != before:
