@@ -70,6 +70,7 @@ mod scalar;
 #[cfg(test)]
 mod tests;
 
+use crate::threads::threads_for;
 use crate::{CodecError, Result};
 use bits::{BitReader, BitWriter};
 use scalar::Real;
@@ -180,43 +181,6 @@ fn decode_block<F: Real>(r: &mut BitReader<'_>, maxbits: u32) -> [F; 4] {
     vals
 }
 
-/// Values per thread below which a stream is coded on the calling thread alone.
-const VALUES_PER_THREAD: usize = 1 << 18;
-
-/// The most threads `SHMCOLL_CODEC_THREADS` may ask for.
-pub const MAX_CODEC_THREADS: usize = 1024;
-
-/// Threads for `n` values: one per available CPU (`SHMCOLL_CODEC_THREADS`, a whole number
-/// from 1 to MAX_CODEC_THREADS, caps it), and no more than keeps every thread busy with
-/// [`VALUES_PER_THREAD`] values.
-fn threads_for(n: usize) -> Result<usize> {
-    if n < 2 * VALUES_PER_THREAD {
-        return Ok(1); // before reading the environment: small calls stay cheap
-    }
-    let cpus = match std::env::var_os("SHMCOLL_CODEC_THREADS") {
-        Some(v) if !v.to_string_lossy().trim().is_empty() => codec_threads(&v.to_string_lossy())?,
-        _ => std::thread::available_parallelism().map_or(1, |c| c.get()),
-    };
-    Ok(cpus.min(n / VALUES_PER_THREAD).max(1))
-}
-
-/// `SHMCOLL_CODEC_THREADS` from its text: digits only, 1 to MAX_CODEC_THREADS.
-fn codec_threads(raw: &str) -> Result<usize> {
-    let t = raw.trim();
-    match t.parse::<usize>() {
-        Ok(k) if t.bytes().all(|b| b.is_ascii_digit()) && (1..=MAX_CODEC_THREADS).contains(&k) => {
-            Ok(k)
-        }
-        _ => {
-            let shown: String = raw.chars().take(64).collect();
-            Err(CodecError::InvalidArgument(format!(
-                "environment: SHMCOLL_CODEC_THREADS={shown:?} is not allowed; allowed: \
-                 threads: 1 <= value <= {MAX_CODEC_THREADS}"
-            )))
-        }
-    }
-}
-
 /// Values per piece when `n` values are split over `threads`: a multiple of the blocks
 /// whose bits fill whole 64-bit words (16 / gcd(rate, 16) blocks), so that each piece is
 /// an independent stream ending on a word boundary and the pieces, laid end to end, are
@@ -248,7 +212,7 @@ fn encode<F: Real + Send + Sync>(
             have: out.len(),
         });
     }
-    let threads = threads_for(src.len())?;
+    let threads = threads_for(std::mem::size_of_val(src))?;
     if threads == 1 {
         return Ok(encode_serial(src, rate, &mut out[..need]));
     }
@@ -299,7 +263,7 @@ fn decode<F: Real + Send + Sync>(
             stream.len()
         )));
     }
-    let threads = threads_for(out.len())?;
+    let threads = threads_for(std::mem::size_of_val(out))?;
     if threads == 1 {
         decode_serial(&stream[..need], rate, out);
         return Ok(());
