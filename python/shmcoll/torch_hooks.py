@@ -70,10 +70,13 @@ def _as_array(tensor: Any) -> Any:
     return tensor.detach().numpy()
 
 
-def compressed_allreduce_hook(state: CompressionState, bucket: Any) -> Any:
+# `bucket` and the return stay unannotated: DDP's register_comm_hook rejects any annotation
+# of them but torch.distributed.GradBucket and torch.futures.Future[torch.Tensor], and
+# torch is no dependency of this module.
+def compressed_allreduce_hook(state: CompressionState, bucket):
     """DDP communication hook: average `bucket`'s gradients over the ranks of
     ``state.comm`` with the compressed Allreduce; returns a completed future."""
-    import torch  # type: ignore[import-not-found]
+    import torch  # type: ignore[import-not-found,unused-ignore]
 
     tensor = bucket.buffer()
     averaged = state.average(_as_array(tensor), int(bucket.index()))
