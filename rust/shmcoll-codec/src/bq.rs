@@ -321,26 +321,20 @@ fn encode8(x: &[f32], scale: f32, codes: &mut [u8]) {
     }
 }
 
-/// The int4 codes of a block, quantized into a byte array first (the loop of the int8
-/// codes, which vectorizes) and then packed two to a byte (a loop of shifts and masks
-/// over whole vectors), rather than quantized a pair at a time.
 #[inline(always)]
 fn encode4(x: &[f32], scale: f32, codes: &mut [u8]) {
     if all_zero_codes(scale) {
         codes.fill(0);
         return;
     }
-    let mut q = [0u8; BLOCKS[3]];
-    let q = &mut q[..x.len()];
-    for (c, &v) in q.iter_mut().zip(x) {
-        *c = quantize(v, scale, 7.0) as u8 & 0x0f;
-    }
-    let mut pairs = q.chunks_exact(2);
+    let mut pairs = x.chunks_exact(2);
     for (c, p) in codes.iter_mut().zip(&mut pairs) {
-        *c = p[0] | (p[1] << 4);
+        let lo = quantize(p[0], scale, 7.0) as u8 & 0x0f;
+        let hi = quantize(p[1], scale, 7.0) as u8 & 0x0f;
+        *c = lo | (hi << 4);
     }
     if let [v] = pairs.remainder() {
-        codes[codes.len() - 1] = *v;
+        codes[codes.len() - 1] = quantize(*v, scale, 7.0) as u8 & 0x0f;
     }
 }
 
