@@ -4,10 +4,11 @@
 //! mpc's chunks), so the bytes never depend on the thread count; only the wall time does.
 //!
 //! The model: a call is worth splitting when every thread gets at least
-//! [`BYTES_PER_THREAD`] of input (starting a scoped thread costs tens of microseconds, a
-//! mebibyte of the fastest codec about two hundred), and it never uses more threads than
-//! the CPUs this process may run on (`available_parallelism`, which on Linux reads the
-//! `sched_getaffinity` mask and the cgroup CPU quota) or than `SHMCOLL_CODEC_THREADS` says.
+//! [`BYTES_PER_THREAD`] of input (starting a scoped thread costs tens of microseconds; a
+//! mebibyte takes the fastest codec fifty or more from memory), and it never uses more
+//! threads than the CPUs this process may run on (`available_parallelism`, which on Linux
+//! reads the `sched_getaffinity` mask and the cgroup CPU quota) or than
+//! `SHMCOLL_CODEC_THREADS` says.
 
 use crate::{CodecError, Result};
 
