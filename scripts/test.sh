@@ -55,6 +55,9 @@ fi
 step "pytest"
 python -m pytest -q "$@"
 
+step "pytest-benchmark suite, short mode (every kernel and codec benchmark runs once on 64 KiB and checks its answer; no timing)"
+python -m pytest -q bench/pytest_bench --benchmark-disable --bench-bytes 64K
+
 if [ $# -eq 0 ]; then
     step "pytest, shared arrays off (SHMCOLL_SHARED_ARRAYS=0: NumPy allocates every array itself)"
     SHMCOLL_SHARED_ARRAYS=0 python -m pytest -q tests/test_collectives_mpi.py tests/test_mpi.py \

@@ -10,6 +10,7 @@ within each codec's error bound."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -410,6 +411,17 @@ def torch_hook() -> list[str]:
     f: list[str] = []
     same("torch hook", got, model_allreduce(Half(), comm.size, 1000) / np.float32(comm.size), f)
     return f
+
+
+def test_torch_hook_signature_is_one_ddp_accepts() -> None:
+    """DistributedDataParallel.register_comm_hook refuses a hook whose `bucket` or return
+    is annotated with anything but GradBucket and Future[Tensor]: ours leaves both bare."""
+    from shmcoll.torch_hooks import compressed_allreduce_hook
+
+    sig = inspect.signature(compressed_allreduce_hook)
+    assert list(sig.parameters) == ["state", "bucket"]
+    assert sig.parameters["bucket"].annotation is inspect.Parameter.empty
+    assert sig.return_annotation is inspect.Signature.empty
 
 
 def test_torch_hook_on_cpu_tensors() -> None:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import shmcoll
 from conftest import environ
 from shmcoll import _core
-from shmcoll.codecs import Zfp
+from shmcoll.codecs import Bq, Cast, Mpc, Zfp
 from shmcoll.envvars import parse_whole
 
 #: (variable, the allowed range as the error states it, bad values of its own).
@@ -143,6 +143,28 @@ def test_good_codec_threads_are_taken(big_array: np.ndarray) -> None:
     with environ({"SHMCOLL_CODEC_THREADS": "2"}):
         two = bytes(Zfp(rate=16).encode(big_array))
     assert two == bytes(Zfp(rate=16).encode(big_array))  # the stream does not depend on threads
+
+
+@pytest.mark.parametrize(
+    "codec", [Bq(bits=8, block=256), Bq(bits=4, block=64), Cast("bfloat16"), Cast("float16"), Mpc()], ids=str
+)
+def test_every_codec_gives_the_same_bytes_on_any_thread_count(codec: object, big_array: np.ndarray) -> None:
+    """Every codec splits a large input over SHMCOLL_CODEC_THREADS threads; the stream and
+    the decoded array are those of one thread, and a bad count is refused by all."""
+    x = (big_array * 1e3).astype(np.float32)  # 4 MiB: large enough to be split
+    streams, backs = [], []
+    for threads in ("1", "2", "3", "7"):
+        with environ({"SHMCOLL_CODEC_THREADS": threads}):
+            s = bytes(codec.encode(x))  # type: ignore[attr-defined]
+            streams.append(s)
+            backs.append(np.asarray(codec.decode(s)).view(np.uint8))  # type: ignore[attr-defined]
+    assert all(s == streams[0] for s in streams)
+    assert all(np.array_equal(b, backs[0]) for b in backs)
+    with (
+        environ({"SHMCOLL_CODEC_THREADS": "0"}),
+        pytest.raises(shmcoll.CodecError, match="SHMCOLL_CODEC_THREADS"),
+    ):
+        codec.encode(x)  # type: ignore[attr-defined]
 
 
 @settings(max_examples=200, deadline=None)

@@ -51,6 +51,7 @@ __all__ = [
     "ping_pong",
     "pool_record_bytes",
     "pooled_segments",
+    "reduce_local",
     "reduction_supported",
     "register_mpi",
     "resolve",
@@ -487,6 +488,9 @@ def _in_shared_arena(addr: int) -> bool:
 
 def shared_arrays_info() -> dict[str, Any]:
     """The shared-array arena's counters."""
+
+def reduce_local(dst: Any, src: Any, op: str = "sum") -> None:
+    """``dst = dst op src`` element by element with the collectives' reduction kernels."""
 
 def copy(dst: Any, src: Any, store: str = "auto") -> None:
     """Copy `src` into `dst` (contiguous buffers of equal size) with the chosen store

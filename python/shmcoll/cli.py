@@ -522,7 +522,7 @@ def bench_machine(json_path: str | None) -> None:
 )
 @click.option("--codecs", default="zfp,bq,cast,mpc", show_default=True, help="which codecs (comma-separated)")
 def bench_codec(size: str, reps: int, codecs: str) -> None:
-    """Codec encode/decode throughput on one core (zfp against zfpy in the same process)."""
+    """Codec encode/decode throughput on one thread and on every CPU (zfp against zfpy)."""
     from .bench.codec import report
     from .bench.codec import run as run_codecs
     from .bench.sizes import parse_size

@@ -84,7 +84,7 @@ def torch_stream(tensor: Any) -> Iterator[None]:
         yield
         return
     import cupy
-    import torch  # type: ignore[import-not-found]
+    import torch  # type: ignore[import-not-found,unused-ignore]
 
     device = tensor.device.index
     stream = torch.cuda.current_stream(tensor.device).cuda_stream
@@ -92,10 +92,13 @@ def torch_stream(tensor: Any) -> Iterator[None]:
         yield
 
 
-def compressed_allreduce_hook(state: CompressionState, bucket: Any) -> Any:
+# `bucket` and the return stay unannotated: DDP's register_comm_hook rejects any annotation
+# of them but torch.distributed.GradBucket and torch.futures.Future[torch.Tensor], and
+# torch is no dependency of this module.
+def compressed_allreduce_hook(state: CompressionState, bucket):
     """DDP communication hook: average `bucket`'s gradients over the ranks of
     ``state.comm`` with the compressed Allreduce; returns a completed future."""
-    import torch
+    import torch  # type: ignore[import-not-found,unused-ignore]
 
     tensor = bucket.buffer()
     with torch_stream(tensor):

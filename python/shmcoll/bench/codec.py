@@ -1,5 +1,5 @@
-"""``shmcoll bench codec``: encode and decode throughput of every codec on one core (zfp
-also on every core, as it runs by default on large inputs), with zfpy (zfp's own Python
+"""``shmcoll bench codec``: encode and decode throughput of every codec on one thread and
+on every CPU (as every codec runs by default on large inputs), with zfpy (zfp's own Python
 binding, serial) measured in the same process as the peer of the zfp rows. zfp is also
 measured on 2-D and 3-D fields (its blocks of 4^d values), against zfpy on the same arrays.
 
@@ -23,11 +23,14 @@ import numpy as np
 from .. import _core
 from ..codecs import Bq, Cast, Codec, Mpc, Zfp
 
-#: Threads of the Rust zfp coder (default: every CPU).
+#: Threads of the Rust codecs (default: every CPU).
 ENV_THREADS = "SHMCOLL_CODEC_THREADS"
 
-#: Throughput bars (GB/s, one core) the rows are checked against.
+#: Throughput bars the rows are checked against: bq int8 on one thread (GB/s, encode and
+#: decode), bq int8 encode on every CPU of a machine with two or more (GB/s), zfp against
+#: zfpy's single-thread rate (ratio).
 BQ_INT8_BAR_GBS = 4.0
+BQ_INT8_ALL_CPUS_BAR_GBS = 8.0
 ZFP_VS_ZFPY_BAR = 2.0
 
 
@@ -147,14 +150,12 @@ def run(nbytes: int, reps: int, which: set[str]) -> list[Row]:
     rows = []
     cpus = len(os.sched_getaffinity(0))
     for name, codec, dtype, dims in plan(which):
-        if not isinstance(codec, Zfp):
-            rows.append(_measure(name, codec, dtype, nbytes, reps))
-            continue
-        # zfp splits large inputs over every CPU (SHMCOLL_CODEC_THREADS caps it): one row
-        # on one thread, one on all of them, both against zfpy's serial coder.
+        # Every codec splits large inputs over every CPU (SHMCOLL_CODEC_THREADS caps it):
+        # one row on one thread, one on all of them; zfp's both against zfpy's serial coder.
         with _threads(1):
             one = _measure(f"{name}, 1 thread", codec, dtype, nbytes, reps, dims)
-        _zfpy(one, int(codec.rate), dtype, nbytes, reps, dims)
+        if isinstance(codec, Zfp):
+            _zfpy(one, int(codec.rate), dtype, nbytes, reps, dims)
         rows.append(one)
         if cpus > 1:
             with _threads(None):
@@ -190,7 +191,7 @@ def report(rows: list[Row], nbytes: int) -> list[str]:
     from .sizes import fmt_size
 
     t = Table(
-        title=f"codecs on one core (zfp also on all): GB/s of input, median ({fmt_size(nbytes)} inputs)"
+        title=f"codecs on one thread and on every CPU: GB/s of input, median ({fmt_size(nbytes)} inputs)"
     )
     cols = ["codec", "dtype", "ratio", "encode", "decode", "zfpy enc", "zfpy dec", "enc/zfpy", "dec/zfpy"]
     for col in cols:
@@ -212,9 +213,12 @@ def report(rows: list[Row], nbytes: int) -> list[str]:
             _fmt(dr),
             f"{r.max_error:.2e}",
         )
-        if r.name.startswith("bq int8") and min(r.encode_gbs, r.decode_gbs) < BQ_INT8_BAR_GBS:
-            failed.append(f"{r.name}: encode/decode below {BQ_INT8_BAR_GBS} GB/s")
         multi = len(os.sched_getaffinity(0)) > 1
+        bq8 = r.name.startswith("bq int8")
+        if bq8 and "1 thread" in r.name and min(r.encode_gbs, r.decode_gbs) < BQ_INT8_BAR_GBS:
+            failed.append(f"{r.name}: encode/decode below {BQ_INT8_BAR_GBS} GB/s")
+        if bq8 and multi and "1 thread" not in r.name and r.encode_gbs < BQ_INT8_ALL_CPUS_BAR_GBS:
+            failed.append(f"{r.name}: encode below {BQ_INT8_ALL_CPUS_BAR_GBS} GB/s")
         # The bar is against zfpy's serial rate, for 1-D arrays (N-D rows are reported).
         judged = (not multi or "1 thread" not in r.name) and "-D" not in r.name
         if judged and er is not None and dr is not None and min(er, dr) < ZFP_VS_ZFPY_BAR:
@@ -222,7 +226,8 @@ def report(rows: list[Row], nbytes: int) -> list[str]:
     console = Console(width=max(Console().width, 120))
     console.print(t)
     console.print(
-        f"bars: bq int8 encode and decode >= {BQ_INT8_BAR_GBS} GB/s per core; "
+        f"bars: bq int8 encode and decode >= {BQ_INT8_BAR_GBS} GB/s on one thread, encode >= "
+        f"{BQ_INT8_ALL_CPUS_BAR_GBS} GB/s on every CPU (two or more); "
         f"zfp encode and decode >= {ZFP_VS_ZFPY_BAR}x zfpy's single-thread rate"
         + ("" if hasattr(_core, "zfp_encode") else " (zfp is not in this build: no zfp rows)")
     )

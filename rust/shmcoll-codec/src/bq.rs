@@ -49,6 +49,7 @@
 //! For a finite block with `scale > 0`: `|x - x̂| <= scale/2` up to the rounding of the
 //! quotient and of the product (a few ulps of `x`); for `scale == 0`, `|x| <= 127 * 2^-150`.
 
+use crate::threads::{map_pieces, threads_for, units_per_piece};
 use crate::{CodecError, Result};
 
 /// The block sizes a stream may use.
@@ -113,7 +114,8 @@ impl Bq {
     }
 
     /// Encode `src` into `dst` (at least [`Bq::compressed_size`] bytes); returns the bytes
-    /// written.
+    /// written. Large inputs are split over threads at block boundaries
+    /// (`SHMCOLL_CODEC_THREADS`); the bytes are those of one thread.
     pub fn encode(&self, src: &[f32], dst: &mut [u8]) -> Result<usize> {
         let need = self.compressed_size(src.len());
         if dst.len() < need {
@@ -122,54 +124,77 @@ impl Bq {
                 have: dst.len(),
             });
         }
+        let threads = threads_for(std::mem::size_of_val(src))?;
+        self.encode_on(src, &mut dst[..need], threads);
+        Ok(need)
+    }
+
+    /// Encode into `dst` of exactly the stream's size on `threads` threads: each takes a
+    /// run of whole blocks, its scales and its codes.
+    pub(crate) fn encode_on(&self, src: &[f32], dst: &mut [u8], threads: usize) {
+        let nb = src.len().div_ceil(self.block);
+        let (scales, codes) = dst.split_at_mut(4 * nb);
+        // per <= nb, so per * block < n + block: no overflow.
+        let per = units_per_piece(nb, threads);
+        if per >= nb {
+            self.encode_piece(src, scales, codes);
+            return;
+        }
+        let pieces: Vec<_> = src
+            .chunks(per * self.block)
+            .zip(scales.chunks_mut(4 * per))
+            .zip(codes.chunks_mut(self.code_bytes(per * self.block)))
+            .collect();
+        map_pieces(pieces, |((x, s), c)| self.encode_piece(x, s, c));
+    }
+
+    /// One run of whole blocks, with the widest SIMD build this CPU runs.
+    fn encode_piece(&self, src: &[f32], scales: &mut [u8], codes: &mut [u8]) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512bw") {
             // SAFETY: the CPU has AVX-512F/BW (checked just above).
-            unsafe { self.encode_avx512(src, &mut dst[..need]) };
-            return Ok(need);
+            unsafe { self.encode_avx512(src, scales, codes) };
+            return;
         }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
-            unsafe { self.encode_avx2(src, &mut dst[..need]) };
-            return Ok(need);
+            unsafe { self.encode_avx2(src, scales, codes) };
+            return;
         }
-        self.encode_blocks(src, &mut dst[..need]);
-        Ok(need)
+        self.encode_blocks(src, scales, codes);
     }
 
     /// The same loops compiled for AVX2: twice the lanes for the division, which bounds
     /// the encoder. IEEE arithmetic only, so the bytes are those of the baseline build.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn encode_avx2(&self, src: &[f32], dst: &mut [u8]) {
-        self.encode_blocks(src, dst);
+    fn encode_avx2(&self, src: &[f32], scales: &mut [u8], codes: &mut [u8]) {
+        self.encode_blocks(src, scales, codes);
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn decode_avx2(&self, src: &[u8], dst: &mut [f32]) {
-        self.decode_blocks(src, dst);
+    fn decode_avx2(&self, scales: &[u8], codes: &[u8], dst: &mut [f32]) {
+        self.decode_blocks(scales, codes, dst);
     }
 
     /// And for AVX-512 (16 lanes; byte packing of the codes in one instruction).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    fn encode_avx512(&self, src: &[f32], dst: &mut [u8]) {
-        self.encode_blocks(src, dst);
+    fn encode_avx512(&self, src: &[f32], scales: &mut [u8], codes: &mut [u8]) {
+        self.encode_blocks(src, scales, codes);
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    fn decode_avx512(&self, src: &[u8], dst: &mut [f32]) {
-        self.decode_blocks(src, dst);
+    fn decode_avx512(&self, scales: &[u8], codes: &[u8], dst: &mut [f32]) {
+        self.decode_blocks(scales, codes, dst);
     }
 
-    /// Encode into `dst` of exactly the stream's size.
+    /// Encode a run of whole blocks into its scales and codes.
     #[inline(always)]
-    fn encode_blocks(&self, src: &[f32], dst: &mut [u8]) {
-        let nb = src.len().div_ceil(self.block);
-        let (scales, codes) = dst.split_at_mut(4 * nb);
+    fn encode_blocks(&self, src: &[f32], scales: &mut [u8], codes: &mut [u8]) {
         let qmax = self.qmax();
         let per_block = self.code_bytes(self.block);
         for ((x, s), c) in src
@@ -187,11 +212,9 @@ impl Bq {
         }
     }
 
-    /// Decode a stream of exactly the right size.
+    /// Decode a run of whole blocks from its scales and codes.
     #[inline(always)]
-    fn decode_blocks(&self, src: &[u8], dst: &mut [f32]) {
-        let nb = dst.len().div_ceil(self.block);
-        let (scales, codes) = src.split_at(4 * nb);
+    fn decode_blocks(&self, scales: &[u8], codes: &[u8], dst: &mut [f32]) {
         let per_block = self.code_bytes(self.block);
         for ((x, s), c) in dst
             .chunks_mut(self.block)
@@ -221,20 +244,44 @@ impl Bq {
                 src.len()
             )));
         }
+        let threads = threads_for(std::mem::size_of_val(dst))?;
+        self.decode_on(src, dst, threads);
+        Ok(())
+    }
+
+    /// Decode a stream of exactly the right size on `threads` threads, in runs of whole
+    /// blocks as [`Bq::encode_on`] splits them.
+    pub(crate) fn decode_on(&self, src: &[u8], dst: &mut [f32], threads: usize) {
+        let nb = dst.len().div_ceil(self.block);
+        let (scales, codes) = src.split_at(4 * nb);
+        let per = units_per_piece(nb, threads);
+        if per >= nb {
+            self.decode_piece(scales, codes, dst);
+            return;
+        }
+        let pieces: Vec<_> = dst
+            .chunks_mut(per * self.block)
+            .zip(scales.chunks(4 * per))
+            .zip(codes.chunks(self.code_bytes(per * self.block)))
+            .collect();
+        map_pieces(pieces, |((x, s), c)| self.decode_piece(s, c, x));
+    }
+
+    /// One run of whole blocks, with the widest SIMD build this CPU runs.
+    fn decode_piece(&self, scales: &[u8], codes: &[u8], dst: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512bw") {
             // SAFETY: the CPU has AVX-512F/BW (checked just above).
-            unsafe { self.decode_avx512(src, dst) };
-            return Ok(());
+            unsafe { self.decode_avx512(scales, codes, dst) };
+            return;
         }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
-            unsafe { self.decode_avx2(src, dst) };
-            return Ok(());
+            unsafe { self.decode_avx2(scales, codes, dst) };
+            return;
         }
-        self.decode_blocks(src, dst);
-        Ok(())
+        self.decode_blocks(scales, codes, dst);
     }
 }
 
@@ -298,17 +345,23 @@ fn decode8(codes: &[u8], scale: f32, x: &mut [f32]) {
     }
 }
 
+/// The int4 codes of a block, sign-extended into a byte array first (shifts over whole
+/// vectors) and then converted and scaled (the loop of the int8 codes).
 #[inline(always)]
 fn decode4(codes: &[u8], scale: f32, x: &mut [f32]) {
-    let mut pairs = x.chunks_exact_mut(2);
+    let mut q = [0i8; BLOCKS[3]];
+    let q = &mut q[..x.len()];
+    let mut pairs = q.chunks_exact_mut(2);
     for (p, &c) in (&mut pairs).zip(codes) {
         // Shifting the nibble to the top of an i8 and back sign-extends it.
-        p[0] = f32::from(((c << 4) as i8) >> 4) * scale;
-        p[1] = f32::from((c as i8) >> 4) * scale;
+        p[0] = ((c << 4) as i8) >> 4;
+        p[1] = (c as i8) >> 4;
     }
     if let [v] = pairs.into_remainder() {
-        let c = codes[codes.len() - 1];
-        *v = f32::from(((c << 4) as i8) >> 4) * scale;
+        *v = ((codes[codes.len() - 1] << 4) as i8) >> 4;
+    }
+    for (v, &c) in x.iter_mut().zip(q.iter()) {
+        *v = f32::from(c) * scale;
     }
 }
 

@@ -37,6 +37,7 @@
 //! manipulation (a NaN: sign, all-ones exponent, quiet bit, the float32 mantissa shifted up
 //! 29 bits; anything else: its exact value).
 
+use crate::threads::{map_pieces, threads_for, units_per_piece};
 use crate::{CodecError, Result};
 
 /// The 16-bit target format.
@@ -177,16 +178,25 @@ fn check_in(n: usize, have: usize, fmt: Format) -> Result<()> {
 }
 
 /// Narrow float32 `src` into `dst` (at least `2*n` bytes); returns the bytes written.
+/// Large inputs are split over threads (`SHMCOLL_CODEC_THREADS`); every element is coded
+/// alone, so the bytes are those of one thread.
 pub fn encode_f32(fmt: Format, src: &[f32], dst: &mut [u8]) -> Result<usize> {
     check_out(src.len(), dst.len())?;
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        unsafe { avx2::encode_f32(fmt, src, dst) };
-        return Ok(compressed_size(src.len()));
-    }
-    encode_f32_loops(fmt, src, dst);
+    let threads = threads_for(std::mem::size_of_val(src))?;
+    encode_f32_on(fmt, src, dst, threads);
     Ok(compressed_size(src.len()))
+}
+
+pub(crate) fn encode_f32_on(fmt: Format, src: &[f32], dst: &mut [u8], threads: usize) {
+    narrow_on(src, dst, threads, |x, d| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { avx2::encode_f32(fmt, x, d) };
+            return;
+        }
+        encode_f32_loops(fmt, x, d);
+    });
 }
 
 #[inline(always)]
@@ -200,14 +210,21 @@ fn encode_f32_loops(fmt: Format, src: &[f32], dst: &mut [u8]) {
 /// Narrow float64 `src` into `dst` (at least `2*n` bytes), rounding once from the double.
 pub fn encode_f64(fmt: Format, src: &[f64], dst: &mut [u8]) -> Result<usize> {
     check_out(src.len(), dst.len())?;
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        unsafe { avx2::encode_f64(fmt, src, dst) };
-        return Ok(compressed_size(src.len()));
-    }
-    encode_f64_loops(fmt, src, dst);
+    let threads = threads_for(std::mem::size_of_val(src))?;
+    encode_f64_on(fmt, src, dst, threads);
     Ok(compressed_size(src.len()))
+}
+
+pub(crate) fn encode_f64_on(fmt: Format, src: &[f64], dst: &mut [u8], threads: usize) {
+    narrow_on(src, dst, threads, |x, d| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { avx2::encode_f64(fmt, x, d) };
+            return;
+        }
+        encode_f64_loops(fmt, x, d);
+    });
 }
 
 #[inline(always)]
@@ -216,6 +233,39 @@ fn encode_f64_loops(fmt: Format, src: &[f64], dst: &mut [u8]) {
         Format::Bf16 => narrow_all(src, dst, |x: &f64| narrow64::<7, 127>(x.to_bits())),
         Format::F16 => narrow_all(src, dst, |x: &f64| narrow64::<10, 15>(x.to_bits())),
     }
+}
+
+/// `piece` on runs of elements of `src` and their 2-byte codes in `dst`, over `threads`.
+fn narrow_on<T: Sync>(
+    src: &[T],
+    dst: &mut [u8],
+    threads: usize,
+    piece: impl Fn(&[T], &mut [u8]) + Sync,
+) {
+    let per = units_per_piece(src.len(), threads);
+    if per >= src.len() {
+        piece(src, dst);
+        return;
+    }
+    // per <= n and 2 * n fits (the caller checked dst holds 2 * n bytes).
+    let pieces: Vec<_> = src.chunks(per).zip(dst.chunks_mut(2 * per)).collect();
+    map_pieces(pieces, |(x, d)| piece(x, d));
+}
+
+/// `piece` on runs of 2-byte codes in `src` and their elements in `dst`, over `threads`.
+fn widen_on<T: Send>(
+    src: &[u8],
+    dst: &mut [T],
+    threads: usize,
+    piece: impl Fn(&[u8], &mut [T]) + Sync,
+) {
+    let per = units_per_piece(dst.len(), threads);
+    if per >= dst.len() {
+        piece(src, dst);
+        return;
+    }
+    let pieces: Vec<_> = src.chunks(2 * per).zip(dst.chunks_mut(per)).collect();
+    map_pieces(pieces, |(s, x)| piece(s, x));
 }
 
 /// The element loops, generic over the conversion so that each one is inlined (a function
@@ -237,14 +287,21 @@ fn widen_all<T>(src: &[u8], dst: &mut [T], f: impl Fn(u16) -> T) {
 /// Widen a stream of exactly `2 * dst.len()` bytes into float32.
 pub fn decode_f32(fmt: Format, src: &[u8], dst: &mut [f32]) -> Result<()> {
     check_in(dst.len(), src.len(), fmt)?;
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        unsafe { avx2::decode_f32(fmt, src, dst) };
-        return Ok(());
-    }
-    decode_f32_loops(fmt, src, dst);
+    let threads = threads_for(std::mem::size_of_val(dst))?;
+    decode_f32_on(fmt, src, dst, threads);
     Ok(())
+}
+
+pub(crate) fn decode_f32_on(fmt: Format, src: &[u8], dst: &mut [f32], threads: usize) {
+    widen_on(src, dst, threads, |s, x| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { avx2::decode_f32(fmt, s, x) };
+            return;
+        }
+        decode_f32_loops(fmt, s, x);
+    });
 }
 
 #[inline(always)]
@@ -258,14 +315,21 @@ fn decode_f32_loops(fmt: Format, src: &[u8], dst: &mut [f32]) {
 /// Widen a stream of exactly `2 * dst.len()` bytes into float64.
 pub fn decode_f64(fmt: Format, src: &[u8], dst: &mut [f64]) -> Result<()> {
     check_in(dst.len(), src.len(), fmt)?;
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        unsafe { avx2::decode_f64(fmt, src, dst) };
-        return Ok(());
-    }
-    decode_f64_loops(fmt, src, dst);
+    let threads = threads_for(std::mem::size_of_val(dst))?;
+    decode_f64_on(fmt, src, dst, threads);
     Ok(())
+}
+
+pub(crate) fn decode_f64_on(fmt: Format, src: &[u8], dst: &mut [f64], threads: usize) {
+    widen_on(src, dst, threads, |s, x| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { avx2::decode_f64(fmt, s, x) };
+            return;
+        }
+        decode_f64_loops(fmt, s, x);
+    });
 }
 
 #[inline(always)]

@@ -7,6 +7,8 @@ pub mod bq;
 pub mod cast;
 mod error;
 pub mod mpc;
+mod threads;
 pub mod zfp;
 
 pub use error::{CodecError, Result};
+pub use threads::MAX_CODEC_THREADS;

@@ -44,6 +44,7 @@
 //! exceeds `m*W`, a bitmap whose padding bits are set or whose count disagrees with `L`,
 //! and a stream whose size is not exactly the header, table and payloads.
 
+use crate::threads::{map_pieces, threads_for, units_per_piece};
 use crate::{CodecError, Result};
 
 /// Chunk words the encoder uses (4 KiB of float32, 8 KiB of float64).
@@ -110,8 +111,15 @@ impl Mpc {
     }
 
     /// Encode the words in `src` (its length a multiple of the word size) into `dst` (at
-    /// least [`max_compressed_size`] bytes); returns the bytes written.
+    /// least [`max_compressed_size`] bytes); returns the bytes written. Large inputs are
+    /// split over threads at chunk boundaries (`SHMCOLL_CODEC_THREADS`); the bytes are
+    /// those of one thread.
     pub fn encode(&self, src: &[u8], dst: &mut [u8]) -> Result<usize> {
+        self.encode_with(src, dst, threads_for(src.len())?)
+    }
+
+    /// [`Mpc::encode`] on `threads` threads.
+    pub(crate) fn encode_with(&self, src: &[u8], dst: &mut [u8], threads: usize) -> Result<usize> {
         if !src.len().is_multiple_of(self.word) {
             return Err(CodecError::InvalidArgument(format!(
                 "mpc input of {} bytes is not a whole number of {}-byte words",
@@ -139,9 +147,9 @@ impl Mpc {
         let (table, payload) = dst.split_at_mut(start);
         let table = &mut table[HEADER_BYTES..];
         let written = if self.word == 4 {
-            encode_chunks::<u32>(src, self.dim, table, payload)
+            encode_on::<u32>(src, self.dim, table, payload, threads)
         } else {
-            encode_chunks::<u64>(src, self.dim, table, payload)
+            encode_on::<u64>(src, self.dim, table, payload, threads)
         };
         Ok(start + written)
     }
@@ -201,7 +209,13 @@ pub fn header(src: &[u8]) -> Result<Header> {
 }
 
 /// Decode a whole stream into `dst`, which must hold exactly the stream's `n * W` bytes.
+/// Large outputs are decoded on several threads (`SHMCOLL_CODEC_THREADS`).
 pub fn decode(src: &[u8], dst: &mut [u8]) -> Result<()> {
+    decode_with(src, dst, threads_for(dst.len())?)
+}
+
+/// [`decode`] on `threads` threads.
+pub(crate) fn decode_with(src: &[u8], dst: &mut [u8], threads: usize) -> Result<()> {
     let h = header(src)?;
     if dst.len() != h.n * h.word {
         return Err(CodecError::InvalidArgument(format!(
@@ -222,10 +236,83 @@ pub fn decode(src: &[u8], dst: &mut [u8]) -> Result<()> {
     let table = &src[HEADER_BYTES..HEADER_BYTES + 4 * h.chunks()];
     let payload = &src[start..];
     if h.word == 4 {
-        decode_chunks::<u32>(&h, table, payload, dst)
+        decode_on::<u32>(&h, table, payload, dst, threads)
     } else {
-        decode_chunks::<u64>(&h, table, payload, dst)
+        decode_on::<u64>(&h, table, payload, dst, threads)
     }
+}
+
+/// Encode on `threads` threads, each a run of whole chunks. A run's payload cannot
+/// exceed its input bytes (a chunk that does not shrink is stored raw), so each thread
+/// writes at its input's offset in `out` (which holds the whole input's bytes), and the
+/// runs are then moved down, in order, to lie back to back: the stream of one thread.
+fn encode_on<W: Word>(
+    src: &[u8],
+    dim: usize,
+    table: &mut [u8],
+    out: &mut [u8],
+    threads: usize,
+) -> usize {
+    let chunks = src.len().div_ceil(CHUNK_WORDS * W::BYTES);
+    let per = units_per_piece(chunks, threads);
+    if per >= chunks {
+        return encode_chunks::<W>(src, dim, table, out);
+    }
+    // per < chunks, so this is below the input's size: no overflow.
+    let run = per * CHUNK_WORDS * W::BYTES;
+    let pieces: Vec<_> = src
+        .chunks(run)
+        .zip(table.chunks_mut(4 * per))
+        .zip(out.chunks_mut(run))
+        .collect();
+    let lens = map_pieces(pieces, |((s, t), o)| encode_chunks::<W>(s, dim, t, o));
+    let mut pos = 0;
+    for (k, len) in lens.into_iter().enumerate() {
+        let at = k * run;
+        out.copy_within(at..at + len, pos);
+        pos += len;
+    }
+    pos
+}
+
+/// Decode on `threads` threads, each a run of whole chunks and exactly its payload bytes
+/// (found from the table's lengths). When the lengths do not add up to the payload the
+/// stream is corrupt, and one thread decodes it to report the fault it meets first.
+fn decode_on<W: Word>(
+    h: &Header,
+    table: &[u8],
+    payload: &[u8],
+    dst: &mut [u8],
+    threads: usize,
+) -> Result<()> {
+    let chunks = h.chunks();
+    let per = units_per_piece(chunks, threads);
+    let mut starts = Vec::with_capacity(chunks.div_ceil(per) + 1);
+    let mut total = Some(0usize);
+    for (j, len) in table.chunks_exact(4).enumerate() {
+        if j % per == 0 {
+            starts.push(total.unwrap_or(usize::MAX));
+        }
+        let l = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        total = total.and_then(|t| t.checked_add(l));
+    }
+    if per >= chunks || total != Some(payload.len()) {
+        return decode_chunks::<W>(h, table, payload, dst, 0);
+    }
+    starts.push(payload.len());
+    // per < chunks, so this is below the output's size: no overflow.
+    let run = per * h.chunk * W::BYTES;
+    let pieces: Vec<_> = dst
+        .chunks_mut(run)
+        .zip(table.chunks(4 * per))
+        .zip(starts.windows(2))
+        .enumerate()
+        .collect();
+    map_pieces(pieces, |(k, ((d, t), w))| {
+        decode_chunks::<W>(h, t, &payload[w[0]..w[1]], d, k * per)
+    })
+    .into_iter()
+    .collect()
 }
 
 /// The two word types, with the operations the pipeline needs.
@@ -413,7 +500,15 @@ fn encode_chunks<W: Word>(src: &[u8], dim: usize, table: &mut [u8], out: &mut [u
     pos
 }
 
-fn decode_chunks<W: Word>(h: &Header, table: &[u8], payload: &[u8], dst: &mut [u8]) -> Result<()> {
+/// Decode a run of chunks (the first numbered `first` in messages) from exactly its
+/// payload bytes.
+fn decode_chunks<W: Word>(
+    h: &Header,
+    table: &[u8],
+    payload: &[u8],
+    dst: &mut [u8],
+    first: usize,
+) -> Result<()> {
     let mut s = Scratch::<W>::new(h.chunk);
     let mut pos = 0usize;
     for (j, (out, len)) in dst
@@ -421,6 +516,7 @@ fn decode_chunks<W: Word>(h: &Header, table: &[u8], payload: &[u8], dst: &mut [u
         .zip(table.chunks_exact(4))
         .enumerate()
     {
+        let j = first + j;
         let m = out.len() / W::BYTES;
         let l = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
         if !l.is_multiple_of(W::BYTES) || l > out.len() || payload.len() - pos < l {

@@ -93,6 +93,7 @@ mod tests;
 #[cfg(test)]
 mod tests_nd;
 
+use crate::threads::threads_for;
 use crate::{CodecError, Result};
 use bits::{BitReader, BitWriter};
 use nd::Extents;
@@ -283,43 +284,6 @@ fn decode_block<F: Real>(r: &mut BitReader<'_>, maxbits: u32) -> [F; 4] {
     vals
 }
 
-/// Values per thread below which a stream is coded on the calling thread alone.
-const VALUES_PER_THREAD: usize = 1 << 18;
-
-/// The most threads `SHMCOLL_CODEC_THREADS` may ask for.
-pub const MAX_CODEC_THREADS: usize = 1024;
-
-/// Threads for `n` values: one per available CPU (`SHMCOLL_CODEC_THREADS`, a whole number
-/// from 1 to MAX_CODEC_THREADS, caps it), and no more than keeps every thread busy with
-/// [`VALUES_PER_THREAD`] values.
-fn threads_for(n: usize) -> Result<usize> {
-    if n < 2 * VALUES_PER_THREAD {
-        return Ok(1); // before reading the environment: small calls stay cheap
-    }
-    let cpus = match std::env::var_os("SHMCOLL_CODEC_THREADS") {
-        Some(v) if !v.to_string_lossy().trim().is_empty() => codec_threads(&v.to_string_lossy())?,
-        _ => std::thread::available_parallelism().map_or(1, |c| c.get()),
-    };
-    Ok(cpus.min(n / VALUES_PER_THREAD).max(1))
-}
-
-/// `SHMCOLL_CODEC_THREADS` from its text: digits only, 1 to MAX_CODEC_THREADS.
-fn codec_threads(raw: &str) -> Result<usize> {
-    let t = raw.trim();
-    match t.parse::<usize>() {
-        Ok(k) if t.bytes().all(|b| b.is_ascii_digit()) && (1..=MAX_CODEC_THREADS).contains(&k) => {
-            Ok(k)
-        }
-        _ => {
-            let shown: String = raw.chars().take(64).collect();
-            Err(CodecError::InvalidArgument(format!(
-                "environment: SHMCOLL_CODEC_THREADS={shown:?} is not allowed; allowed: \
-                 threads: 1 <= value <= {MAX_CODEC_THREADS}"
-            )))
-        }
-    }
-}
-
 /// The pieces of an array of `shape` coded by separate threads: slabs of whole rows along
 /// the slowest (first C) axis, each a multiple of the rows whose blocks fill whole 64-bit
 /// words (4 rows of blocks times 64 / gcd(bits per block row, 64)), so that each piece is
@@ -377,7 +341,7 @@ fn encode<F: Real + Send + Sync>(
         });
     }
     let e = extents(shape)?;
-    let threads = threads_for(src.len())?;
+    let threads = threads_for(std::mem::size_of_val(src))?;
     if threads == 1 {
         return Ok(encode_serial(src, e, rate, &mut out[..need]));
     }
@@ -445,7 +409,7 @@ fn decode<F: Real + Send + Sync>(
         )));
     }
     let e = extents(shape)?;
-    let threads = threads_for(out.len())?;
+    let threads = threads_for(std::mem::size_of_val(out))?;
     if threads == 1 {
         decode_serial(&stream[..need], e, rate, out);
         return Ok(());

@@ -21,6 +21,7 @@ mod one_buffer;
 mod persistent;
 mod pool;
 mod pyobj;
+mod reduce_local;
 mod resolver;
 mod shared_arrays;
 mod table;
@@ -108,6 +109,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pool::pool_record_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(pool::pooled_segments, m)?)?;
     m.add_function(wrap_pyfunction!(copy, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_local::reduce_local, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::_install_shared_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(shared_arrays::_shared_arrays_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(

@@ -196,11 +196,49 @@ fn the_portable_loops_give_the_dispatched_bytes() {
         let b = Bq::new(bits, block).unwrap();
         let a = encode(b, &x);
         let mut p = vec![0u8; a.len()];
-        b.encode_blocks(&x, &mut p);
+        let (scales, codes) = p.split_at_mut(4 * x.len().div_ceil(block));
+        b.encode_blocks(&x, scales, codes);
         assert_eq!(a, p);
         let y = decode(b, &a, x.len());
         let mut z = vec![0f32; x.len()];
-        b.decode_blocks(&a, &mut z);
+        let (scales, codes) = a.split_at(4 * x.len().div_ceil(block));
+        b.decode_blocks(scales, codes, &mut z);
         assert!(y.iter().zip(&z).all(|(p, q)| p.to_bits() == q.to_bits()));
+    }
+}
+
+/// Split over any number of threads (more than there are blocks included), the stream is
+/// that of one thread, byte for byte, and so is the decoded array: every bits/block
+/// combination, a partial last block, a non-finite block and an all-zero block.
+#[test]
+fn every_thread_count_gives_the_bytes_of_one_thread() {
+    let n = 37 * 256 + 13;
+    let mut x: Vec<f32> = (0..n)
+        .map(|i| ((i as f32) * 0.37).sin() * (1 + i % 7) as f32)
+        .collect();
+    x[300] = f32::NAN;
+    x[2048..2304].fill(0.0);
+    for bits in [8, 4] {
+        for block in BLOCKS {
+            let c = Bq::new(bits, block).unwrap();
+            let size = c.compressed_size(n);
+            let mut one = vec![0u8; size];
+            c.encode_on(&x, &mut one, 1);
+            assert_eq!(one, reference(&x, bits, block), "bits {bits} block {block}");
+            let mut back_one = vec![0f32; n];
+            c.decode_on(&one, &mut back_one, 1);
+            for threads in (2..=9).chain([64, 1000]) {
+                let mut many = vec![0xA5u8; size];
+                c.encode_on(&x, &mut many, threads);
+                assert_eq!(many, one, "bits {bits} block {block} threads {threads}");
+                let mut back = vec![1f32; n];
+                c.decode_on(&one, &mut back, threads);
+                let same = back
+                    .iter()
+                    .zip(&back_one)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "bits {bits} block {block} threads {threads}");
+            }
+        }
     }
 }

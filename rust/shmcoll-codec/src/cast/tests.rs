@@ -223,3 +223,51 @@ fn the_portable_loops_give_the_dispatched_bytes() {
         assert!(y.iter().zip(&z).all(|(p, q)| p.to_bits() == q.to_bits()));
     }
 }
+
+/// Split over any number of threads (more than there are elements included), the
+/// stream and the widened arrays are those of one thread, bit for bit, in both formats
+/// and from both source widths (NaNs, infinities and subnormals included).
+#[test]
+fn every_thread_count_gives_the_bytes_of_one_thread() {
+    let n = 4099;
+    let mut x64: Vec<f64> = (0..n)
+        .map(|i| ((i as f64) * 0.71).sin() * 10f64.powi(i as i32 % 13 - 6))
+        .collect();
+    x64[5] = f64::NAN;
+    x64[6] = f64::INFINITY;
+    x64[7] = 1e-40;
+    let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
+    for fmt in [Format::Bf16, Format::F16] {
+        let mut one32 = vec![0u8; 2 * n];
+        encode_f32_on(fmt, &x32, &mut one32, 1);
+        let mut one64 = vec![0u8; 2 * n];
+        encode_f64_on(fmt, &x64, &mut one64, 1);
+        let mut w32 = vec![0f32; n];
+        decode_f32_on(fmt, &one32, &mut w32, 1);
+        let mut w64 = vec![0f64; n];
+        decode_f64_on(fmt, &one64, &mut w64, 1);
+        for threads in (2..=9).chain([64, 5000]) {
+            let mut s = vec![0xA5u8; 2 * n];
+            encode_f32_on(fmt, &x32, &mut s, threads);
+            assert_eq!(s, one32, "{} f32 threads {threads}", fmt.name());
+            encode_f64_on(fmt, &x64, &mut s, threads);
+            assert_eq!(s, one64, "{} f64 threads {threads}", fmt.name());
+            let mut v32 = vec![1f32; n];
+            decode_f32_on(fmt, &one32, &mut v32, threads);
+            assert!(
+                v32.iter()
+                    .zip(&w32)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "threads {threads}"
+            );
+            let mut v64 = vec![1f64; n];
+            decode_f64_on(fmt, &one64, &mut v64, threads);
+            assert!(
+                v64.iter()
+                    .zip(&w64)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "threads {threads}"
+            );
+        }
+    }
+}

@@ -156,3 +156,80 @@ proptest! {
         prop_assert_eq!(dec(&s), src);
     }
 }
+
+/// Split over any number of threads (more than there are chunks included), the stream
+/// is that of one thread, byte for byte, and decodes back on any number of threads; a
+/// mix of chunks that shrink and chunks stored raw, and a partial last chunk.
+#[test]
+fn every_thread_count_gives_the_bytes_of_one_thread() {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let words = 9 * CHUNK_WORDS + 77;
+    for word in [4, 8] {
+        let src: Vec<u8> = (0..words)
+            .flat_map(|i| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // Chunks 2 and 5 are noise (stored raw), the others a slow ramp (packed).
+                let v = if (i / CHUNK_WORDS) % 3 == 2 {
+                    rng
+                } else {
+                    (i / 3) as u64
+                };
+                v.to_le_bytes()[..word].to_vec()
+            })
+            .collect();
+        for dim in [1, 3] {
+            let c = Mpc::new(word, dim).unwrap();
+            let mut one = vec![0u8; max_compressed_size(words, word)];
+            let k = c.encode_with(&src, &mut one, 1).unwrap();
+            one.truncate(k);
+            assert_eq!(dec(&one), src);
+            for threads in (2..=9).chain([64]) {
+                let mut many = vec![0xA5u8; max_compressed_size(words, word)];
+                let k = c.encode_with(&src, &mut many, threads).unwrap();
+                assert_eq!(
+                    &many[..k],
+                    &one[..],
+                    "word {word} dim {dim} threads {threads}"
+                );
+                let mut back = vec![0u8; src.len()];
+                decode_with(&one, &mut back, threads).unwrap();
+                assert_eq!(back, src, "word {word} dim {dim} threads {threads}");
+            }
+        }
+    }
+}
+
+/// A corrupt stream gets the same error on any number of threads: a chunk length that
+/// breaks the sum, and a bitmap inconsistency in a late chunk.
+#[test]
+fn corrupt_streams_fail_alike_on_every_thread_count() {
+    let words = 6 * CHUNK_WORDS;
+    let src: Vec<u8> = (0..words as u32)
+        .flat_map(|i| (i / 5).to_le_bytes())
+        .collect();
+    let s = enc(4, 1, &src);
+    let h = header(&s).unwrap();
+    let mut bad_len = s.clone();
+    bad_len[HEADER_BYTES + 4] ^= 4; // chunk 1's length
+    let mut bad_map = s.clone();
+    let last = h.payload_offset()
+        + (0..5)
+            .map(|j| {
+                let t = &s[HEADER_BYTES + 4 * j..HEADER_BYTES + 4 * j + 4];
+                u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as usize
+            })
+            .sum::<usize>();
+    bad_map[last] ^= 1; // chunk 5's bitmap
+    for bad in [bad_len, bad_map] {
+        let mut out = vec![0u8; src.len()];
+        let serial = decode_with(&bad, &mut out, 1).unwrap_err().to_string();
+        for threads in 2..=7 {
+            let e = decode_with(&bad, &mut out, threads)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(e, serial, "threads {threads}");
+        }
+    }
+}

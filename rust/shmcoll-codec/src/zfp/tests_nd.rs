@@ -285,7 +285,7 @@ fn threaded_nd_streams_equal_the_serial_stream() {
         vec![9, 10, 11, 557],
     ] {
         let n: usize = shape.iter().product();
-        assert!(n >= 2 * VALUES_PER_THREAD);
+        assert!(std::mem::size_of::<f32>() * n >= 2 * crate::threads::BYTES_PER_THREAD);
         let x: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.0031).sin() * 1e3).collect();
         let e = extents(&shape).unwrap();
         for rate in [1u32, 3, 16, 31] {
