@@ -1,13 +1,16 @@
-"""The emulated GPU for tests: the kernels of cuda/ built for the CPU (driver.cpp through
+"""The emulated GPU for tests: every kernel of cuda/ built for the CPU (driver.cpp through
 shim.h) behind the CuPy stand-in of standin/cupy, installed in this process or handed to
 subprocesses through their environment. The real shmcoll.gpu code then runs unmodified:
-gpu.available() finds a device and compiles every kernel, the codecs take their GPU path."""
+gpu.available() finds a device and compiles every kernel, the codecs take their GPU path.
+This is the only CPU build of the kernels the tests use; tests/conftest.py builds it once
+per session (the ``emu_lib`` fixture) and installs it per test (``emulated``)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import types
@@ -24,11 +27,12 @@ def build(directory: pathlib.Path) -> pathlib.Path:
     lib = directory / "libemu.so"
     cmd = [
         "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
+        "-Wall", "-Wno-unknown-pragmas",
         "-I", str(HERE), "-I", str(ROOT / "cuda"), str(HERE / "driver.cpp"), "-o", str(lib),
     ]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        raise RuntimeError(f"the kernels' CPU build failed:\n{res.stderr}")
+    if res.returncode != 0 or "warning" in res.stderr:
+        raise RuntimeError(f"the kernels' CPU build failed or warned:\n{res.stderr}")
     return lib
 
 
@@ -49,14 +53,12 @@ def _load_standin() -> types.ModuleType:
     return mod
 
 
-def emulated_kernels() -> frozenset[str]:
-    """The kernels the emulation runs (zfp's only once driver.cpp dispatches them)."""
-    return frozenset(_load_standin().driver_kernels())
-
-
-def zfp_emulated() -> bool:
-    """Whether the emulation runs the zfp kernels."""
-    return {"zfp_encode_f32", "zfp_decode_f32"} <= emulated_kernels()
+def cuda_kernels() -> frozenset[str]:
+    """Every kernel the sources of cuda/ define (``extern "C" __global__`` functions)."""
+    pattern = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+    return frozenset(
+        name for src in (ROOT / "cuda").glob("*.cu") for name in pattern.findall(src.read_text())
+    )
 
 
 @contextmanager

@@ -21,6 +21,8 @@
 #define __forceinline__ inline
 #define __restrict__
 #define __shared__ static
+// Constant memory: read-only tables, plain statics on the CPU.
+#define __constant__ static
 
 struct dim3_ {
     unsigned int x = 0, y = 0, z = 0;
