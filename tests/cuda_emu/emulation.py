@@ -22,18 +22,27 @@ ROOT = HERE.parent.parent
 STANDIN = HERE / "standin"
 
 
-def build(directory: pathlib.Path) -> pathlib.Path:
-    """Compile the emulation into `directory`; the shared library's path."""
-    lib = directory / "libemu.so"
-    cmd = [
-        "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
-        "-Wall", "-Wno-unknown-pragmas",
-        "-I", str(HERE), "-I", str(ROOT / "cuda"), str(HERE / "driver.cpp"), "-o", str(lib),
-    ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if res.returncode != 0 or "warning" in res.stderr:
-        raise RuntimeError(f"the kernels' CPU build failed or warned:\n{res.stderr}")
-    return lib
+#: UBSan in its reporting mode: a kernel's undefined behaviour prints "runtime error:" on
+#: stderr and the run goes on, so that a test reads the report instead of losing its process.
+UBSAN = ["-fsanitize=undefined"]
+
+
+def build(directory: pathlib.Path, sanitize: bool = False) -> pathlib.Path:
+    """Compile the emulation into `directory`; the shared library's path. With `sanitize`,
+    instrumented by UBSan where the compiler has it (the plain build otherwise)."""
+    for flags in ([UBSAN] if sanitize else []) + [[]]:
+        lib = directory / ("libemu-ubsan.so" if flags else "libemu.so")
+        cmd = [
+            "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
+            "-Wall", "-Wno-unknown-pragmas", *flags,
+            "-I", str(HERE), "-I", str(ROOT / "cuda"), str(HERE / "driver.cpp"), "-o", str(lib),
+        ]  # fmt: skip
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if res.returncode == 0 and "warning" not in res.stderr:
+            return lib
+        if not flags:
+            break
+    raise RuntimeError(f"the kernels' CPU build failed or warned:\n{res.stderr}")
 
 
 def subprocess_env(lib: pathlib.Path) -> dict[str, str]:
