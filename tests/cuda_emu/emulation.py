@@ -71,15 +71,19 @@ def cuda_kernels() -> frozenset[str]:
 
 
 @contextmanager
-def installed(lib: pathlib.Path) -> Iterator[types.ModuleType]:
+def installed(lib: pathlib.Path | None) -> Iterator[types.ModuleType]:
     """The stand-in as this process's cupy for the duration (forked ranks inherit it), with
-    shmcoll's once-per-process GPU probes and caches reset on entry and exit."""
+    shmcoll's once-per-process GPU probes and caches reset on entry and exit. Over `lib`,
+    the kernels' CPU build; with None, a device whose kernels do not compile."""
     from shmcoll.codecs import base
     from shmcoll.gpu import kernels, staging
 
     saved = {k: sys.modules.get(k) for k in ("cupy",)}
     saved_env = os.environ.get("CUPY_STANDIN_LIB")
-    os.environ["CUPY_STANDIN_LIB"] = str(lib)
+    if lib is None:
+        os.environ.pop("CUPY_STANDIN_LIB", None)
+    else:
+        os.environ["CUPY_STANDIN_LIB"] = str(lib)
     mod = _load_standin()
     sys.modules["cupy"] = mod
 
