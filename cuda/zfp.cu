@@ -1,7 +1,8 @@
 // zfp fixed-rate, 1-D to 4-D, float32/float64: the CUDA twin of rust/shmcoll-codec/src/zfp.rs.
 // The stream is specified byte for byte in that module's documentation; this file writes
-// and reads the same bytes (checked on the CPU by tests/test_codec_zfp_cuda_host.py, which
-// compiles this very file as C++ with g++, and on a GPU by tests/test_gpu_zfp.py).
+// and reads the same bytes (checked on the CPU by tests/test_codec_zfp_cuda_host.py through
+// tests/cuda_emu, which compiles this very file as C++ with g++, and on a GPU by
+// tests/test_gpu_zfp.py).
 //
 // It transliterates the Rust reference coder bit for bit: the block-floating-point cast
 // and lifting of zfp/scalar.rs, and the plane coder of zfp/reference.rs (one bit at a
@@ -46,21 +47,16 @@
 //   zfp_decode_nd_f64(..., double* dst)
 //     One thread per block: launch prod(ceil(n_axis / 4)) threads.
 //
-// Written in plain C++17 with no headers, CUDA builtins only behind the small shim below,
-// so that g++ compiles it unchanged (with ZFP_HOST defined and the shim provided).
+// Written in plain C++17 with no headers and few CUDA builtins, so that g++ compiles it
+// unchanged against the CPU shim of tests/cuda_emu/shim.h.
 
 typedef unsigned int zu32;
 typedef unsigned long long zu64;
 typedef int zi32;
 typedef long long zi64;
 
-#ifndef ZFP_HOST
 #define ZFP_INLINE __device__ __forceinline__
 #define ZFP_TABLE __constant__ const
-#else
-#define ZFP_INLINE inline
-#define ZFP_TABLE static const
-#endif
 
 // --- the per-type half: cast, lifting, negabinary (zfp/scalar.rs) ------------------------
 

@@ -6,6 +6,8 @@
 * :func:`run_mpiexec` runs a script under ``mpiexec -n N`` (skipping without MPI).
 * :func:`patterns` gives closed-form buffer contents: element k of the block rank i sends
   to rank j is a function of (i, j, k) alone.
+* ``emu_lib`` / ``emulated``: the GPU path without a GPU, every kernel of cuda/ built for
+  the CPU once per session and served by the CuPy stand-in (tests/cuda_emu/emulation.py).
 """
 
 from __future__ import annotations
@@ -180,6 +182,27 @@ def no_segment_left_after_test() -> Iterator[None]:
     yield
     left = {s for s in shm_segments() - before if not created_elsewhere(s)}
     assert not left, f"this test left shmcoll segments in /dev/shm: {sorted(left)}"
+
+
+@pytest.fixture(scope="session")
+def emu_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The kernels of cuda/ built for the CPU (tests/cuda_emu/driver.cpp), once per session;
+    skips the test without g++."""
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++ to build the CPU emulation of the kernels")
+    from cuda_emu.emulation import build
+
+    return build(tmp_path_factory.mktemp("emu"))
+
+
+@pytest.fixture
+def emulated(emu_lib: Path) -> Iterator[Any]:
+    """The CuPy stand-in over `emu_lib` as this process's (and its forked ranks') cupy for
+    the test; yields the module."""
+    from cuda_emu.emulation import installed
+
+    with installed(emu_lib) as cupy:
+        yield cupy
 
 
 @contextlib.contextmanager

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
-import sys
-import types
 import warnings
 
 import numpy as np
@@ -17,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import shmcoll
+from cuda_emu.emulation import installed
 from shmcoll import _core
 from shmcoll.codecs import (
     CODECS,
@@ -379,54 +378,26 @@ def test_zfp_without_bindings_says_so() -> None:
 # --- CuPy without a GPU: the host fallback --------------------------------------------------
 
 
-class _FakeDeviceArray(np.ndarray):
-    """A stand-in for cupy.ndarray: an ndarray whose type lives in a module named cupy."""
-
-    def set(self, host: np.ndarray) -> None:
-        self[...] = host
-
-    def get(self) -> np.ndarray:
-        return np.asarray(self).view(np.ndarray).copy()
-
-
-_FakeDeviceArray.__module__ = "cupy._core.core"
-
-
-def _fake_cupy() -> types.ModuleType:
-    m = types.ModuleType("cupy")
-    dev = lambda a: np.asarray(a).view(_FakeDeviceArray)  # noqa: E731
-    m.ascontiguousarray = lambda a: dev(np.ascontiguousarray(a))  # type: ignore[attr-defined]
-    m.asarray = dev  # type: ignore[attr-defined]
-    m.asnumpy = lambda a: np.asarray(a).view(np.ndarray)  # type: ignore[attr-defined]
-    m.concatenate = lambda xs: dev(np.concatenate([np.asarray(x) for x in xs]))  # type: ignore[attr-defined]
-    m.empty = lambda n, dt: dev(np.empty(n, dt))  # type: ignore[attr-defined]
-    m.uint8 = np.uint8  # type: ignore[attr-defined]
-    return m
-
-
-def test_cupy_arrays_fall_back_to_the_host_once_announced(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cupy_arrays_fall_back_to_the_host_once_announced() -> None:
     from shmcoll import gpu
-    from shmcoll.codecs import base
 
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
-    monkeypatch.setattr(gpu, "available", lambda: False)
-    # The reason too: the real probe would cache its verdict on the fake CuPy for the
-    # rest of the session (and a GPU machine's later tests would take the host path).
-    monkeypatch.setattr(gpu, "unavailable", lambda: "the GPU path is off in this test")
-    monkeypatch.setattr(base, "_warned", set())
-    before = fallback_calls.get("shmcoll.bq", 0)
-    x = np.linspace(-1, 1, 1000, dtype=np.float32).view(_FakeDeviceArray)
-    c = Bq(bits=4, block=128)
-    with pytest.warns(GpuFallbackWarning, match=r"shmcoll\.bq"):
-        raw = c.encode_raw(x)
-    assert type(raw) is _FakeDeviceArray and raw.tobytes() == c.encode_raw(np.asarray(x).view(np.ndarray))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # announced once only
-        y = c.decode_raw(raw, np.float32, 1000)
-        f = c.decode(c.encode(x.reshape(10, 100)))
-    assert type(y) is _FakeDeviceArray and f.shape == (10, 100)
-    np.testing.assert_array_equal(np.asarray(f).reshape(-1), np.asarray(y))
-    assert fallback_calls["shmcoll.bq"] == before + 4
+    # The CuPy stand-in without a kernel library: a device whose kernels do not compile
+    # (installed() resets the cached GPU verdict on entry and exit).
+    with installed(None) as cupy:
+        assert not gpu.available() and "do not compile" in (gpu.unavailable() or "")
+        before = fallback_calls.get("shmcoll.bq", 0)
+        x = np.linspace(-1, 1, 1000, dtype=np.float32).view(cupy.ndarray)
+        c = Bq(bits=4, block=128)
+        with pytest.warns(GpuFallbackWarning, match=r"shmcoll\.bq"):
+            raw = c.encode_raw(x)
+        assert type(raw) is cupy.ndarray and raw.tobytes() == c.encode_raw(np.asarray(x).view(np.ndarray))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # announced once only
+            y = c.decode_raw(raw, np.float32, 1000)
+            f = c.decode(c.encode(x.reshape(10, 100)))
+        assert type(y) is cupy.ndarray and f.shape == (10, 100)
+        np.testing.assert_array_equal(np.asarray(f).reshape(-1), np.asarray(y))
+        assert fallback_calls["shmcoll.bq"] == before + 4
 
 
 def test_bench_codec_command_runs(monkeypatch: pytest.MonkeyPatch) -> None:

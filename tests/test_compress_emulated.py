@@ -10,9 +10,7 @@ host codecs. tests/test_gpu_codecs.py checks the kernels on a device when one is
 
 from __future__ import annotations
 
-import pathlib
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,15 +18,11 @@ import pytest
 
 import shmcoll
 from conftest import check_all, run_ranks
-from cuda_emu.emulation import build, installed, zfp_emulated
 from shmcoll import compress as cz
 from shmcoll.codecs import fallback_calls, get_codec
 from shmcoll.torch_hooks import CompressionState
 
 pytestmark = pytest.mark.timeout(900)
-
-if shutil.which("g++") is None:
-    pytest.skip("needs g++ to build the CPU emulation of the kernels", allow_module_level=True)
 
 #: Elements per rank: one, a handful, and sizes that split into ragged chunks and pieces
 #: that start off 16-byte boundaries.
@@ -41,26 +35,8 @@ CODECS = [
     pytest.param({"id": "shmcoll.cast", "dtype": "float16"}, np.float64, id="fp16-f64"),
     pytest.param({"id": "shmcoll.mpc", "dim": 1}, np.float32, id="mpc"),
     pytest.param({"id": "shmcoll.mpc", "dim": 2}, np.float64, id="mpc-f64"),
-    pytest.param(
-        {"id": "shmcoll.zfp", "rate": 16},
-        np.float32,
-        id="zfp16",
-        marks=pytest.mark.skipif(
-            not zfp_emulated(), reason="the emulation has no zfp kernels (tests/cuda_emu/driver.cpp)"
-        ),
-    ),
+    pytest.param({"id": "shmcoll.zfp", "rate": 16}, np.float32, id="zfp16"),
 ]
-
-
-@pytest.fixture(scope="module")
-def emu_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    return build(tmp_path_factory.mktemp("emu"))
-
-
-@pytest.fixture
-def emulated(emu_lib: pathlib.Path) -> Iterator[Any]:
-    with installed(emu_lib) as cupy:
-        yield cupy
 
 
 # -- what each rank runs ------------------------------------------------------------------------

@@ -2,113 +2,59 @@
 
 No GPU here, so the very sources in cuda/ are compiled with g++ against
 tests/cuda_emu/shim.h (each CUDA thread an OS thread, warp intrinsics through a barrier)
-and driven by the real GPU wrappers (shmcoll/gpu/{bq,cast,mpc}.py) through a NumPy-backed
-stand-in for CuPy. That checks the kernels' arithmetic, layout and the wrappers' host side;
-tests/test_gpu_codecs.py checks the same on a device when one is lent."""
+and driven by the real GPU wrappers (shmcoll/gpu/{bq,cast,mpc}.py) through the CuPy
+stand-in of tests/cuda_emu (the ``emulated`` fixture of conftest.py). That checks the
+kernels' arithmetic, layout and the wrappers' host side; tests/test_gpu_codecs.py checks
+the same on a device when one is lent. The emulation itself is checked here too: it runs
+every kernel cuda/ defines, and refuses a launch whose arguments the kernel does not take."""
 
 from __future__ import annotations
 
 import ctypes
 import pathlib
-import shutil
-import subprocess
-import sys
 import types
 from typing import Any
 
 import numpy as np
 import pytest
 
+from cuda_emu.emulation import cuda_kernels
 from shmcoll import _core
 from shmcoll.codecs import Bq, Cast, Mpc
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-if shutil.which("g++") is None:
-    pytest.skip("needs g++ to build the CPU emulation of the kernels", allow_module_level=True)
+def _dev(a: Any) -> Any:
+    """`a` as a device array of the installed stand-in (a view: no copy)."""
+    import cupy  # the stand-in  # type: ignore[import-not-found]
 
-
-@pytest.fixture(scope="module")
-def emu(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    lib = tmp_path_factory.mktemp("emu") / "libemu.so"
-    cmd = [
-        "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
-        "-I", str(ROOT / "tests" / "cuda_emu"), "-I", str(ROOT / "cuda"),
-        str(ROOT / "tests" / "cuda_emu" / "driver.cpp"), "-o", str(lib),
-    ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert res.returncode == 0, res.stderr
-    return ctypes.CDLL(str(lib))
-
-
-class DeviceArray(np.ndarray):
-    """A stand-in for cupy.ndarray (its type's module is named cupy)."""
-
-    @property
-    def data(self) -> Any:  # type: ignore[override]
-        return types.SimpleNamespace(ptr=self.ctypes.data)
-
-    def get(self) -> np.ndarray:
-        return np.array(self).view(np.ndarray)
-
-    def set(self, host: np.ndarray) -> None:
-        self[...] = host
-
-
-DeviceArray.__module__ = "cupy._core.core"
-
-
-def _dev(a: Any) -> DeviceArray:
-    return np.asarray(a).view(DeviceArray)
-
-
-def _fake_cupy() -> types.ModuleType:
-    m = types.ModuleType("cupy")
-    m.ndarray = DeviceArray  # type: ignore[attr-defined]
-    m.asarray = lambda a: _dev(np.asarray(a))  # type: ignore[attr-defined]
-    m.ascontiguousarray = lambda a: _dev(np.ascontiguousarray(a))  # type: ignore[attr-defined]
-    m.asnumpy = lambda a: np.array(a).view(np.ndarray)  # type: ignore[attr-defined]
-    m.empty = lambda n, dt: _dev(np.empty(n, dt))  # type: ignore[attr-defined]
-    m.zeros = lambda n, dt: _dev(np.zeros(n, dt))  # type: ignore[attr-defined]
-    m.concatenate = lambda xs: _dev(np.concatenate([np.asarray(x) for x in xs]))  # type: ignore[attr-defined]
-    m.dtype = np.dtype  # type: ignore[attr-defined]
-    m.uint8 = np.uint8  # type: ignore[attr-defined]
-    return m
-
-
-class _Module:
-    """What load_module returns: get_function(name)(grid, block, args) runs the CPU build."""
-
-    def __init__(self, lib: ctypes.CDLL) -> None:
-        self.lib = lib
-
-    def get_function(self, name: str) -> Any:
-        def launch(grid: tuple[int], block: tuple[int], args: tuple[Any, ...]) -> None:
-            held: list[Any] = []
-            for a in args:
-                if isinstance(a, np.ndarray):
-                    held.append(ctypes.c_void_p(a.ctypes.data))
-                elif isinstance(a, np.uint64):
-                    held.append(ctypes.c_uint64(int(a)))
-                elif isinstance(a, np.int32):
-                    held.append(ctypes.c_int32(int(a)))
-                else:
-                    raise TypeError(f"kernel argument of type {type(a).__name__}")
-            ptrs = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
-            rc = self.lib.emu_run(name.encode(), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ptrs)
-            assert rc == 0, f"no kernel {name} in the emulation"
-
-        return launch
+    return np.asarray(a).view(cupy.ndarray)
 
 
 @pytest.fixture
-def gpu_mods(emu: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+def gpu_mods(emulated: Any) -> types.SimpleNamespace:
     from shmcoll.gpu import bq, cast, mpc
 
-    for m in (bq, cast, mpc):
-        monkeypatch.setattr(m, "load_module", lambda _name: _Module(emu))
-    return types.SimpleNamespace(bq=bq, cast=cast, mpc=mpc)
+    return types.SimpleNamespace(bq=bq, cast=cast, mpc=mpc, cupy=emulated)
+
+
+def test_the_emulation_runs_every_kernel_of_cuda(emu_lib: pathlib.Path) -> None:
+    lib = ctypes.CDLL(str(emu_lib))
+    lib.emu_kernels.restype = ctypes.c_char_p
+    defined = cuda_kernels()
+    assert {"bq_encode", "mpc_gather", "zfp_decode_nd_f64"} <= defined, defined
+    assert set(lib.emu_kernels().decode().split()) == defined
+
+
+def test_a_launch_with_arguments_the_kernel_does_not_take_is_refused(gpu_mods: Any) -> None:
+    cp = gpu_mods.cupy
+    fn = cp.RawModule().get_function("bq_encode")
+    x, out = _dev(np.ones(64, np.float32)), _dev(np.zeros(64, np.uint8))
+    with pytest.raises(TypeError, match=r"bq_encode takes \(p8 u8 i4 i4 p8\), was given \(p8 u4 i4 i4 p8\)"):
+        fn((1,), (32,), (x, np.uint32(64), np.int32(8), np.int32(32), out))
+    with pytest.raises(TypeError, match="was given"):
+        fn((1,), (32,), (x, np.uint64(64), np.int32(8), np.int32(32)))
+    with pytest.raises(RuntimeError, match="named symbol not found: bq_encode_f16"):
+        cp.RawModule().get_function("bq_encode_f16")
 
 
 def _inputs(n: int, seed: int) -> list[np.ndarray]:
@@ -197,18 +143,18 @@ def test_mpc_device_decoder_rejects_corrupt_streams(gpu_mods: Any) -> None:
         gpu_mods.mpc.decode(_dev(np.frombuffer(bytes(bad), np.uint8)), y, 4)
 
 
-def test_codec_classes_take_the_device_path(gpu_mods: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_codec_classes_take_the_device_path(gpu_mods: Any) -> None:
     from shmcoll import gpu
     from shmcoll.codecs import fallback_calls
 
-    monkeypatch.setattr(gpu, "available", lambda: True)
+    assert gpu.available(), gpu.unavailable()
     before = dict(fallback_calls)
     x = np.cumsum(np.random.default_rng(9).standard_normal((30, 70)), axis=1).astype(np.float32)
     for c in (Bq(bits=4, block=64), Cast("float16"), Mpc(dim=2)):
         f = c.encode(_dev(x))
-        assert isinstance(f, DeviceArray) and _bytes(f) == c.encode(x)
+        assert isinstance(f, gpu_mods.cupy.ndarray) and _bytes(f) == c.encode(x)
         y = c.decode(f)
-        assert isinstance(y, DeviceArray) and y.shape == x.shape
+        assert isinstance(y, gpu_mods.cupy.ndarray) and y.shape == x.shape
         assert _bytes(y) == c.decode(c.encode(x)).tobytes()
         out = _dev(np.empty_like(x))
         assert c.decode_raw(c.encode_raw(_dev(x)), np.float32, x.size, out=out) is out
@@ -240,17 +186,13 @@ def test_decoders_write_into_a_slice_at_any_element_offset(gpu_mods: Any, offset
 
 
 def test_a_device_whose_kernels_do_not_compile_falls_back_to_the_host(
-    emu: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch
+    emulated: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A driver with devices but no NVRTC: the GPU path is not available (the kernels are
     compiled once to find out), and the codecs serve CuPy arrays on the host, same bytes,
     with one warning that says why."""
     from shmcoll.codecs import GpuFallbackWarning
     from shmcoll.gpu import kernels
-
-    fake = _fake_cupy()
-    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cupy", fake)
 
     class NoCompiler:
         def compile(self) -> None:

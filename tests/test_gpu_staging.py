@@ -5,11 +5,8 @@ page-locked pool's bound, shrink and idle release."""
 
 from __future__ import annotations
 
-import pathlib
-import shutil
 import sys
 import types
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,24 +14,15 @@ import pytest
 
 import shmcoll
 from conftest import run_ranks
-from cuda_emu.emulation import build, installed
 from shmcoll import compress as cz
 from shmcoll.codecs import Bq, Mpc
 from shmcoll.errors import ArgumentError
 
-if shutil.which("g++") is None:
-    pytest.skip("needs g++ to build the CPU emulation of the kernels", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def emu_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    return build(tmp_path_factory.mktemp("emu"))
-
 
 @pytest.fixture
-def cupy(emu_lib: pathlib.Path) -> Iterator[Any]:
-    with installed(emu_lib) as mod:
-        yield mod
+def cupy(emulated: Any) -> Any:
+    """The CuPy stand-in (conftest's ``emulated``), by the name these tests use it under."""
+    return emulated
 
 
 # -- streams ---------------------------------------------------------------------------------
@@ -45,7 +33,7 @@ def test_codec_kernels_run_on_the_callers_current_stream(cupy: Any) -> None:
         first = len(cupy.launches)
         with s:
             out = codec.decode_raw(codec.encode_raw(x), np.float32, x.size)
-        streams = {ptr for _, ptr in cupy.launches[first:]}
+        streams = {launch.stream for launch in cupy.launches[first:]}
         assert streams == {s.ptr}, codec
         assert isinstance(out, cupy.ndarray)
 
@@ -62,7 +50,11 @@ def _rank_streams() -> tuple[set[int], int, bool]:
         cz.allreduce(comm, x, out, Bq(bits=8))
     host = np.zeros(5000, np.float32)
     cz.allreduce(comm, np.asarray(x).view(np.ndarray), host, Bq(bits=8))
-    return {ptr for _, ptr in cupy.launches[first:]}, s.ptr, host.tobytes() == np.asarray(out).tobytes()
+    return (
+        {launch.stream for launch in cupy.launches[first:]},
+        s.ptr,
+        host.tobytes() == np.asarray(out).tobytes(),
+    )
 
 
 def test_a_collective_issues_every_kernel_on_the_callers_stream(cupy: Any) -> None:
@@ -113,7 +105,7 @@ def _rank_hook() -> tuple[set[int], bool]:
     tensor = _FakeTensor(grad.copy())
     first = len(cupy.launches)
     compressed_allreduce_hook(CompressionState(comm, codec=Bq(bits=8), error_feedback=False), bucket)
-    streams = {ptr for _, ptr in cupy.launches[first:]}
+    streams = {launch.stream for launch in cupy.launches[first:]}
     want = CompressionState(comm, codec=Bq(bits=8), error_feedback=False).average(grad)
     return streams, tensor.a.tobytes() == want.tobytes()
 

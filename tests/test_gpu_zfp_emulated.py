@@ -1,17 +1,14 @@
 """The GPU wrapper of zfp (shmcoll/gpu/zfp.py) run end to end without a GPU: the very
 kernels of cuda/zfp.cu compiled with g++ against tests/cuda_emu/shim.h (each CUDA thread an
-OS thread), driven through a NumPy-backed stand-in for CuPy. The wrapper's launch geometry,
-argument packing, extents and output handling give the Rust codec's bytes and values (which
-are zfpy's), 1-D and N-D, odd sizes, into slices at any offset, and through the Zfp codec
-class's device path. tests/test_gpu_zfp.py checks the same on a device when one is lent."""
+OS thread), driven through the CuPy stand-in of tests/cuda_emu (the ``emulated`` fixture of
+conftest.py). The wrapper's launch geometry, argument packing, extents and output handling
+give the Rust codec's bytes and values (which are zfpy's), 1-D and N-D, odd sizes, into
+slices at any offset, and through the Zfp codec class's device path.
+tests/test_gpu_zfp.py checks the same on a device when one is lent."""
 
 from __future__ import annotations
 
-import ctypes
-import pathlib
-import shutil
-import subprocess
-import sys
+import math
 import types
 from typing import Any
 
@@ -22,94 +19,27 @@ from shmcoll import _core
 from shmcoll.codecs import Zfp
 from shmcoll.errors import CodecError
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-if shutil.which("g++") is None:
-    pytest.skip("needs g++ to build the CPU emulation of the kernels", allow_module_level=True)
+def _dev(a: Any) -> Any:
+    """`a` as a device array of the installed stand-in (a view: no copy)."""
+    import cupy  # the stand-in  # type: ignore[import-not-found]
 
-
-@pytest.fixture(scope="module")
-def emu(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    lib = tmp_path_factory.mktemp("emu_zfp") / "libemu_zfp.so"
-    cmd = [
-        "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
-        "-I", str(ROOT / "tests" / "cuda_emu"), "-I", str(ROOT / "cuda"),
-        str(ROOT / "tests" / "cuda_emu" / "zfp_driver.cpp"), "-o", str(lib),
-    ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert res.returncode == 0, res.stderr
-    return ctypes.CDLL(str(lib))
-
-
-class DeviceArray(np.ndarray):
-    """A stand-in for cupy.ndarray (its type's module is named cupy)."""
-
-    @property
-    def data(self) -> Any:  # type: ignore[override]
-        return types.SimpleNamespace(ptr=self.ctypes.data)
-
-    def set(self, host: np.ndarray) -> None:
-        self[...] = host
-
-
-DeviceArray.__module__ = "cupy._core.core"
-
-
-def _dev(a: Any) -> DeviceArray:
-    return np.asarray(a).view(DeviceArray)
-
-
-def _fake_cupy() -> types.ModuleType:
-    m = types.ModuleType("cupy")
-    m.ndarray = DeviceArray  # type: ignore[attr-defined]
-    m.asarray = lambda a: _dev(np.asarray(a))  # type: ignore[attr-defined]
-    m.ascontiguousarray = lambda a: _dev(np.ascontiguousarray(a))  # type: ignore[attr-defined]
-    m.asnumpy = lambda a: np.array(a).view(np.ndarray)  # type: ignore[attr-defined]
-    m.empty = lambda n, dt: _dev(np.empty(n, dt))  # type: ignore[attr-defined]
-    m.concatenate = lambda xs: _dev(np.concatenate([np.asarray(x) for x in xs]))  # type: ignore[attr-defined]
-    m.uint8 = np.uint8  # type: ignore[attr-defined]
-    m.uint64 = np.uint64  # type: ignore[attr-defined]
-    return m
-
-
-_SCALARS = {np.uint64: ctypes.c_uint64, np.uint32: ctypes.c_uint32}
-
-
-class _Module:
-    """What load_module returns: get_function(name)(grid, block, args) runs the CPU build,
-    after checking the launch covers the kernel's threads with whole warps."""
-
-    def __init__(self, lib: ctypes.CDLL) -> None:
-        self.lib = lib
-        self.launches: list[tuple[str, int, int]] = []
-
-    def get_function(self, name: str) -> Any:
-        def launch(grid: tuple[int], block: tuple[int], args: tuple[Any, ...]) -> None:
-            held: list[Any] = []
-            for a in args:
-                if isinstance(a, np.ndarray):
-                    held.append(ctypes.c_void_p(a.ctypes.data))
-                elif type(a) in _SCALARS:
-                    held.append(_SCALARS[type(a)](int(a)))
-                else:
-                    raise TypeError(f"kernel argument of type {type(a).__name__}")
-            ptrs = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
-            self.launches.append((name, grid[0], block[0]))
-            rc = self.lib.emu_zfp_run(name.encode(), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ptrs)
-            assert rc == 0, f"no kernel {name} in the emulation"
-
-        return launch
+    return np.asarray(a).view(cupy.ndarray)
 
 
 @pytest.fixture
-def gpu_zfp(emu: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+def gpu_zfp(emulated: Any) -> types.SimpleNamespace:
+    """shmcoll.gpu.zfp's encode and decode over the emulation, its device array type, and
+    `launches()`: the kernel launches since the fixture began."""
     from shmcoll.gpu import zfp
 
-    module = _Module(emu)
-    monkeypatch.setattr(zfp, "load_module", lambda _name: module)
-    zfp.emulated = module  # type: ignore[attr-defined]
-    return zfp
+    first = len(emulated.launches)
+    return types.SimpleNamespace(
+        encode=zfp.encode,
+        decode=zfp.decode,
+        ndarray=emulated.ndarray,
+        launches=lambda: emulated.launches[first:],
+    )
 
 
 def _arrays(shape: tuple[int, ...], dt: type, seed: int) -> list[np.ndarray]:
@@ -134,7 +64,7 @@ def test_wrapper_matches_rust(gpu_zfp: Any, dt: type, shape: tuple[int, ...]) ->
         for a in _arrays(shape, dt, rate):
             want = _core.zfp_encode(a, rate, shape=shape)
             got = gpu_zfp.encode(_dev(a), rate)
-            assert isinstance(got, DeviceArray) and got.dtype == np.uint8
+            assert isinstance(got, gpu_zfp.ndarray) and got.dtype == np.uint8
             assert bytes(got) == want, f"encode {shape} rate {rate}"
             back = gpu_zfp.decode(
                 _dev(np.frombuffer(want, np.uint8)), dt, shape if len(shape) > 1 else shape[0], rate
@@ -142,7 +72,13 @@ def test_wrapper_matches_rust(gpu_zfp: Any, dt: type, shape: tuple[int, ...]) ->
             assert back.shape == shape
             ref = _core.zfp_decode(want, np.dtype(dt).name, shape, rate)
             assert back.tobytes() == ref.tobytes(), f"decode {shape} rate {rate}"
-    names = {name for name, _, _ in gpu_zfp.emulated.launches}
+    launches = gpu_zfp.launches()
+    # Whole warps, and just enough blocks for one decoder thread per zfp block.
+    assert all(launch.block % 32 == 0 for launch in launches), launches
+    blocks = math.prod((v + 3) // 4 for v in shape)
+    for launch in (la for la in launches if "decode" in la.name):
+        assert (launch.grid - 1) * launch.block < blocks <= launch.grid * launch.block, launch
+    names = {launch.name for launch in launches}
     assert names == (
         {
             f"zfp_encode_{'f32' if dt is np.float32 else 'f64'}",
@@ -195,21 +131,21 @@ def test_wrapper_refuses_bad_arguments(gpu_zfp: Any) -> None:
             pytest.fail(f"bad call {i} was accepted")
 
 
-def test_codec_class_takes_the_device_path(gpu_zfp: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_codec_class_takes_the_device_path(gpu_zfp: Any) -> None:
     from shmcoll import gpu
 
-    monkeypatch.setattr(gpu, "available", lambda: True)
+    assert gpu.available(), gpu.unavailable()
     z = Zfp(12)
     for shape in [(37,), (5, 7), (3, 5, 6), (2, 3, 5, 7), (2, 2, 1, 3, 5)]:
         a = np.cumsum(np.random.default_rng(1).standard_normal(shape), axis=-1).astype(np.float64)
         host = z.encode_raw(a)
         dev = z.encode_raw(_dev(a))
-        assert isinstance(dev, DeviceArray) and bytes(dev) == host
+        assert isinstance(dev, gpu_zfp.ndarray) and bytes(dev) == host
         frame = z.encode(_dev(a))
         assert bytes(frame) == z.encode(a)
         back = z.decode(frame)
-        assert isinstance(back, DeviceArray) and back.shape == shape
+        assert isinstance(back, gpu_zfp.ndarray) and back.shape == shape
         assert back.tobytes() == z.decode(z.encode(a)).tobytes()
         raw = z.decode_raw(_dev(np.frombuffer(host, np.uint8)), np.float64, shape)
         assert raw.shape == shape and raw.tobytes() == back.tobytes()
-    assert any(name.startswith("zfp_encode_nd") for name, _, _ in gpu_zfp.emulated.launches)
+    assert any(launch.name.startswith("zfp_encode_nd") for launch in gpu_zfp.launches())

@@ -1,13 +1,16 @@
-"""The emulated GPU for tests: the kernels of cuda/ built for the CPU (driver.cpp through
+"""The emulated GPU for tests: every kernel of cuda/ built for the CPU (driver.cpp through
 shim.h) behind the CuPy stand-in of standin/cupy, installed in this process or handed to
 subprocesses through their environment. The real shmcoll.gpu code then runs unmodified:
-gpu.available() finds a device and compiles every kernel, the codecs take their GPU path."""
+gpu.available() finds a device and compiles every kernel, the codecs take their GPU path.
+This is the only CPU build of the kernels the tests use; tests/conftest.py builds it once
+per session (the ``emu_lib`` fixture) and installs it per test (``emulated``)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import types
@@ -19,17 +22,27 @@ ROOT = HERE.parent.parent
 STANDIN = HERE / "standin"
 
 
-def build(directory: pathlib.Path) -> pathlib.Path:
-    """Compile the emulation into `directory`; the shared library's path."""
-    lib = directory / "libemu.so"
-    cmd = [
-        "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
-        "-I", str(HERE), "-I", str(ROOT / "cuda"), str(HERE / "driver.cpp"), "-o", str(lib),
-    ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        raise RuntimeError(f"the kernels' CPU build failed:\n{res.stderr}")
-    return lib
+#: UBSan in its reporting mode: a kernel's undefined behaviour prints "runtime error:" on
+#: stderr and the run goes on, so that a test reads the report instead of losing its process.
+UBSAN = ["-fsanitize=undefined"]
+
+
+def build(directory: pathlib.Path, sanitize: bool = False) -> pathlib.Path:
+    """Compile the emulation into `directory`; the shared library's path. With `sanitize`,
+    instrumented by UBSan where the compiler has it (the plain build otherwise)."""
+    for flags in ([UBSAN] if sanitize else []) + [[]]:
+        lib = directory / ("libemu-ubsan.so" if flags else "libemu.so")
+        cmd = [
+            "g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-shared", "-fPIC",
+            "-Wall", "-Wno-unknown-pragmas", *flags,
+            "-I", str(HERE), "-I", str(ROOT / "cuda"), str(HERE / "driver.cpp"), "-o", str(lib),
+        ]  # fmt: skip
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if res.returncode == 0 and "warning" not in res.stderr:
+            return lib
+        if not flags:
+            break
+    raise RuntimeError(f"the kernels' CPU build failed or warned:\n{res.stderr}")
 
 
 def subprocess_env(lib: pathlib.Path) -> dict[str, str]:
@@ -49,26 +62,28 @@ def _load_standin() -> types.ModuleType:
     return mod
 
 
-def emulated_kernels() -> frozenset[str]:
-    """The kernels the emulation runs (zfp's only once driver.cpp dispatches them)."""
-    return frozenset(_load_standin().driver_kernels())
-
-
-def zfp_emulated() -> bool:
-    """Whether the emulation runs the zfp kernels."""
-    return {"zfp_encode_f32", "zfp_decode_f32"} <= emulated_kernels()
+def cuda_kernels() -> frozenset[str]:
+    """Every kernel the sources of cuda/ define (``extern "C" __global__`` functions)."""
+    pattern = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+    return frozenset(
+        name for src in (ROOT / "cuda").glob("*.cu") for name in pattern.findall(src.read_text())
+    )
 
 
 @contextmanager
-def installed(lib: pathlib.Path) -> Iterator[types.ModuleType]:
+def installed(lib: pathlib.Path | None) -> Iterator[types.ModuleType]:
     """The stand-in as this process's cupy for the duration (forked ranks inherit it), with
-    shmcoll's once-per-process GPU probes and caches reset on entry and exit."""
+    shmcoll's once-per-process GPU probes and caches reset on entry and exit. Over `lib`,
+    the kernels' CPU build; with None, a device whose kernels do not compile."""
     from shmcoll.codecs import base
     from shmcoll.gpu import kernels, staging
 
     saved = {k: sys.modules.get(k) for k in ("cupy",)}
     saved_env = os.environ.get("CUPY_STANDIN_LIB")
-    os.environ["CUPY_STANDIN_LIB"] = str(lib)
+    if lib is None:
+        os.environ.pop("CUPY_STANDIN_LIB", None)
+    else:
+        os.environ["CUPY_STANDIN_LIB"] = str(lib)
     mod = _load_standin()
     sys.modules["cupy"] = mod
 

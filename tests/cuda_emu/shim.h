@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -21,6 +22,8 @@
 #define __forceinline__ inline
 #define __restrict__
 #define __shared__ static
+// Constant memory: read-only tables, plain statics on the CPU.
+#define __constant__ static
 
 struct dim3_ {
     unsigned int x = 0, y = 0, z = 0;
@@ -28,8 +31,11 @@ struct dim3_ {
 inline thread_local dim3_ threadIdx, blockIdx;
 inline dim3_ blockDim, gridDim;
 
+// A warp of `lanes` threads (32, fewer in the last warp of a block that is not a multiple
+// of 32: kernels without warp intrinsics, such as zfp's, run at any block size).
 struct Warp {
-    std::barrier<> bar{32};
+    explicit Warp(std::ptrdiff_t lanes) : bar(lanes) {}
+    std::barrier<> bar;
     unsigned long long slot[32];
 };
 inline thread_local Warp* emu_warp = nullptr;
@@ -81,12 +87,13 @@ inline int __popc(unsigned int v) { return __builtin_popcount(v); }
 using std::max;
 using std::min;
 
-// Run `kernel` on grid x block threads (block a multiple of 32): `block` OS threads walk
-// the blocks in order and wait for each other after each, so that one block runs at a time.
+// Run `kernel` on grid x block threads: `block` OS threads walk the blocks in order and
+// wait for each other after each, so that one block runs at a time.
 inline void emu_launch(unsigned int grid, unsigned int block, const std::function<void()>& kernel) {
     gridDim.x = grid;
     blockDim.x = block;
-    std::vector<Warp> warps(block / 32);
+    std::deque<Warp> warps;  // not moved once built: threads hold pointers to them
+    for (unsigned int first = 0; first < block; first += 32) warps.emplace_back(std::min(block - first, 32u));
     std::barrier<> all((std::ptrdiff_t)block);
     std::vector<std::thread> threads;
     for (unsigned int t = 0; t < block; t++) {

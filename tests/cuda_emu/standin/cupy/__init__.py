@@ -6,9 +6,10 @@ Put this directory's parent on PYTHONPATH (a subprocess then imports it as ``cup
 it under the name ``cupy`` in-process (tests/cuda_emu/emulation.py does both). Kernels are
 the very sources of cuda/ compiled for the CPU (tests/cuda_emu/driver.cpp through shim.h):
 ``RawModule`` loads the shared library named by ``CUPY_STANDIN_LIB`` and runs a kernel
-through its ``emu_run`` entry point. Everything is synchronous; streams, events and pinned
-memory are real objects with identities, so that tests can check which stream a launch was
-given (:data:`launches`), when buffers are allocated (:data:`allocations`) and freed.
+through its ``emu_run`` entry point, after checking the arguments against the kernel's
+signature. Everything is synchronous; streams, events and pinned memory are real objects
+with identities, so that tests can check which kernels ran on which stream and geometry
+(:data:`launches`), when buffers are allocated (:data:`allocations`) and freed.
 """
 
 from __future__ import annotations
@@ -16,15 +17,24 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import pathlib
-import re
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-#: (kernel name, pointer of the stream current at the launch), in launch order.
-launches: list[tuple[str, int]] = []
+
+class Launch(NamedTuple):
+    """One kernel launch: its name, the pointer of the stream current at the launch, and
+    its geometry (blocks, threads per block)."""
+
+    name: str
+    stream: int
+    grid: int
+    block: int
+
+
+#: Every kernel launch, in order.
+launches: list[Launch] = []
 #: Bytes of every device allocation (cupy.empty and friends), in order.
 allocations: list[int] = []
 
@@ -241,19 +251,46 @@ def get_default_memory_pool() -> _MemoryPool:
 
 
 # -- kernels ------------------------------------------------------------------------------------
-def driver_kernels() -> frozenset[str]:
-    """The kernel names the emulation's driver (tests/cuda_emu/driver.cpp) dispatches."""
-    driver = pathlib.Path(__file__).resolve().parents[2] / "driver.cpp"
-    return frozenset(re.findall(r'k == "(\w+)"', driver.read_text()))
-
-
 @functools.cache
 def _library() -> ctypes.CDLL:
-    """The CPU build of the kernels."""
+    """The CPU build of the kernels (tests/cuda_emu/driver.cpp)."""
     path = os.environ.get("CUPY_STANDIN_LIB")
     if not path:
         raise RuntimeError("the CuPy stand-in needs CUPY_STANDIN_LIB (the emulated kernels' library)")
-    return ctypes.CDLL(path)
+    lib = ctypes.CDLL(path)
+    lib.emu_kernels.restype = ctypes.c_char_p
+    lib.emu_signature.restype = ctypes.c_char_p
+    lib.emu_signature.argtypes = [ctypes.c_char_p]
+    lib.emu_run.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+    return lib
+
+
+def kernel_names() -> frozenset[str]:
+    """The kernels the emulation runs."""
+    return frozenset(_library().emu_kernels().decode().split())
+
+
+#: Kernel argument types as the driver's signatures name them ("p8" a pointer, "u8" an
+#: unsigned 64-bit integer, ...), with the ctypes value that carries each.
+_SCALARS: dict[type, tuple[str, Any]] = {
+    np.uint64: ("u8", ctypes.c_uint64),
+    np.uint32: ("u4", ctypes.c_uint32),
+    np.int64: ("i8", ctypes.c_int64),
+    np.int32: ("i4", ctypes.c_int32),
+    np.float32: ("f4", ctypes.c_float),
+    np.float64: ("f8", ctypes.c_double),
+}
+
+
+def _pack(a: Any) -> tuple[str, Any]:
+    """A kernel argument's kind and its value as ctypes holds it (CuPy's rules: device
+    arrays by pointer, NumPy scalars by value)."""
+    if isinstance(a, np.ndarray):
+        return "p8", ctypes.c_void_p(a.ctypes.data)
+    if type(a) in _SCALARS:
+        kind, ctype = _SCALARS[type(a)]
+        return kind, ctype(a.item())
+    raise TypeError(f"kernel argument of type {type(a).__name__}")
 
 
 class RawModule:
@@ -269,32 +306,19 @@ class RawModule:
 
     def get_function(self, name: str) -> Any:
         lib = _library()
-        if name not in driver_kernels():
+        sig = lib.emu_signature(name.encode())
+        if sig is None:
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name} (not in the emulation)")
+        want = sig.decode().split()
 
         def launch(grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], **_: Any) -> None:
-            launches.append((name, _current[0].ptr))
-            held: list[Any] = []
-            for a in args:
-                if isinstance(a, np.ndarray):
-                    held.append(ctypes.c_void_p(a.ctypes.data))
-                elif isinstance(a, np.uint64):
-                    held.append(ctypes.c_uint64(int(a)))
-                elif isinstance(a, np.int32):
-                    held.append(ctypes.c_int32(int(a)))
-                elif isinstance(a, np.uint32):
-                    held.append(ctypes.c_uint32(int(a)))
-                elif isinstance(a, np.int64):
-                    held.append(ctypes.c_int64(int(a)))
-                elif isinstance(a, np.float32):
-                    held.append(ctypes.c_float(float(a)))
-                elif isinstance(a, np.float64):
-                    held.append(ctypes.c_double(float(a)))
-                else:
-                    raise TypeError(f"kernel argument of type {type(a).__name__}")
-            ptrs = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
-            rc = lib.emu_run(name.encode(), ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ptrs)
-            if rc != 0:
+            packed = [_pack(a) for a in args]
+            kinds = [k for k, _ in packed]
+            if kinds != want:
+                raise TypeError(f"{name} takes ({' '.join(want)}), was given ({' '.join(kinds)})")
+            launches.append(Launch(name, _current[0].ptr, grid[0], block[0]))
+            ptrs = (ctypes.c_void_p * max(len(packed), 1))(*[ctypes.addressof(v) for _, v in packed])
+            if lib.emu_run(name.encode(), grid[0], block[0], ptrs) != 0:
                 raise RuntimeError(f"the emulation has no kernel {name}")
 
         return launch
