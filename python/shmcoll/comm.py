@@ -325,7 +325,7 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
         """The bound table: (source: a file path or "model", ranges), each range
         ``(min_bytes, max_bytes or None, [(algorithm, order, store, nt_threshold, chunk_bytes), ...])``;
         the first candidate that can serve a call wins."""
-        source, rows = self._table()
+        source, rows = self._table("alltoall")
         return str(source), list(rows)
 
     if TYPE_CHECKING:  # mpi4py's other methods (forwarded by descriptors, see passthrough)
