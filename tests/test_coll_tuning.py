@@ -34,6 +34,52 @@ def test_the_model_document_covers_every_collective_and_validates() -> None:
     assert rows[-1][1] is None and rows[-1][2][-1] == table.choice("staging")
 
 
+@pytest.mark.parametrize("op", table.OPERATIONS)
+def test_every_operation_has_one_row_format_and_one_function_per_job(op: str) -> None:
+    """Every operation's table goes through the same natives in the same row format: the
+    model, the checks, selection, the file's reader; only Alltoall's candidates carry
+    parameters, and a parameter on another operation's candidate is refused."""
+    rows = _core.model_table(op, 2)
+    _core.check_table(op, rows)
+    assert rows[0][0] == 0 and rows[-1][1] is None
+    params = op == "alltoall"
+    for _, _, cands in rows:
+        for _, order, store, _, _ in cands:
+            assert (order is not None, store is not None) == (params, params), (op, rows)
+    assert table.rows_for(table.model_document([2]), op, 2) == rows
+    # a large call between private buffers takes a candidate of the last range
+    algo, order, _, _, _, _ = _core.resolve(op, rows, 2, 1 << 20, False, False, False)
+    assert any(algo == c[0] for c in rows[-1][2]), (op, algo, rows)
+    assert (order is not None) == params
+    if not params:
+        with pytest.raises(shmcoll.ArgumentError, match="names only an algorithm"):
+            _core.check_table(op, [(0, None, [("staging", "linear", None, None, None)])])
+
+
+def _bound_tables() -> dict[str, Any]:
+    """Every operation's table on a communicator, then each replaced by a one-range table
+    of staging through the one binding function."""
+    comm = shmcoll.Comm()
+    out: dict[str, Any] = {"model": {op: comm._table(op) for op in table.OPERATIONS}}
+    for op in table.OPERATIONS:
+        staging = (
+            ("staging", "linear", "temporal", None, None) if op == "alltoall" else table.choice("staging")
+        )
+        comm._set_table(op, [(0, None, [staging])], f"test {op}")
+    out["set"] = {op: comm._table(op) for op in table.OPERATIONS}
+    comm.Free()
+    return out
+
+
+def test_a_communicator_binds_every_operation_through_one_function() -> None:
+    for out in run_ranks(2, _bound_tables, timeout=60):
+        for op in table.OPERATIONS:
+            assert out["model"][op] == ("model", _core.model_table(op, 2)), op
+            source, rows = out["set"][op]
+            assert source == f"test {op}" and len(rows) == 1 and rows[0][:2] == (0, None), (op, rows)
+            assert rows[0][2][0][0] == "staging", (op, rows)
+
+
 def forced_by_table(size: int) -> tuple[str | None, list[Any]]:
     comm = shmcoll.Comm()
     x = np.ones(size // 8)
