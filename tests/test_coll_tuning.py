@@ -66,7 +66,7 @@ def _bound_tables() -> dict[str, Any]:
             ("staging", "linear", "temporal", None, None) if op == "alltoall" else table.choice("staging")
         )
         comm._set_table(op, [(0, None, [staging])], f"test {op}")
-    out["set"] = {op: comm._table(op) for op in table.OPERATIONS}
+    out["set"] = {op: comm.selection(table.FAMILY.get(op, "Alltoall")) for op in table.OPERATIONS}
     comm.Free()
     return out
 
