@@ -117,7 +117,7 @@ def test_communicators_bind_what_the_file_holds_now(tmp_path: Path) -> None:
         assert [s for s, _ in got[:3]] == [str(path)] * 3
         assert orders == ["xor", "linear", "linear"], got
         assert got[3][0] == "model"
-        assert got[3][1] == json.loads(json.dumps(_core.model_table(2)))
+        assert got[3][1] == json.loads(json.dumps(_core.model_table("alltoall", 2)))
 
 
 def _resolutions(count: int) -> tuple[int, list[str]]:

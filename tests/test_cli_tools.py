@@ -115,18 +115,18 @@ def test_tuned_table_gives_each_measured_cell_its_decision(tuned: Tuned) -> None
         assert not (a[2] == b[2] and a[1] is not None and a[1] + 1 == b[0]), (a, b)
     # every measured cell selects what was decided there: the winner where it replaced
     # the model, else the model's own choice (gaps of the table fall back to the model)
-    model = _core.model_table(2)
+    model = _core.model_table("alltoall", 2)
     decided = {(o.bytes, o.buffers): o for o in build.decisions_of(doc)}
     assert set(decided) == {(s, k) for s in TUNE_SIZES for k in ("heap", "ordinary")}
     for (size, kind), o in decided.items():
         call = (True, True, False) if kind == "heap" else (False, False, False)
-        got = _core.resolve(rows, 2, size, *call)
+        got = _core.resolve("alltoall", rows, 2, size, *call)
         if o.changed:
             assert "/".join(got[:3]) == o.choice, (size, kind, got, o)
             assert o.choice_us is not None and o.model_us is not None
             assert f"{o.model_us:.2f} -> {o.choice_us:.2f}" in tuned.proc.stdout
         else:
-            assert got == _core.resolve(model, 2, size, *call), (size, kind, got, o)
+            assert got == _core.resolve("alltoall", model, 2, size, *call), (size, kind, got, o)
     # the report: what changed, what kept the model
     changed = [o for o in decided.values() if o.changed]
     if changed:
@@ -159,7 +159,7 @@ def test_tune_records_every_cell_with_medians(tuned: Tuned) -> None:
         assert r["valid"] is True, r
         assert len(r["rounds_us"]) == tuner.Plan(2, [], [], "", 0).rounds, r
         if r["algorithm"] == build.MODEL:
-            assert r["model_rows"] == plain(_core.model_table(2)), r  # what the ranks bound
+            assert r["model_rows"] == plain(_core.model_table("alltoall", 2)), r  # what the ranks bound
         else:
             assert r["model_median_us"] > 0 and len(r["model_rounds_us"]) == len(r["rounds_us"]), r
     # the CSV holds the same cells
@@ -217,7 +217,7 @@ def test_explain_shows_the_tuned_table(tuned: Tuned) -> None:
         for cell, (hs, hr, ip) in zip(
             cells[2:], [(True, True, False), (False, False, False), (False, False, True)], strict=True
         ):
-            a, o, s, _, _ = _core.resolve(rows, 2, probe, hs, hr, ip)
+            a, o, s, *_ = _core.resolve("alltoall", rows, 2, probe, hs, hr, ip)
             assert cell == f"{a}/{o}/{s}", (line, cell)
     # and without it, the model
     p = cli("explain", "-n", "2", env=hermetic(tuned.dir, SHMCOLL_TUNING_FILE="none"))
@@ -261,7 +261,7 @@ def test_comm_uses_the_tuned_table(tuned: Tuned) -> None:
         assert out["source"] == str(tuned.out)
         assert out["rows"] == json.loads(json.dumps(rows))
         for n, heap, got in out["calls"]:
-            want = _core.resolve(rows, 2, n, heap, heap, False, out["cma_ok"])
+            want = _core.resolve("alltoall", rows, 2, n, heap, heap, False, out["cma_ok"])
             assert got == [*want[:3], False], (n, heap, got, want)
 
 
@@ -672,7 +672,7 @@ def test_explain_without_files_uses_the_model(tmp_path: Path) -> None:
     assert "model embedded in shmcoll (no table file found)" in p.stdout
     alltoall = p.stdout.split("other collectives")[0]
     rows = [line for line in alltoall.splitlines() if line.startswith("│")]
-    assert len(rows) == len(_core.model_table(2))
+    assert len(rows) == len(_core.model_table("alltoall", 2))
 
 
 # -- info -----------------------------------------------------------------------------

@@ -81,14 +81,16 @@ def test_every_rank_selects_with_the_creator_s_value() -> None:
 
 
 def test_model_tables_follow_the_crossover() -> None:
-    rows = _core.model_table(2, cma_from=CREATOR)
+    rows = _core.model_table("alltoall", 2, cma_from=CREATOR)
     covering = [r for r in rows if r[0] <= CREATOR - 1 and (r[1] is None or r[1] >= CREATOR - 1)]
     assert covering[0][1] == CREATOR - 1, rows
     assert [c[0] for c in covering[0][2]] == ["push", "pull", "staging"], rows
     assert [c[0] for c in rows[-1][2]] == ["push", "pull", "cma-push", "staging"], rows
     # Below the model's own start of CMA the crossover changes nothing.
-    assert _core.model_table(2, cma_from=0) == _core.model_table(2, cma_from=1)
-    coll = _core.coll_model_table("Allgather", 2, cma_from=CREATOR)
+    assert _core.model_table("alltoall", 2, cma_from=0) == _core.model_table("alltoall", 2, cma_from=1)
+    coll = [
+        (hi, [c[0] for c in cands]) for _, hi, cands in _core.model_table("Allgather", 2, cma_from=CREATOR)
+    ]
     below = next(algos for hi, algos in coll if hi is not None and hi >= CREATOR - 1)
     assert "cma" not in below and below[-1] == "staging", coll
     assert "cma" in coll[-1][1], coll

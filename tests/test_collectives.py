@@ -742,9 +742,9 @@ def test_model_serves_private_buffers_inline_and_heap_buffers_directly() -> None
     """Between the tiny and the large sizes the model lists direct before inline: heap
     buffers get direct, private ones still get inline (each rank copies its contribution
     inline unless its buffers are in the heap), not CMA with its system calls."""
-    rows = shmcoll._core.coll_model_table("Allreduce", 2)
-    mid = rows[1][0]
-    assert rows[1][1][:2] == ["direct", "inline"], rows
+    rows = shmcoll._core.model_table("Allreduce", 2)
+    mid = rows[1][1]
+    assert [c[0] for c in rows[1][2][:2]] == ["direct", "inline"], rows
     assert run_ranks(2, auto_choice, mid, False) == ["inline"] * 2
     assert run_ranks(2, auto_choice, mid, True) == ["direct"] * 2
     assert run_ranks(2, auto_choice, 64 << 10, False) == ["cma"] * 2

@@ -514,7 +514,7 @@ def test_tuner_lists_compressed_first_only_where_it_wins() -> None:
         doc = build_document([*cells, cell("compressed", "ordinary", compressed_us)], "quick")
         table.validate(doc, "synthetic")
         entry = doc["operations"]["allreduce"][0]
-        assert (table.coll_rows_for(doc, "allreduce", 2) or [])[-1][0] is None  # every size has a row
+        assert (table.rows_for(doc, "allreduce", 2) or [])[-1][1] is None  # every size has a row
         lo_hi = [(s["bytes"][0], s["bytes"][1]) for s in entry["sizes"]]
         k = next(i for i, (lo, hi) in enumerate(lo_hi) if lo <= size and (hi == "inf" or size <= hi))
         row = entry["sizes"][k]

@@ -206,8 +206,8 @@ def test_large_private_bcasts_take_the_model_algorithm(mpich: Mpi, n: int) -> No
     from shmcoll import _core
 
     size = 70000 * 8  # the largest Bcast of collectives_check.c
-    row = next(algos for hi, algos in _core.coll_model_table("Bcast", n) if hi is None or size <= hi)
-    want = next(a for a in row if a != "direct")
+    row = next(cands for _, hi, cands in _core.model_table("Bcast", n) if hi is None or size <= hi)
+    want = next(c[0] for c in row if c[0] != "direct")
     env = {**SERVE_ALL_SIZES, "SHMCOLL_PMPI_SHARED_MALLOC": "0"}
     p = mpich.run(n, mpich.compile("collectives_check"), env=env)
     assert ", 0 failures" in p.stdout, p.stdout + p.stderr

@@ -4,7 +4,7 @@ winner measured on heap buffers leaves private buffers to the model, unmeasured 
 between disagreeing neighbours fall back to the model, a winner the table cannot run as it
 was measured keeps the model, and (property) a table built from any measurements never
 picks, at a measured cell, a candidate whose median is not below the model's. What the
-engine selects is asked of the engine itself (``_core.resolve``, ``_core.coll_resolve``)."""
+engine selects is asked of the engine itself (``_core.resolve``)."""
 
 from __future__ import annotations
 
@@ -61,11 +61,11 @@ def pick(doc: dict[str, Any], size: int, kind: str) -> tuple[Any, ...]:
     """What the table makes Alltoall select for `kind` buffers of `size` (gaps: the model)."""
     rows = table.rows_for(doc, "alltoall", P)
     assert rows is not None
-    return tuple(_core.resolve(rows, P, size, *CALLS[kind]))
+    return tuple(_core.resolve("alltoall", rows, P, size, *CALLS[kind])[:5])
 
 
 def model_pick(size: int, kind: str) -> tuple[Any, ...]:
-    return tuple(_core.resolve(_core.model_table(P), P, size, *CALLS[kind]))
+    return tuple(_core.resolve("alltoall", _core.model_table("alltoall", P), P, size, *CALLS[kind])[:5])
 
 
 def decisions(doc: dict[str, Any]) -> dict[tuple[int, str], build.Outcome]:
@@ -174,8 +174,8 @@ def test_a_winner_measured_on_heap_buffers_leaves_private_buffers_to_the_model()
     rows = table.rows_for(doc, "alltoall", P)
     for call in (*build.A2A_UNMEASURED, (False, False, False, False)):
         assert (
-            _core.resolve(rows, P, 1 << 20, *call)[0]
-            == _core.resolve(_core.model_table(P), P, 1 << 20, *call)[0]
+            _core.resolve("alltoall", rows, P, 1 << 20, *call)[0]
+            == _core.resolve("alltoall", _core.model_table("alltoall", P), P, 1 << 20, *call)[0]
         )
 
 
@@ -204,9 +204,9 @@ def test_unmeasured_sizes_between_disagreeing_neighbours_fall_back_to_the_model(
 def test_a_winner_the_table_cannot_run_as_measured_keeps_the_model() -> None:
     # Where the model lists inline, every rank writes its inline payload before arriving;
     # a forced candidate measured without that copy cannot be given to heap calls there.
-    rows = _core.model_table(P)
+    rows = _core.model_table("alltoall", P)
     small = next(hi for lo, hi, cands in rows if lo > 0 and any(c[0] == "push" for c in cands))
-    assert _core.wants_inline(rows, P, small)
+    assert _core.resolve("alltoall", rows, P, small, False, False, False)[5]  # ranks write inline
     doc = a2a_doc(cells_with(small, "heap", ("pull", "nt", 40.0)))
     assert pick(doc, small, "heap") == model_pick(small, "heap")
     assert decisions(doc)[small, "heap"].why == "not expressible"
@@ -231,13 +231,13 @@ def test_a_cell_whose_model_failed_keeps_the_model() -> None:
 
 # -- the other collectives ------------------------------------------------------------------
 def coll_pick(doc: dict[str, Any], op: str, size: int, heap: bool) -> str:
-    rows = table.coll_rows_for(doc, op, P)
+    rows = table.rows_for(doc, op, P)
     assert rows is not None
-    return _core.coll_resolve(rows, size, heap, True)[0]
+    return _core.resolve(op, rows, P, size, heap, heap, False, True, True)[0]
 
 
 def coll_model_pick(op: str, size: int, heap: bool) -> str:
-    return _core.coll_resolve(_core.coll_model_table(table.FAMILY[op], P), size, heap, True)[0]
+    return _core.resolve(op, _core.model_table(op, P), P, size, heap, heap, False, True, True)[0]
 
 
 def test_collectives_keep_the_model_unless_a_winner_clears_the_margin() -> None:

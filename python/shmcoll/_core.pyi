@@ -36,8 +36,6 @@ __all__ = [
     "check_table",
     "cma_from",
     "coll_algorithms",
-    "coll_model_table",
-    "coll_resolve",
     "copy",
     "find_tuning_file",
     "machine",
@@ -60,7 +58,6 @@ __all__ = [
     "tables_digest",
     "tuning_file_places",
     "vector_spec",
-    "wants_inline",
     "whole_spec",
     "zfp_compressed_size",
     "zfp_decode",
@@ -337,43 +334,43 @@ class CommBase:
         """Block size from which this communicator's model sends private buffers through
         CMA (what the segment's creator published; the same on every rank)."""
 
-    def _table(self) -> tuple[str, list[_RangeRow]]:
-        """The table in force: (source, ranges)."""
+    def _table(self, op: str) -> tuple[str, list[_RangeRow]]:
+        """The table in force for operation `op` (its family's): (source, rows)."""
 
-    def _set_table(self, rows: list[_RangeRow], source: str) -> None:
-        """Bind a table (every rank must bind the same one)."""
+    def _set_table(self, op: str, rows: list[_RangeRow], source: str) -> None:
+        """Bind a table for `op`'s family (every rank must bind the same one)."""
 
     def _pids(self) -> list[int]: ...
     def _stats(self) -> dict[str, int]:
         """Counters: "calls", "rejected", and calls per algorithm name."""
 
-    def _coll_table(self, op: str) -> list[tuple[int | None, list[str]]]: ...
-    def _set_coll_table(self, op: str, rows: list[tuple[int | None, list[str]]]) -> None: ...
     def _config(self) -> dict[str, Any]:
         """Settings as this communicator resolved them."""
 
-_CandidateRow = tuple[str, str, str, int | None, int | None]
+# One row format for every operation's table: (min bytes, max bytes or None for inf,
+# candidates), each candidate (algorithm, order, store, nt_threshold, chunk_bytes) with
+# None where the operation takes no such parameter (all but Alltoall) or leaves it to the
+# communicator.
+_CandidateRow = tuple[str, str | None, str | None, int | None, int | None]
 _RangeRow = tuple[int, int | None, list[_CandidateRow]]
 
-def model_table(nranks: int, cma_from: int | None = None) -> list[_RangeRow]:
-    """The model table for `nranks` ranks on this machine (the embedded default), with
-    private blocks taking CMA from `cma_from` bytes (None: the value in force here)."""
+def model_table(
+    op: str,
+    nranks: int,
+    inline_bytes: int | None = None,
+    staging_bytes: int | None = None,
+    cma_from: int | None = None,
+) -> list[_RangeRow]:
+    """The model table of operation `op` ("Alltoall", "Allreduce", ...; a member of a
+    family names its family's) for `nranks` ranks on this machine (the embedded default):
+    the inline and staging sizes a communicator of `nranks` gets here where not given,
+    private buffers taking CMA from `cma_from` bytes (None: the value in force here)."""
 
 def pool_record_bytes() -> int:
     """Bytes of one rank's creation record."""
 
 def pooled_segments() -> int:
     """Segments of freed communicators this process keeps now."""
-
-def coll_model_table(
-    op: str,
-    nranks: int,
-    inline_bytes: int | None = None,
-    staging_bytes: int | None = None,
-    cma_from: int | None = None,
-) -> list[tuple[int | None, list[str]]]:
-    """The model table of a collective family (rows: max bytes or None, algorithms); the
-    inline and staging sizes a communicator of `nranks` gets here where not given."""
 
 def vector_spec(spec: Any, size: int) -> tuple[Any, list[int], list[int]] | None:
     """(buffer, counts in bytes, displacements in bytes) of an mpi4py vector buffer
@@ -415,11 +412,9 @@ class TuningFile:
     @property
     def path(self) -> Path: ...
     def covers(self, op: str, nprocs: int) -> bool: ...
-    def alltoall_rows(self, nprocs: int) -> list[_RangeRow] | None:
-        """The Alltoall rows for `nprocs` ranks (sorted, ``compressed`` left out), or None."""
-
-    def coll_rows(self, op: str, nprocs: int) -> list[tuple[int | None, list[str]]] | None:
-        """The rows of collective `op` ("allreduce", ...) for `nprocs` ranks, or None."""
+    def rows(self, op: str, nprocs: int) -> list[_RangeRow] | None:
+        """The rows of operation `op` ("alltoall", "allreduce", ...) for `nprocs` ranks
+        (``compressed`` left out), or None where no entry covers them."""
 
     def compression_rows(self, op: str, nprocs: int) -> list[tuple[int, int | None, bool]] | None:
         """`op`'s size ranges for `nprocs` ranks, each with whether it lists ``compressed``."""
@@ -431,33 +426,26 @@ def tables_digest(comm: CommBase, compression: list[tuple[str, list[tuple[int, i
     """The digest ranks compare when they bind: `comm`'s selection tables (as the PMPI
     library compares them) with the ranges where Python compresses."""
 
-def check_table(rows: list[_RangeRow]) -> None:
-    """Check a table (names, overlaps) without binding it; raises ArgumentError."""
+def check_table(op: str, rows: list[_RangeRow]) -> None:
+    """Check a table of `op` (names, parameters, overlaps) without binding it; raises
+    ArgumentError."""
 
 def resolve(
+    op: str,
     rows: list[_RangeRow],
     nranks: int,
-    max_block: int,
+    bytes: int,
     heap_send: bool,
     heap_recv: bool,
     in_place: bool,
     cma_ok: bool = True,
-) -> tuple[str, str, str, int, int]:
-    """What `rows` selects for such a call: (algorithm, order, store, nt_threshold, chunk_bytes)."""
-
-def wants_inline(rows: list[_RangeRow], nranks: int, max_block: int) -> bool:
-    """Whether ranks sending blocks of up to `max_block` bytes write their inline payload
-    before arriving under `rows` (gaps fall back to the model)."""
-
-def coll_resolve(
-    rows: list[tuple[int | None, list[str]]],
-    bytes: int,
-    in_heap: bool,
-    inline_fits: bool,
-    cma_ok: bool = True,
-) -> tuple[str, bool]:
-    """What a collective's `rows` select for such a call: (algorithm, whether ranks write
-    their inline payload before arriving)."""
+    inline_fits: bool | None = None,
+) -> tuple[str, str | None, str | None, int | None, int | None, bool]:
+    """What `rows` of `op` select for such a call (`bytes`: Alltoall's largest block, the
+    others' largest contribution; `inline_fits` None: where `bytes` times `nranks` fits
+    the inline area): the candidate (algorithm, order, store, nt_threshold, chunk_bytes;
+    parameters resolved, None where `op` takes none) and whether ranks write their inline
+    payload before arriving. Alltoall's gaps fall back to the model."""
 
 def reduction_supported(op: str, dtype: str) -> bool:
     """Whether the reduction kernels combine `dtype` (a NumPy name) with `op`."""

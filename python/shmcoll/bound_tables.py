@@ -30,15 +30,14 @@ import numpy as np
 
 from .tuning import bind, lookup
 from .tuning.lookup import INTERNAL, Resolved
-from .tuning.table import COLL_OPERATIONS, FAMILY
+from .tuning.table import OPERATIONS
 
 
 class _Binding(NamedTuple):
     """What `bind` set on a communicator, to set again."""
 
     resolved: Resolved
-    table: tuple[str, list[Any]]  # (source, rows) of the Alltoall table
-    coll: list[tuple[str, list[Any]]]  # (family, rows) of the families bind changed
+    tables: list[tuple[str, str, list[Any]]]  # (operation, source, rows) bind changed
     compression: dict[str, Any]
     digest: np.ndarray  # 8 bytes, equal where the bindings are
 
@@ -112,14 +111,14 @@ def token_for(size: int, areas: tuple[int, int] | None) -> tuple[_Binding | None
     return known, _token(known)
 
 
-def _families(comm: Any) -> dict[str, list[Any]]:
-    return {FAMILY[op]: comm._coll_table(FAMILY[op]) for op in COLL_OPERATIONS}
+def _tables(comm: Any) -> dict[str, tuple[str, list[Any]]]:
+    """Every operation's table on `comm`: (source, rows)."""
+    return {op: comm._table(op) for op in OPERATIONS}
 
 
 def _replay(comm: Any, known: _Binding) -> Resolved:
-    comm._set_table(known.table[1], known.table[0])
-    for family, rows in known.coll:
-        comm._set_coll_table(family, rows)
+    for op, source, rows in known.tables:
+        comm._set_table(op, rows, source)
     comm._compression = known.compression
     return known.resolved
 
@@ -141,12 +140,11 @@ def bind_tables(comm: Any, agreed: Agreed | Unsettled) -> Resolved:
         agreed = known if known is not None and bool((everyone == mine).all()) else None
     if agreed is not None:
         return _replay(comm, agreed)
-    model = _families(comm)
+    model = _tables(comm)
     resolved = bind(comm)
-    source, rows = comm._table()
-    coll = [(f, rows) for f, rows in _families(comm).items() if rows != model[f]]
+    tables = [(op, src, list(rows)) for op, (src, rows) in _tables(comm).items() if (src, rows) != model[op]]
     compression = comm._compression
     digest = lookup.digest(comm)
     with _lock:
-        _remembered[key] = _Binding(resolved, (source, list(rows)), coll, compression, digest)
+        _remembered[key] = _Binding(resolved, tables, compression, digest)
     return resolved

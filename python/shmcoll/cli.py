@@ -747,7 +747,7 @@ def explain(nprocs: int | None) -> None:
         probe = lo if hi is None else hi
 
         def pick(hs: bool, hr: bool, ip: bool, probe: int = probe) -> str:
-            a, o, s, _, _ = _core.resolve(r.rows, p, probe, hs, hr, ip)
+            a, o, s, *_ = _core.resolve("alltoall", r.rows, p, probe, hs, hr, ip)
             return f"{a}/{o}/{s}"
 
         span = f"{fmt_size(lo)}..{'inf' if hi is None else fmt_size(hi)}"
@@ -769,7 +769,6 @@ def explain(nprocs: int | None) -> None:
         "it the model serves them with staging or inline (heap buffers keep push, pull, direct)"
     )
     _print_probe(console, private)
-    from .tuning.lookup import resolve_coll
     from .tuning.table import COLL_OPERATIONS, COMPRESSIBLE, FAMILY
 
     c = Table(title=f"other collectives, {p} ranks (size: the largest contribution of a rank)")
@@ -778,14 +777,12 @@ def explain(nprocs: int | None) -> None:
     c.add_column("candidates (first that can serve wins; direct needs heap buffers)")
     c.add_column("source")
     for op in COLL_OPERATIONS:
-        cr = resolve_coll(op, p)
-        lo = 0
+        cr = resolve(op, p)
         env = os.environ.get(f"SHMCOLL_{FAMILY[op].replace('_block', '').upper()}_ALGORITHM")
-        for hi, algos in cr.rows:
+        for i, (lo, hi, cands) in enumerate(cr.rows):
             span = f"{fmt_size(lo)}..{'inf' if hi is None else fmt_size(hi)}"
-            names = ", ".join(algos) + (f" [forced: {env}]" if env else "")
-            c.add_row(FAMILY[op] if lo == 0 else "", span, names, cr.source if lo == 0 else "")
-            lo = 0 if hi is None else hi + 1
+            names = ", ".join(cand[0] for cand in cands) + (f" [forced: {env}]" if env else "")
+            c.add_row("" if i else FAMILY[op], span, names, "" if i else cr.source)
     console.print(c)
     from .compress import get_policy
     from .tuning.lookup import compression_table

@@ -321,11 +321,13 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
         """Segment sizes and waiting settings as resolved for this communicator."""
         return dict(self._config())
 
-    def selection(self) -> tuple[str, list[Any]]:
-        """The bound table: (source: a file path or "model", ranges), each range
-        ``(min_bytes, max_bytes or None, [(algorithm, order, store, nt_threshold, chunk_bytes), ...])``;
-        the first candidate that can serve a call wins."""
-        source, rows = self._table()
+    def selection(self, op: str = "Alltoall") -> tuple[str, list[Any]]:
+        """The table bound for collective `op` (its family's: Alltoallv uses Alltoall's):
+        (source: a file path or "model", ranges), each range ``(min_bytes, max_bytes or
+        None, [(algorithm, order, store, nt_threshold, chunk_bytes), ...])``, the parameters
+        None for every operation but Alltoall; the first candidate that can serve a call
+        wins."""
+        source, rows = self._table(op)
         return str(source), list(rows)
 
     if TYPE_CHECKING:  # mpi4py's other methods (forwarded by descriptors, see passthrough)

@@ -30,7 +30,7 @@ def tuned_rows(path: str, nranks: int) -> Any:
     from ..errors import TuningTableError
     from ..tuning import table
 
-    rows = table.open_file(path).alltoall_rows(nranks)
+    rows = table.open_file(path).rows("alltoall", nranks)
     if rows is None:
         raise TuningTableError(f"{path}: no alltoall entry for {nranks} ranks")
     return rows
@@ -41,7 +41,7 @@ def bound(v: Variant, comm: Any, rows: Any, source: str) -> Variant:
     inner = v.bind
 
     def bind(state: Any) -> Any:
-        comm._set_table(rows, source)
+        comm._set_table("alltoall", rows, source)
         return inner(state)
 
     return dataclasses.replace(v, bind=bind)

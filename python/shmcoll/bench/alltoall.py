@@ -208,7 +208,7 @@ def run(opts: Options) -> list[dict[str, Any]] | None:
         from . import against_model
 
         tuned = against_model.tuned_rows(opts.table, p)
-        model = comm._table()[1]
+        model = comm._table("alltoall")[1]
         variants = [v if v.peer else against_model.bound(v, comm, model, "model") for v in variants]
         for label, heap, private in (("tuned", False, False), ("tuned heap", True, False)) + (
             (("tuned private", False, True),) if opts.private else ()

@@ -7,7 +7,7 @@ replaces the model, and the size ranges a winner covers. A candidate list serves
 kind of buffer at once (the first candidate whose restrictions allow the call wins), so
 per size range this module writes the list that gives each measured kind its winner, or
 the model's choice where it keeps the model, and checks the list with the engine's own
-selection (``_core.resolve``, ``_core.coll_resolve``) before writing it:
+selection (``_core.resolve``, for every operation) before writing it:
 
 * heap and private (ordinary) buffers get exactly what was decided for them;
 * calls the tuner did not measure (in place, one buffer in the heap, no CMA) keep the
@@ -119,9 +119,33 @@ def decide_cell(recs: Sequence[dict[str, Any]]) -> Cell:
     return Cell(recs[w], pairs[w], "faster")
 
 
-def model_rows_of(recs: Iterable[dict[str, Any]]) -> Any:
-    """The model table the ranks bound while measuring (recorded with the model's cells)."""
-    return next((r["model_rows"] for r in recs if r["algorithm"] == MODEL and r.get("model_rows")), None)
+def model_rows_of(recs: Iterable[dict[str, Any]]) -> list[table.RangeRow] | None:
+    """The model table the ranks bound while measuring (recorded with the model's cells),
+    as rows."""
+    rows = next((r["model_rows"] for r in recs if r["algorithm"] == MODEL and r.get("model_rows")), None)
+    return None if rows is None else _rows(rows)
+
+
+def _rows(rows: Any) -> list[table.RangeRow]:
+    """Rows as recorded in JSON (lists) back to the row format. Measurements of the other
+    collectives recorded by earlier versions hold rows ``(max bytes, [algorithm, ...])``,
+    each from the previous row's bound: read as the ranges they meant."""
+    out: list[table.RangeRow] = []
+    lo = 0
+    for row in rows:
+        if len(row) == 2:
+            hi, cands = row[0], [table.choice(a) for a in row[1]]
+        else:
+            lo, hi, cands = int(row[0]), row[1], [_cand_row(c) for c in row[2]]
+        hi = None if hi is None else int(hi)
+        out.append((lo, hi, cands))
+        lo = 0 if hi is None else hi + 1
+    return out
+
+
+def _cand_row(c: Sequence[Any]) -> table.CandidateRow:
+    a, o, s, nt, chunk = c
+    return (a, o, s, nt, chunk)
 
 
 # -- pieces of the size axis ----------------------------------------------------------------
@@ -168,11 +192,7 @@ def options(want: dict[str, Any], gain: Callable[[str], float]) -> list[dict[str
 
 
 # -- Alltoall -------------------------------------------------------------------------------
-Cand = tuple[str, str, str, int | None, int | None]
-
-
-def _rows(rows: Any) -> list[table.RangeRow]:
-    return [(int(lo), None if hi is None else int(hi), [tuple(c) for c in cs]) for lo, hi, cs in rows]
+Cand = table.CandidateRow
 
 
 def a2a_list(model: list[Cand], want: dict[str, Cand]) -> list[Cand]:
@@ -187,8 +207,13 @@ def a2a_list(model: list[Cand], want: dict[str, Cand]) -> list[Cand]:
 
 def a2a_pick(rows: list[table.RangeRow], p: int, size: int, call: tuple[bool, bool, bool, bool]) -> Any:
     """What `rows` select at `size` for a call (send in heap, receive in heap, in place,
-    CMA permitted)."""
-    return _core.resolve(rows, p, size, *call)
+    CMA permitted): the candidate, its parameters resolved."""
+    return _core.resolve("alltoall", rows, p, size, *call)[:5]
+
+
+def a2a_writes(rows: list[table.RangeRow], p: int, size: int) -> bool:
+    """Whether ranks with private buffers write their inline payload before arriving."""
+    return _core.resolve("alltoall", rows, p, size, False, False, False)[5]
 
 
 def a2a_ok(
@@ -197,7 +222,7 @@ def a2a_ok(
     """Whether `lst` on lo..hi selects as decided (see the module's docstring)."""
     rows: list[table.RangeRow] = [(lo, hi, lst)]
     for probe in sorted({lo, hi}):
-        writes = _core.wants_inline(rows, p, probe)
+        writes = a2a_writes(rows, p, probe)
         for kind, call in A2A_MEASURED.items():
             got = a2a_pick(rows, p, probe, call)
             w = want.get(kind)
@@ -205,9 +230,7 @@ def a2a_ok(
                 ref = a2a_pick([(lo, hi, [w])], p, probe, call)
                 if ref[0] != w[0] or got != ref or writes != (w[0] == "inline"):
                     return False
-            elif got != a2a_pick(model_rows, p, probe, call) or writes != _core.wants_inline(
-                model_rows, p, probe
-            ):
+            elif got != a2a_pick(model_rows, p, probe, call) or writes != a2a_writes(model_rows, p, probe):
                 return False
             # Where CMA is not permitted, the kind keeps its choice, or, where that needs
             # CMA, takes the model's algorithm.
@@ -227,7 +250,7 @@ def _cand(rec: dict[str, Any]) -> Cand:
 
 def alltoall_entry(recs: list[dict[str, Any]], p: int) -> tuple[dict[str, Any], list[Outcome]]:
     """The entry for `p` ranks and the outcome of every measured cell."""
-    model_rows = _rows(model_rows_of(recs) or _core.model_table(p))
+    model_rows = model_rows_of(recs) or _core.model_table("alltoall", p)
     sizes = sorted({r["bytes"] for r in recs})
     cells: dict[tuple[int, str], Cell] = {}
     points: dict[str, list[tuple[int, Cand | None]]] = {k: [] for k in KINDS}
@@ -292,40 +315,45 @@ def coll_list(model: list[str], want: dict[str, str]) -> list[str]:
     return dedupe([*([h] if h else []), *lead, *([o] if o else []), *model])
 
 
-def coll_ok(lst: list[str], model_rows: list[table.CollRow], want: dict[str, str], lo: int, hi: int) -> bool:
+def coll_pick(
+    op: str, rows: list[table.RangeRow], p: int, size: int, heap: bool, fits: bool, cma_ok: bool = True
+) -> tuple[str, bool]:
+    """What `rows` of collective `op` select at `size` with every buffer in the heap or
+    none, the payload fitting the inline area or not: (algorithm, whether ranks write
+    their inline payload before arriving)."""
+    r = _core.resolve(op, rows, p, size, heap, heap, False, cma_ok, fits)
+    return r[0], r[5]
+
+
+def coll_ok(
+    op: str, p: int, lst: list[str], model_rows: list[table.RangeRow], want: dict[str, str], lo: int, hi: int
+) -> bool:
     """Whether `lst` on lo..hi selects as decided (see the module's docstring). Whether a
     payload fits the inline area depends on the operation: both are checked, except where
     a winner is `inline` (it was measured there, so it fits)."""
-    rows: list[table.CollRow] = [(hi, lst)]
+    rows: list[table.RangeRow] = [(lo, hi, [table.choice(a) for a in lst])]
     fits_cases = (True,) if "inline" in want.values() else (True, False)
     for probe, fits in itertools.product(sorted({lo, hi}), fits_cases):
         for kind in KINDS:
             heap = kind == "heap"
-            got = _core.coll_resolve(rows, probe, heap, fits)
+            got = coll_pick(op, rows, p, probe, heap, fits)
             w = want.get(kind)
-            ref = (w, w == "inline") if w else _core.coll_resolve(model_rows, probe, heap, fits)
+            ref = (w, w == "inline") if w else coll_pick(op, model_rows, p, probe, heap, fits)
             if got != ref:
                 return False
             # Where CMA is not permitted, the kind keeps its choice, or, where that needs
             # CMA, takes the model's algorithm.
-            model_algo = _core.coll_resolve(model_rows, probe, heap, fits, False)[0]
+            model_algo = coll_pick(op, model_rows, p, probe, heap, fits, False)[0]
             want_algo = got[0] if got[0] not in CMA else model_algo
-            if _core.coll_resolve(rows, probe, heap, fits, False)[0] != want_algo:
+            if coll_pick(op, rows, p, probe, heap, fits, False)[0] != want_algo:
                 return False
     return True
 
 
 def coll_entry(op: str, recs: list[dict[str, Any]], p: int) -> tuple[dict[str, Any], list[Outcome]]:
     """A collective's entry for `p` ranks (rows over every size) and the outcomes."""
-    recorded = model_rows_of(recs)
-    model_rows: list[table.CollRow] = [
-        (None if hi is None else int(hi), list(algos))
-        for hi, algos in (recorded or _core.coll_model_table(table.FAMILY[op], p))
-    ]
-    ranges, lo = [], 0
-    for hi, algos in model_rows:
-        ranges.append((lo, hi, algos))
-        lo = 0 if hi is None else hi + 1
+    model_rows = model_rows_of(recs) or _core.model_table(op, p)
+    ranges = [(lo, hi, [c[0] for c in cands]) for lo, hi, cands in model_rows]
     sizes = sorted({r["bytes"] for r in recs})
     cells: dict[tuple[int, str], Cell] = {}
     points: dict[str, list[tuple[int, str | None]]] = {k: [] for k in (*KINDS, CODEC)}
@@ -336,7 +364,7 @@ def coll_entry(op: str, recs: list[dict[str, Any]], p: int) -> tuple[dict[str, A
             mine = [r for r in here if r["buffers"] == kind and r["algorithm"] != table.COMPRESSED]
             c = decide_cell(mine)
             if c.winner is not None:
-                same = _core.coll_resolve(model_rows, s, kind == "heap", fits)[0] == c.winner["algorithm"]
+                same = coll_pick(op, model_rows, p, s, kind == "heap", fits)[0] == c.winner["algorithm"]
                 if same:
                     c = Cell(None, None, "same as the model")
             cells[s, kind] = c
@@ -350,7 +378,7 @@ def coll_entry(op: str, recs: list[dict[str, Any]], p: int) -> tuple[dict[str, A
             cells[s, CODEC] = c
             points[CODEC].append((s, None if c.winner is None else table.COMPRESSED))
     spans = {k: decide.spans(v) for k, v in points.items()}
-    rows: list[table.CollRow] = []
+    rows: list[table.RangeRow] = []
     applied: list[tuple[int, int, set[str]]] = []
     for lo, hi in pieces(edges((a for a, _, _ in ranges), spans)):
         mlist = next(cs for a, b, cs in ranges if a <= lo and (b is None or lo <= b))
@@ -360,18 +388,19 @@ def coll_entry(op: str, recs: list[dict[str, Any]], p: int) -> tuple[dict[str, A
         if want and hi is not None:
             for opt in options(want, gains(cells, spans, lo)):
                 cand = coll_list(mlist, opt)
-                if coll_ok(cand, model_rows, opt, lo, hi):
+                if coll_ok(op, p, cand, model_rows, opt, lo, hi):
                     lst = cand
                     applied.append((lo, hi, set(opt)))
                     break
         if codec is not None and hi is not None:
             lst = [table.COMPRESSED, *lst]
             applied.append((lo, hi, {CODEC}))
-        if rows and rows[-1][1] == lst:
-            rows[-1] = (hi, lst)
+        cands = [table.choice(a) for a in lst]
+        if rows and rows[-1][2] == cands:
+            rows[-1] = (rows[-1][0], hi, cands)
         else:
-            rows.append((hi, lst))
-    return {"nprocs": [p, p], "sizes": table.coll_rows_to_sizes(rows)}, outcomes(op, p, cells, applied)
+            rows.append((lo, hi, cands))
+    return {"nprocs": [p, p], "sizes": table.rows_to_sizes(rows)}, outcomes(op, p, cells, applied)
 
 
 # -- the document -----------------------------------------------------------------------------

@@ -83,39 +83,20 @@ def find_file() -> tuple[Path | None, str]:
     return path, origin
 
 
-@dataclass(frozen=True)
-class CollResolved:
-    """The table of a collective other than Alltoall for one process count."""
-
-    rows: list[table.CollRow]
-    source: str
-    origin: str
-    covered: bool
-
-
-def resolve_coll(
+def resolve(
     op: str, nprocs: int, inline_bytes: int | None = None, staging_bytes: int | None = None
-) -> CollResolved:
-    """The rows for collective `op` ("allreduce", ...) at `nprocs` ranks: from the table
-    file when it covers them, else the model (with the communicator's inline and staging
-    sizes, by default those this environment gives one)."""
+) -> Resolved:
+    """The rows of operation `op` ("alltoall", "allreduce", ...) at `nprocs` ranks: from the
+    table file when it covers them, else the model (the other collectives' with the
+    communicator's inline and staging sizes, by default those this environment gives
+    one)."""
     path, origin = find_file()
     if path is not None:
-        rows = _load_cached(path).coll_rows(op, nprocs)
-        if rows is not None:
-            return CollResolved(rows, str(path), origin, True)
-    model = _core.coll_model_table(table.FAMILY[op], nprocs, inline_bytes, staging_bytes)
-    return CollResolved(model, "model", origin, path is None)
-
-
-def resolve(op: str, nprocs: int) -> Resolved:
-    path, origin = find_file()
-    if path is not None:
-        rows = _load_cached(path).alltoall_rows(nprocs) if op == "alltoall" else None
+        rows = _load_cached(path).rows(op, nprocs)
         if rows is not None:
             return Resolved(rows, str(path), origin, True)
-        return Resolved(_core.model_table(nprocs), "model", origin, False)
-    return Resolved(_core.model_table(nprocs), "model", "model", True)
+    model = _core.model_table(op, nprocs, inline_bytes, staging_bytes)
+    return Resolved(model, "model", origin, path is None)
 
 
 def compression_table(nprocs: int) -> dict[str, table.CompressionRows]:
@@ -144,13 +125,13 @@ def bind(comm: Any) -> Resolved:
     """Bind the table for `comm`'s size and check that every rank bound the same one (a
     rank selecting differently from its peers would break the protocol)."""
     r = resolve("alltoall", comm.size)
-    comm._set_table(r.rows, r.source)
+    comm._set_table("alltoall", r.rows, r.source)
     cfg = comm._config()
     areas = int(cfg["inline_bytes"]), int(cfg["staging_bytes"])
     for op in table.COLL_OPERATIONS:
-        c = resolve_coll(op, comm.size, *areas)
+        c = resolve(op, comm.size, *areas)
         if c.source != "model":
-            comm._set_coll_table(table.FAMILY[op], c.rows)
+            comm._set_table(op, c.rows, c.source)
     comm._compression = compression_table(comm.size)
     mine = digest(comm)
     send = np.tile(mine, comm.size)

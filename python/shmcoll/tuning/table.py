@@ -54,13 +54,19 @@ COMPRESSIBLE = ("alltoall", "allreduce", "allgather", "bcast", "reduce_scatter")
 #: operation's process-count entry.
 CompressionRows = list[tuple[int, int | None, bool]]
 
-#: (max bytes or None for inf, [algorithm, ...]) of a collective's table
-CollRow = tuple[int | None, list[str]]
-
-#: (algorithm, order, store, nt_threshold or None, chunk_bytes or None)
-CandidateRow = tuple[str, str, str, int | None, int | None]
-#: (min bytes, max bytes or None for inf, candidates)
+#: One candidate as the engine's bindings give and take it, for every operation:
+#: (algorithm, order, store, nt_threshold, chunk_bytes). Only Alltoall's take parameters:
+#: its rows name the order and store (None elsewhere) and may set the thresholds (None:
+#: the communicator's).
+CandidateRow = tuple[str, str | None, str | None, int | None, int | None]
+#: (min bytes, max bytes or None for inf, candidates): one size range of any operation's
+#: table (the size is Alltoall's largest block, the others' largest contribution).
 RangeRow = tuple[int, int | None, list[CandidateRow]]
+
+
+def choice(algorithm: str) -> CandidateRow:
+    """A candidate that names only an algorithm (every operation but Alltoall)."""
+    return (algorithm, None, None, None, None)
 
 
 @cache
@@ -114,14 +120,9 @@ def validate(doc: Any, origin: str) -> None:
 
 
 def rows_for(doc: dict[str, Any], op: str, nprocs: int) -> list[RangeRow] | None:
-    """The Alltoall rows (`op` "alltoall") of the entry covering `nprocs`, as the engine
-    binds them; None where none covers them (or for another operation)."""
-    return checked(doc).alltoall_rows(nprocs) if op == "alltoall" else None
-
-
-def coll_rows_for(doc: dict[str, Any], op: str, nprocs: int) -> list[CollRow] | None:
-    """The rows of collective `op` ("allreduce", ...) for `nprocs`, or None."""
-    return checked(doc).coll_rows(op, nprocs)
+    """The rows of operation `op` ("alltoall", "allreduce", ...) of the entry covering
+    `nprocs`, as the engine binds them; None where none covers them."""
+    return checked(doc).rows(op, nprocs)
 
 
 def compression_rows_for(doc: dict[str, Any], op: str, nprocs: int) -> CompressionRows | None:
@@ -130,26 +131,17 @@ def compression_rows_for(doc: dict[str, Any], op: str, nprocs: int) -> Compressi
     return checked(doc).compression_rows(op, nprocs)
 
 
-def coll_rows_to_sizes(rows: list[CollRow]) -> list[dict[str, Any]]:
-    out = []
-    lo = 0
-    for hi, algos in rows:
-        out.append({"bytes": [lo, "inf" if hi is None else hi], "choices": [{"algorithm": a} for a in algos]})
-        lo = 0 if hi is None else hi + 1
-    return out
-
-
 def rows_to_sizes(rows: list[RangeRow]) -> list[dict[str, Any]]:
-    """Rows back to the JSON form of a process-count entry's `sizes`."""
+    """Rows back to the JSON form of a process-count entry's `sizes` (a choice names the
+    parameters its candidate sets)."""
     out = []
     for lo, hi, cands in rows:
         choices = []
         for a, o, s, nt, chunk in cands:
-            c: dict[str, Any] = {"algorithm": a, "order": o, "store": s}
-            if nt is not None:
-                c["nt_threshold"] = nt
-            if chunk is not None:
-                c["chunk_bytes"] = chunk
+            c: dict[str, Any] = {"algorithm": a}
+            for key, value in (("order", o), ("store", s), ("nt_threshold", nt), ("chunk_bytes", chunk)):
+                if value is not None:
+                    c[key] = value
             choices.append(c)
         out.append({"bytes": [lo, "inf" if hi is None else hi], "choices": choices})
     return out
@@ -173,13 +165,9 @@ def new_document(source: str, effort: str | None = None) -> dict[str, Any]:
 def model_document(nprocs: list[int]) -> dict[str, Any]:
     """The embedded default (the model of this machine) for these process counts."""
     doc = new_document("model")
-    doc["operations"]["alltoall"] = [
-        {"nprocs": [p, p], "sizes": rows_to_sizes(_core.model_table(p))} for p in sorted(set(nprocs))
-    ]
-    for op in COLL_OPERATIONS:
+    for op in OPERATIONS:
         doc["operations"][op] = [
-            {"nprocs": [p, p], "sizes": coll_rows_to_sizes(_core.coll_model_table(FAMILY[op], p))}
-            for p in sorted(set(nprocs))
+            {"nprocs": [p, p], "sizes": rows_to_sizes(_core.model_table(op, p))} for p in sorted(set(nprocs))
         ]
     return doc
 

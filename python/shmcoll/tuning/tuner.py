@@ -231,7 +231,7 @@ def worker(plan: Plan) -> None:
                 beside = result(model)
                 if b == 0 and not model_done:
                     # The model's table as the ranks bound it, for the table builder.
-                    rows = comm._table()[1] if op == "alltoall" else comm._coll_table(table.FAMILY[op])
+                    rows = comm._table(op)[1]
                     names = dict(zip(CELL_FIELDS, (*key, *MODEL_CANDIDATE), strict=True))
                     records.append({**names, **beside, "model_rows": rows})
                 for v in batch[1:]:

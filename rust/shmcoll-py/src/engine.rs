@@ -423,46 +423,28 @@ collectives {
         Ok(d)
     }
 
-    /// The table in force: (source, ranges), see table.rs for the row format.
+    /// The table in force for operation `op` (its family's): (source, rows), see
+    /// table.rs for the row format.
     #[pyo3(name = "_table")]
-    fn table(&mut self, py: Python<'_>) -> PyResult<(String, Vec<RangeRow>)> {
-        let sel = self.comm(py)?.selection(shmcoll_coll::CollOp::Alltoall);
-        Ok((sel.source.clone(), to_rows(&sel.table)))
+    fn table(&mut self, py: Python<'_>, op: &str) -> PyResult<(String, Vec<RangeRow>)> {
+        let fam = crate::table::family(py, op)?;
+        let sel = self.comm(py)?.selection(fam);
+        Ok((sel.source.clone(), to_rows(fam, &sel.table)))
     }
 
-    /// Bind a table (every rank must bind the same one); `source` names it for explain.
+    /// Bind a table for operation `op`'s family (every rank must bind the same one);
+    /// `source` names it for explain.
     #[pyo3(name = "_set_table")]
-    fn set_table(&mut self, py: Python<'_>, rows: Vec<RangeRow>, source: String) -> PyResult<()> {
-        let t = from_rows(rows).py_err(py)?;
-        self.comm(py)?
-            .set_table(shmcoll_coll::CollOp::Alltoall, t, source);
-        Ok(())
-    }
-
-    /// The selection table of a collective family: rows (max bytes or None, [algorithms]).
-    #[pyo3(name = "_coll_table")]
-    fn coll_table(
+    fn set_table(
         &mut self,
         py: Python<'_>,
         op: &str,
-    ) -> PyResult<Vec<crate::coll_table::CollRowPy>> {
-        let fam = crate::coll_table::family(py, op)?;
-        Ok(crate::coll_table::to_rows(
-            &self.comm(py)?.selection(fam).table,
-        ))
-    }
-
-    /// Bind a table for a collective family (every rank must bind the same one).
-    #[pyo3(name = "_set_coll_table")]
-    fn set_coll_table(
-        &mut self,
-        py: Python<'_>,
-        op: &str,
-        rows: Vec<crate::coll_table::CollRowPy>,
+        rows: Vec<RangeRow>,
+        source: String,
     ) -> PyResult<()> {
-        let fam = crate::coll_table::family(py, op)?;
-        let t = crate::coll_table::from_rows(py, fam, rows)?;
-        self.comm(py)?.set_table(fam, t, "tuning table".into());
+        let fam = crate::table::family(py, op)?;
+        let t = from_rows(fam, rows).py_err(py)?;
+        self.comm(py)?.set_table(fam, t, source);
         Ok(())
     }
 

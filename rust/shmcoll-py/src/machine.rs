@@ -105,6 +105,15 @@ pub fn algorithms() -> (
     )
 }
 
+/// Names and descriptions of the other collectives' algorithms (every collective but
+/// Alltoall has the same).
+#[pyfunction]
+pub fn coll_algorithms() -> Vec<(&'static str, &'static str)> {
+    Algo::serving(CollOp::Allreduce)
+        .map(|a| (a.name(), a.describe(CollOp::Allreduce)))
+        .collect()
+}
+
 /// One side of the machine probe's ping-pong (`shmcoll.bench.machine_state`): `word` is a
 /// writable buffer of at least 8 bytes, 8-aligned, that both processes map (an anonymous
 /// shared mmap made before fork); `me` is 0 or 1; rounds `first..first + rounds`.

@@ -1,7 +1,6 @@
 //! The tuning table file's one reader (shmcoll_coll::tuning_file) as Python sees it:
 //! `TuningFile` checks a file (or a document's JSON text) whole and gives the rows of an
-//! (operation, process count) in the forms the other bindings take (`table.rs`,
-//! `coll_table.rs`), the ranges that list `compressed`, and how the file's hardware
+//! (operation, process count) in the one row format of `table.rs`, the ranges that list `compressed`, and how the file's hardware
 //! differs from this machine; `tables_digest` is the digest ranks compare when they bind.
 //! Python keeps what is Python's: raising TuningTableError and ForeignTableWarning,
 //! writing files, the CLI's display. Messages quote names with Python's repr.
@@ -13,7 +12,6 @@ use pyo3::types::PyString;
 
 use shmcoll_coll::tuning_file::{self, CompressedRange, TableFile};
 
-use crate::coll_table::CollRowPy;
 use crate::engine::CommBase;
 use crate::errors::IntoPyResult;
 use crate::table::RangeRow;
@@ -70,23 +68,21 @@ impl TuningFile {
         self.file.covers(op, nprocs)
     }
 
-    /// The Alltoall rows for `nprocs` ranks (sorted, `compressed` left out), or None
-    /// where no entry covers them.
-    fn alltoall_rows(&self, py: Python<'_>, nprocs: usize) -> PyResult<Option<Vec<RangeRow>>> {
-        let t = self.file.alltoall_for(nprocs).py_err(py)?;
-        Ok(t.as_ref().map(crate::table::to_rows))
-    }
-
-    /// The rows of collective `op` ("allreduce", ...) for `nprocs` ranks (`compressed`
-    /// left out), or None where no entry covers them.
-    fn coll_rows(
-        &self,
-        py: Python<'_>,
-        op: &str,
-        nprocs: usize,
-    ) -> PyResult<Option<Vec<CollRowPy>>> {
-        let t = self.file.coll_for(op, nprocs).py_err(py)?;
-        Ok(t.as_ref().map(crate::coll_table::to_rows))
+    /// The rows of operation `op` (the file's name: "alltoall", "allreduce", ...) for
+    /// `nprocs` ranks (Alltoall's sorted; `compressed` left out), in the one row format
+    /// (table.rs), or None where no entry covers them (as for an operation the format has
+    /// no entries of, such as "alltoallv"); ArgumentError for a name of no operation.
+    fn rows(&self, py: Python<'_>, op: &str, nprocs: usize) -> PyResult<Option<Vec<RangeRow>>> {
+        let fam = crate::table::family(py, op)?;
+        let t = if op == "alltoall" {
+            self.file.alltoall_for(nprocs)
+        } else if tuning_file::coll_family(op).is_some() {
+            self.file.coll_for(op, nprocs)
+        } else {
+            return Ok(None);
+        }
+        .py_err(py)?;
+        Ok(t.as_ref().map(|t| crate::table::to_rows(fam, t)))
     }
 
     /// The size ranges of `op`'s entry for `nprocs` ranks in the file's order, each with
