@@ -582,6 +582,7 @@ COMMANDS = [
     ["info"],
     ["cleanup"],
     ["pmpi"],
+    ["selftest"],
 ]
 
 
