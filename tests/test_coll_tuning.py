@@ -56,6 +56,26 @@ def test_every_operation_has_one_row_format_and_one_function_per_job(op: str) ->
             _core.check_table(op, [(0, None, [("staging", "linear", None, None, None)])])
 
 
+@pytest.mark.parametrize("op", table.OPERATIONS)
+def test_the_registry_is_asked_by_operation(op: str) -> None:
+    """`_core.algorithms(op)` names the algorithms its model tables choose from, and the
+    copy orders and store policies only where candidates take them (Alltoall)."""
+    algos, orders, stores = _core.algorithms(op)
+    names = {name for name, _ in algos}
+    assert all(desc for _, desc in algos)
+    for _, _, cands in _core.model_table(op, 2):
+        assert {c[0] for c in cands} <= names, (op, names)
+    params = op == "alltoall"
+    assert bool(orders) == params and bool(stores) == params
+    assert _core.algorithms() == _core.algorithms("Alltoall")
+
+
+def test_the_registry_refuses_an_operation_without_a_table() -> None:
+    for op in ("Barrier", "Sendrecv"):
+        with pytest.raises(shmcoll.ArgumentError, match="no selection table"):
+            _core.algorithms(op)
+
+
 def _bound_tables() -> dict[str, Any]:
     """Every operation's table on a communicator, then each replaced by a one-range table
     of staging through the one binding function."""

@@ -35,7 +35,6 @@ __all__ = [
     "cast_encode",
     "check_table",
     "cma_from",
-    "coll_algorithms",
     "copy",
     "find_tuning_file",
     "machine",
@@ -387,9 +386,6 @@ def per_rank_spec(spec: Any, ranks: int) -> tuple[Any, int] | None:
     """(buffer, bytes per rank) of an Alltoall specification without a displacement, as
     ``shmcoll.buffers.parse_simple`` reads it; None where the Python parser must decide."""
 
-def coll_algorithms() -> list[tuple[str, str]]:
-    """(name, description) of the collectives' algorithms."""
-
 def tuning_file_places() -> list[tuple[Path, str]]:
     """Where a tuning table file is looked for after SHMCOLL_TUNING_FILE, in order:
     (path, "user" or "system")."""
@@ -503,8 +499,9 @@ def cma_from() -> dict[str, Any]:
 def settings() -> list[tuple[str, str]]:
     """(environment variable, meaning) of every setting."""
 
-def algorithms() -> tuple[list[tuple[str, str]], list[str], list[str]]:
-    """The registry: algorithms (name, description), copy orders, store policies."""
+def algorithms(op: str = "Alltoall") -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """The registry for operation `op`: the algorithms serving it (name, description), and
+    the copy orders and store policies its candidates take (empty where they take none)."""
 
 # --- codecs: zfp (rust/shmcoll-py/src/codec_zfp.rs) ---
 

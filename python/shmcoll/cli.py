@@ -416,7 +416,7 @@ def info(no_probe: bool) -> None:
     c = Table(title="algorithms of the other collectives (Bcast, Allgather, Allreduce, ...)")
     c.add_column("name")
     c.add_column("what it does")
-    for name, desc in _core.coll_algorithms():
+    for name, desc in _core.algorithms("Allreduce")[0]:
         c.add_row(name, desc)
     console.print(c)
 

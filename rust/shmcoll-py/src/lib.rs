@@ -134,7 +134,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(machine::ping_pong, m)?)?;
     m.add_function(wrap_pyfunction!(machine::algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(table::model_table, m)?)?;
-    m.add_function(wrap_pyfunction!(machine::coll_algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(table::check_table, m)?)?;
     m.add_function(wrap_pyfunction!(table::tuning_file_places, m)?)?;
     m.add_function(wrap_pyfunction!(table::find_tuning_file, m)?)?;

@@ -89,29 +89,31 @@ pub fn settings() -> Vec<(&'static str, &'static str)> {
     shmcoll_coll::SETTINGS.to_vec()
 }
 
-/// The registry: algorithms (name, description), orders and store policies.
-#[pyfunction]
-pub fn algorithms() -> (
+/// (algorithms as (name, description), copy orders, store policies).
+type Registry = (
     Vec<(&'static str, &'static str)>,
     Vec<&'static str>,
     Vec<&'static str>,
-) {
-    (
-        Algo::serving(CollOp::Alltoall)
-            .map(|a| (a.name(), a.describe(CollOp::Alltoall)))
-            .collect(),
+);
+
+/// The registry for operation `op` (mpi4py's name; Alltoall by default): the algorithms
+/// that serve it (name, description), and the copy orders and store policies its
+/// candidates take (none for the collectives whose algorithms take no parameters).
+#[pyfunction]
+#[pyo3(signature = (op="Alltoall"))]
+pub fn algorithms(py: Python<'_>, op: &str) -> PyResult<Registry> {
+    let op = crate::table::family(py, op)?;
+    let algos = Algo::serving(op)
+        .map(|a| (a.name(), a.describe(op)))
+        .collect();
+    if op != CollOp::Alltoall {
+        return Ok((algos, Vec::new(), Vec::new()));
+    }
+    Ok((
+        algos,
         Order::ALL.iter().map(|o| o.name()).collect(),
         Store::ALL.iter().map(|s| s.name()).collect(),
-    )
-}
-
-/// Names and descriptions of the other collectives' algorithms (every collective but
-/// Alltoall has the same).
-#[pyfunction]
-pub fn coll_algorithms() -> Vec<(&'static str, &'static str)> {
-    Algo::serving(CollOp::Allreduce)
-        .map(|a| (a.name(), a.describe(CollOp::Allreduce)))
-        .collect()
+    ))
 }
 
 /// One side of the machine probe's ping-pong (`shmcoll.bench.machine_state`): `word` is a
