@@ -52,21 +52,9 @@ fn pad_line<F: Real>(q: &mut [F], base: usize, stride: usize, n: usize) {
 #[inline(always)]
 fn gather<F: Real, const N: usize>(src: &[F], e: Extents, at: [usize; 4], q: &mut [F; N]) {
     let dims = dims_of(N);
-    let mut cnt = [1usize; 4];
-    for a in 0..dims {
-        cnt[a] = (e.ext[a] - at[a]).min(4);
-    }
-    let s = e.strides();
-    let origin: usize = (0..4).map(|a| at[a] * s[a]).sum();
-    for w in 0..cnt[3] {
-        for z in 0..cnt[2] {
-            for y in 0..cnt[1] {
-                let row = origin + y * s[1] + z * s[2] + w * s[3];
-                let qi = 4 * y + 16 * z + 64 * w;
-                q[qi..qi + cnt[0]].copy_from_slice(&src[row..row + cnt[0]]);
-            }
-        }
-    }
+    let cnt = block_rows(e, at, dims, |row, qi, n| {
+        q[qi..qi + n].copy_from_slice(&src[row..row + n]);
+    });
     // Pad along x, then y, z, w. Lines outside the data along a later axis are padded
     // too (from stale values) and then overwritten by that axis' padding, which reads
     // only lines inside: the result is zfp's.
@@ -86,7 +74,21 @@ fn gather<F: Real, const N: usize>(src: &[F], e: Extents, at: [usize; 4], q: &mu
 /// Write the part of a decoded block inside the array back to `dst`.
 #[inline(always)]
 fn scatter<F: Real, const N: usize>(q: &[F; N], e: Extents, at: [usize; 4], dst: &mut [F]) {
-    let dims = dims_of(N);
+    block_rows(e, at, dims_of(N), |row, qi, n| {
+        dst[row..row + n].copy_from_slice(&q[qi..qi + n]);
+    });
+}
+
+/// The rows (along x) of the block whose first value is at `at` that lie inside the array:
+/// `row(array offset, block offset, values)` for each; returns the values inside along
+/// each axis (1 beyond `dims`).
+#[inline(always)]
+fn block_rows(
+    e: Extents,
+    at: [usize; 4],
+    dims: usize,
+    mut row: impl FnMut(usize, usize, usize),
+) -> [usize; 4] {
     let mut cnt = [1usize; 4];
     for a in 0..dims {
         cnt[a] = (e.ext[a] - at[a]).min(4);
@@ -96,12 +98,15 @@ fn scatter<F: Real, const N: usize>(q: &[F; N], e: Extents, at: [usize; 4], dst:
     for w in 0..cnt[3] {
         for z in 0..cnt[2] {
             for y in 0..cnt[1] {
-                let row = origin + y * s[1] + z * s[2] + w * s[3];
-                let qi = 4 * y + 16 * z + 64 * w;
-                dst[row..row + cnt[0]].copy_from_slice(&q[qi..qi + cnt[0]]);
+                row(
+                    origin + y * s[1] + z * s[2] + w * s[3],
+                    4 * y + 16 * z + 64 * w,
+                    cnt[0],
+                );
             }
         }
     }
+    cnt
 }
 
 /// Coordinates of the first value of every block, in zfp's order.
