@@ -178,6 +178,36 @@ pub fn borrow(
     })
 }
 
+/// The destination and source of a local kernel call (`copy`, `reduce_local`): borrowed,
+/// of equal length, and disjoint, or the very same bytes where `same_ok`.
+pub fn borrow_pair(
+    py: Python<'_>,
+    dst: &Bound<'_, PyAny>,
+    src: &Bound<'_, PyAny>,
+    same_ok: bool,
+) -> PyResult<(Borrowed, Borrowed)> {
+    let d = borrow(py, dst, true, "destination")?;
+    let s = borrow(py, src, false, "source")?;
+    let (dr, sr) = (d.raw(), s.raw());
+    if dr.len != sr.len {
+        return Err(crate::errors::to_py(
+            py,
+            Error::Buffer(format!(
+                "destination has {} bytes but source has {}",
+                dr.len, sr.len
+            )),
+        ));
+    }
+    let same = same_ok && dr.addr == sr.addr;
+    if !same && dr.len > 0 && dr.addr < sr.addr + sr.len && sr.addr < dr.addr + dr.len {
+        return Err(crate::errors::to_py(
+            py,
+            Error::Buffer("source and destination overlap".into()),
+        ));
+    }
+    Ok((d, s))
+}
+
 /// Borrow `obj`'s buffer for the duration of the call (kept in `held`).
 pub fn hold(
     held: &mut Vec<Borrowed>,

@@ -56,24 +56,8 @@ fn copy(
             )
         })?
     };
-    let d = buffer::borrow(py, dst, true, "destination")?;
-    let s = buffer::borrow(py, src, false, "source")?;
+    let (d, s) = buffer::borrow_pair(py, dst, src, false)?;
     let (dr, sr) = (d.raw(), s.raw());
-    if dr.len != sr.len {
-        return Err(to_py(
-            py,
-            Error::Buffer(format!(
-                "destination has {} bytes but source has {}",
-                dr.len, sr.len
-            )),
-        ));
-    }
-    if dr.len > 0 && dr.addr < sr.addr + sr.len && sr.addr < dr.addr + dr.len {
-        return Err(to_py(
-            py,
-            Error::Buffer("source and destination overlap".into()),
-        ));
-    }
     let run = || {
         // SAFETY: both views are held (so the memory stays valid and sized) for the whole
         // copy, lengths are equal and the ranges do not overlap (checked above).
@@ -84,7 +68,7 @@ fn copy(
             shmcoll_kernels::store_fence();
         }
     };
-    if dr.len >= 1 << 16 {
+    if dr.len >= gil::DETACH_BYTES {
         py.detach(run);
     } else {
         run();

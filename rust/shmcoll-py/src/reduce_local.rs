@@ -7,12 +7,10 @@ use pyo3::prelude::*;
 
 use crate::buffer;
 use crate::errors::to_py;
+use crate::gil::DETACH_BYTES;
 use crate::pyobj;
 use shmcoll_coll::Error;
 use shmcoll_kernels::Op;
-
-/// Bytes from which the kernel runs with the GIL released.
-const DETACH_BYTES: usize = 1 << 16;
 
 /// `dst = dst op src` for two contiguous arrays of one dtype and size (`op` as the
 /// collectives name it: "sum", "prod", "min", "max", "band", ...).
@@ -39,25 +37,8 @@ pub fn reduce_local(
             dt.name()
         )));
     }
-    let d = buffer::borrow(py, dst, true, "destination")?;
-    let s = buffer::borrow(py, src, false, "source")?;
+    let (d, s) = buffer::borrow_pair(py, dst, src, true)?;
     let (dr, sr) = (d.raw(), s.raw());
-    if dr.len != sr.len {
-        return Err(to_py(
-            py,
-            Error::Buffer(format!(
-                "destination has {} bytes but source has {}",
-                dr.len, sr.len
-            )),
-        ));
-    }
-    let same = dr.addr == sr.addr;
-    if !same && dr.len > 0 && dr.addr < sr.addr + sr.len && sr.addr < dr.addr + dr.len {
-        return Err(to_py(
-            py,
-            Error::Buffer("source and destination overlap".into()),
-        ));
-    }
     let n = dr.len / dt.size();
     let run = || {
         // SAFETY: both views are held (so the memory stays valid and sized) for the whole
