@@ -3,14 +3,16 @@ compressed Allreduce under the ``hybrid`` policy (int8 block quantization with e
 feedback for data-parallel gradients), against the same training with DDP's own
 uncompressed allreduce: the loss curves side by side and the time per step.
 
-    shmcoll run -n 2 examples/ddp_training.py [--steps 200] [--json out.json]
+    shmcoll run -n 2 examples/ddp_training.py [--steps 200] [--json out.json] [--device cuda]
 
 Each rank trains a small MLP on its own shard of a synthetic classification task (labels
 from a fixed random "teacher" network, so there is something to learn). Both runs start
 from the same weights and see the same batches; the compressed run must end within
 ``--tolerance`` (relative) of the uncompressed run's final loss, or the script exits 1.
 shmcoll launches the ranks; its object broadcast hands rank 0's free TCP port to the
-others for torch's gloo rendezvous.
+others for torch's gloo rendezvous. With ``--device cuda`` the model, the batches and so
+the gradient buckets live on the GPU (every rank on device 0, gloo still DDP's process
+group): the hook then compresses on the GPU through CuPy, on torch's current stream.
 """
 
 from __future__ import annotations
@@ -55,9 +57,14 @@ def shard(rank: int, steps: int, batch: int) -> list[tuple[torch.Tensor, torch.T
 
 
 def train(
-    comm: shmcoll.Comm, data: list[tuple[torch.Tensor, torch.Tensor]], lr: float, compressed: bool
+    comm: shmcoll.Comm,
+    data: list[tuple[torch.Tensor, torch.Tensor]],
+    lr: float,
+    compressed: bool,
+    device: torch.device,
 ) -> dict[str, Any]:
-    model = DistributedDataParallel(mlp(seed=0))
+    ids = [device.index or 0] if device.type == "cuda" else None
+    model = DistributedDataParallel(mlp(seed=0).to(device), device_ids=ids)
     state = None
     if compressed:
         state = CompressionState(comm, traffic="dp")
@@ -71,6 +78,8 @@ def train(
         loss = loss_fn(model(x), y)
         loss.backward()  # DDP averages the gradients here (through the hook when compressed)
         opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # a step's time includes its kernels
         times.append(time.perf_counter() - t0)
         losses.append(comm.allreduce(float(loss.detach())) / comm.size)
     return {
@@ -94,7 +103,11 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--tolerance", type=float, default=0.10, help="relative, on the final loss")
     ap.add_argument("--json", help="rank 0 writes the curves and timings here")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (every rank on the first GPU)")
     args = ap.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device.index or 0)
 
     torch.set_num_threads(1)  # one core per rank: the ranks share the machine
     comm = shmcoll.Comm()
@@ -102,10 +115,10 @@ def main() -> int:
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank, world_size=comm.size
     )
-    data = shard(comm.rank, args.steps, args.batch)
-    plain = train(comm, data, args.lr, compressed=False)
+    data = [(x.to(device), y.to(device)) for x, y in shard(comm.rank, args.steps, args.batch)]
+    plain = train(comm, data, args.lr, compressed=False, device=device)
     with compress.use_policy("hybrid"):
-        hybrid = train(comm, data, args.lr, compressed=True)
+        hybrid = train(comm, data, args.lr, compressed=True, device=device)
     dist.destroy_process_group()
 
     # The final loss: the mean over the last tenth of the steps (one step's loss is noisy).
@@ -115,7 +128,10 @@ def main() -> int:
     rel = abs(final_hybrid - final_plain) / final_plain
     ok = rel <= args.tolerance and hybrid["compressed_calls"] > 0
     if comm.rank == 0:
-        print(f"{comm.size} ranks, {args.steps} steps of {args.batch} samples per rank, lr {args.lr}")
+        print(
+            f"{comm.size} ranks on {device}, {args.steps} steps of {args.batch} samples per rank, "
+            f"lr {args.lr}"
+        )
         print(f"{'step':>6} {'uncompressed':>13} {'hybrid (bq int8)':>17}")
         every = max(args.steps // 10, 1)
         for i in [*range(0, args.steps, every), args.steps - 1]:

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,34 @@ def emulated(emu_lib: Path) -> Iterator[Any]:
         yield cupy
 
 
+@dataclass(frozen=True)
+class Device:
+    """A CUDA device the GPU path of shmcoll runs on in a test: `kind` "emulated" or "gpu",
+    its `cupy` module, and how ranks must start on it (`start_method`)."""
+
+    kind: str
+    cupy: Any
+    start_method: str
+
+
+@pytest.fixture(params=["emulated", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request: pytest.FixtureRequest) -> Iterator[Device]:
+    """Each device the test runs on: the emulated one everywhere (the kernels of cuda/ on
+    the CPU behind the CuPy stand-in; ranks are forked, so that they inherit it), and a real
+    GPU where CuPy sees one and the kernels compile (ranks start as fresh processes: a CUDA
+    context does not survive fork). Skips the GPU one without a GPU."""
+    if request.param == "emulated":
+        yield Device("emulated", request.getfixturevalue("emulated"), "fork")
+        return
+    from shmcoll import gpu
+
+    if not gpu.available():
+        pytest.skip(f"needs a GPU: {gpu.unavailable()}")
+    import cupy  # type: ignore[import-not-found]
+
+    yield Device("gpu", cupy, "spawn")
+
+
 @contextlib.contextmanager
 def environ(env: Mapping[str, str | None] | None) -> Iterator[None]:
     """Set (or, with None, remove) environment variables for the duration."""
@@ -233,13 +262,15 @@ def run_ranks(
     *args: Any,
     timeout: float = 60,
     env: Mapping[str, str | None] | None = None,
+    start_method: str = "fork",
     **kwargs: Any,
 ) -> list[Any]:
-    """``fn(*args, **kwargs)`` on `n` forked ranks sharing a communicator; every rank's
-    result in rank order. `env` is set in the parent before the fork (so the ranks, and
-    the segment the launcher creates, see it) and restored afterwards."""
+    """``fn(*args, **kwargs)`` on `n` ranks sharing a communicator, forked unless
+    `start_method` says otherwise; every rank's result in rank order. `env` is set in the
+    parent before the ranks start (so they, and the segment the launcher creates, see it)
+    and restored afterwards."""
     with environ(env):
-        return shmcoll.spawn(n, fn, *args, start_method="fork", timeout=timeout, **kwargs)
+        return shmcoll.spawn(n, fn, *args, start_method=start_method, timeout=timeout, **kwargs)
 
 
 def check_all(results: list[Any]) -> None:

@@ -5,6 +5,7 @@ count this machine has and skip one it has not."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -36,13 +37,15 @@ def selftest(
     )
 
 
-def test_without_a_gpu_the_gpu_checks_are_skipped_with_the_reason() -> None:
+def test_without_a_gpu_the_gpu_checks_are_skipped_with_the_reason(tmp_path: pathlib.Path) -> None:
     if gpu.available():
         pytest.skip("a GPU is usable here: tests/test_gpu_codecs.py and a real selftest apply")
-    res = selftest("--gpu")
+    res = selftest("--gpu", "--json", str(tmp_path / "selftest.json"))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "GPU checks skipped: " in res.stdout
     assert gpu.unavailable() in res.stdout  # type: ignore[operator]
+    record = json.loads((tmp_path / "selftest.json").read_text())
+    assert record == {"gpu": {"skipped": gpu.unavailable()}, "exit": 0}
 
 
 def test_the_command_needs_something_to_check() -> None:
@@ -52,8 +55,13 @@ def test_the_command_needs_something_to_check() -> None:
     assert res.returncode == 2 and "lz4" in res.stderr
 
 
-def test_the_gpu_checks_run_end_to_end_on_the_emulated_device(emu_lib: pathlib.Path) -> None:
-    res = selftest("--gpu", "--quick", "--codecs", "bq,cast,mpc,zfp", env=emulated_env(emu_lib))
+def test_the_gpu_checks_run_end_to_end_on_the_emulated_device(
+    emu_lib: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    out_json = tmp_path / "selftest.json"
+    res = selftest(
+        "--gpu", "--quick", "--codecs", "bq,cast,mpc,zfp", "--json", str(out_json), env=emulated_env(emu_lib)
+    )
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
     assert "GPU: CPU emulation of the CUDA kernels" in out
@@ -70,6 +78,15 @@ def test_the_gpu_checks_run_end_to_end_on_the_emulated_device(emu_lib: pathlib.P
     assert "bitwise the host path's result: yes" in out
     assert "the same on every rank: yes" in out
     assert "GPU path taken: yes" in out
+    # --json: the same rows and the device Allreduce's measurements, for machines.
+    record = json.loads(out_json.read_text())
+    assert record["exit"] == 0 and record["gpu"]["device"] == "CPU emulation of the CUDA kernels"
+    codecs = {(r["name"], r["dtype"]): r for r in record["gpu"]["codecs"]}
+    assert set(codecs) == set(rows) and record["gpu"]["failed"] == []
+    assert all(r["status"] == "ok" and r["encode_gbs"] > 0 and not r["failed"] for r in codecs.values())
+    allreduce = record["gpu"]["allreduce"]
+    assert allreduce["equals_host_path"] and allreduce["same_on_every_rank"] and not allreduce["fell_back"]
+    assert allreduce["compressed_s"] > 0 and allreduce["uncompressed_s"] > 0
 
 
 def test_a_kernel_that_gives_other_bytes_fails_its_row(

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import click
@@ -48,8 +48,9 @@ def _device_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def _allreduce(nbytes: int, reps: int) -> tuple[list[str], bool]:
-    """The two-process compressed Allreduce on the device: report lines, and whether it passed."""
+def _allreduce(nbytes: int, reps: int) -> tuple[list[str], bool, dict[str, Any] | None]:
+    """The two-process compressed Allreduce on the device: report lines, whether it passed,
+    and its measurements (None when the launch failed)."""
     from ..launch import run as launch_run
 
     with tempfile.TemporaryDirectory(prefix="shmcoll-selftest-") as tmp:
@@ -58,7 +59,7 @@ def _allreduce(nbytes: int, reps: int) -> tuple[list[str], bool]:
         argv = ["-m", "shmcoll.selftest.device_allreduce", payload]
         rc = launch_run(2, argv, timeout=ALLREDUCE_TIMEOUT_S)
         if rc != 0 or not os.path.exists(out):
-            return [f"compressed Allreduce on the device: the launch failed (exit {rc})"], False
+            return [f"compressed Allreduce on the device: the launch failed (exit {rc})"], False, None
         with open(out) as f:
             r: dict[str, Any] = json.load(f)
     ok = r["equals_host_path"] and r["same_on_every_rank"] and not r["fell_back"]
@@ -72,21 +73,25 @@ def _allreduce(nbytes: int, reps: int) -> tuple[list[str], bool]:
         f"GPU path taken: {'NO (fell back)' if r['fell_back'] else 'yes'}; "
         f"largest error against the uncompressed sum: {r['max_error_relative']:.2e} of its largest value",
     ]
-    return lines, ok
+    return lines, ok, r
 
 
-def run_gpu(families: set[str], quick: bool, size: str | None) -> int:
-    """The GPU checks; the exit status (0 when skipped for want of a GPU)."""
+def run_gpu(families: set[str], quick: bool, size: str | None, record: dict[str, Any]) -> int:
+    """The GPU checks; the exit status (0 when skipped for want of a GPU). What they found
+    goes into `record` too (``--json``)."""
     from .. import gpu
 
     why = gpu.unavailable()
     if why is not None:
         click.echo(f"GPU checks skipped: {why}")
+        record["skipped"] = why
         return 0
     cfg = QUICK if quick else FULL
     nbytes = parse_size(size or cfg.nbytes)
-    click.echo(f"GPU: {_device_name()}")
+    record.update(device=_device_name(), nbytes=nbytes)
+    click.echo(f"GPU: {record['device']}")
     rows = gpu_checks.run(families, cfg.corpus, nbytes, cfg.reps, cfg.warmup)
+    record["codecs"] = [{**asdict(r), "failed": r.failed} for r in rows]
     for line in gpu_checks.table(rows, nbytes):
         click.echo(line)
     sys.stdout.flush()
@@ -95,10 +100,12 @@ def run_gpu(families: set[str], quick: bool, size: str | None) -> int:
     # The checks' arrays are garbage; their cached blocks go back to the device before
     # the two ranks of the Allreduce allocate theirs.
     cupy.get_default_memory_pool().free_all_blocks()
-    lines, ok = _allreduce(nbytes, cfg.allreduce_reps)
+    lines, ok, measured = _allreduce(nbytes, cfg.allreduce_reps)
+    record["allreduce"] = measured
     for line in lines:
         click.echo(line)
     failed = [r.name for r in rows if r.failed]
+    record["failed"] = failed + ([] if ok else ["device Allreduce"])
     if failed or not ok:
         click.echo(f"FAILED: {', '.join(failed + ([] if ok else ['device Allreduce']))}")
         return 1
@@ -132,7 +139,16 @@ def _counts(text: str) -> list[int]:
     show_default=True,
     help="codec families the GPU checks run",
 )
-def selftest(gpu_flag: bool, ranks_text: str | None, quick: bool, size: str | None, codecs: str) -> None:
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="also write the GPU checks' rows and the device Allreduce's measurements here",
+)
+def selftest(
+    gpu_flag: bool, ranks_text: str | None, quick: bool, size: str | None, codecs: str, json_path: str | None
+) -> None:
     """Check this machine for shmcoll: the codecs' GPU kernels against the Rust reference
     byte for byte, their throughput and a compressed Allreduce on the device (--gpu), and
     the Alltoall and Allreduce tables against MPI at given rank counts (--ranks)."""
@@ -147,7 +163,11 @@ def selftest(gpu_flag: bool, ranks_text: str | None, quick: bool, size: str | No
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--size") from e
     counts = _counts(ranks_text) if ranks_text is not None else []
-    rc = run_gpu(families, quick, size) if gpu_flag else 0
+    record: dict[str, Any] = {}
+    rc = run_gpu(families, quick, size, record) if gpu_flag else 0
+    if json_path is not None:
+        with open(json_path, "w") as f:
+            json.dump({"gpu": record if gpu_flag else None, "exit": rc}, f, indent=1)
     if counts:
         rc |= ranks.run(counts, ranks.QUICK if quick else ranks.FULL, click.echo)
     sys.exit(rc)

@@ -1,12 +1,14 @@
-"""The compressed collectives on (emulated) GPU arrays give the host path's bytes.
+"""The compressed collectives on device arrays give the host path's bytes.
 
-No GPU here: the kernels of cuda/ run on the CPU behind a CuPy stand-in
-(tests/cuda_emu/emulation.py), and the real shmcoll code (gpu.available(), the codecs' GPU
+On the emulated device everywhere (the kernels of cuda/ run on the CPU behind a CuPy
+stand-in, tests/cuda_emu/emulation.py) and on a real GPU where one is present (the
+``device`` fixture of conftest.py), the real shmcoll code (gpu.available(), the codecs' GPU
 path, the staging of compressed bytes between device and host) runs unmodified. Every
 compressed collective, the DDP hook's averaging with and without error feedback, every
 codec with a kernel, at 2 and 3 ranks, with ragged sizes and buffers at odd element offsets,
 must give bitwise what the same call gives on NumPy arrays, and no call may fall back to the
-host codecs. tests/test_gpu_codecs.py checks the kernels on a device when one is lent."""
+host codecs. On a GPU the hook also takes torch CUDA tensors, as DDP hands it its buckets.
+tests/test_gpu_codecs.py and test_gpu_zfp.py check the kernels themselves on a device."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 import pytest
 
 import shmcoll
-from conftest import check_all, run_ranks
+from conftest import Device, check_all, run_ranks
 from shmcoll import compress as cz
 from shmcoll.codecs import fallback_calls, get_codec
 from shmcoll.torch_hooks import CompressionState
@@ -132,13 +134,14 @@ def _host(a: Any) -> bytes:
 
 
 def _rank_compares(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) -> list[str]:
-    import cupy  # the stand-in, inherited from the parent  # type: ignore[import-not-found]
+    # CuPy, or the stand-in inherited from the parent (its `launches` records each kernel).
+    import cupy  # type: ignore[import-not-found]
 
     comm = shmcoll.Comm()
     codec = cz.as_raw_codec(get_codec(dict(cfg)))
     bad: list[str] = []
     before = dict(fallback_calls)
-    launched = len(cupy.launches)
+    launched = len(getattr(cupy, "launches", ()))
     for n in sizes:
         for name, run in CASES.items():
             host = run(comm, np, codec, n, dtype)
@@ -150,7 +153,7 @@ def _rank_compares(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) -> l
                     bad.append(f"{name} n={n}: result {k} differs from the host path's")
     if fallback_calls != before:
         bad.append(f"device calls fell back to the host codecs: {fallback_calls}")
-    if len(cupy.launches) == launched:
+    if hasattr(cupy, "launches") and len(cupy.launches) == launched:
         bad.append("no kernel ran")
     comm.Barrier()
     return bad
@@ -159,18 +162,22 @@ def _rank_compares(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) -> l
 @pytest.mark.parametrize("cfg,dtype", CODECS)
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_compressed_collectives_on_the_device_match_the_host(
-    emulated: Any, cfg: dict[str, Any], dtype: Any, ranks: int
+    device: Device, cfg: dict[str, Any], dtype: Any, ranks: int
 ) -> None:
-    # Every size at 2 ranks; at 3 (where Allreduce's chunks of n = 1 are empty on two
-    # ranks, and n = 4099 splits 1367/1366/1366) the smallest and the largest: each kernel
-    # launch of the emulation starts hundreds of threads. mpc's kernels meet at a barrier
-    # per warp step, which makes them ~20x slower to emulate than the others': their
-    # sizes stop at two chunks of 1024 words (n = 2002) at 2 ranks and at 10 at 3 ranks.
-    if cfg["id"] == "shmcoll.mpc":
+    # On the emulation, every size at 2 ranks; at 3 (where Allreduce's chunks of n = 1 are
+    # empty on two ranks, and n = 4099 splits 1367/1366/1366) the smallest and the largest:
+    # each kernel launch of the emulation starts hundreds of threads. mpc's kernels meet at
+    # a barrier per warp step, which makes them ~20x slower to emulate than the others':
+    # their sizes stop at two chunks of 1024 words (n = 2002) at 2 ranks and at 10 at 3
+    # ranks. A GPU takes every size at every rank count.
+    if device.kind == "gpu":
+        sizes = SIZES
+    elif cfg["id"] == "shmcoll.mpc":
         sizes = SIZES[:3] if ranks == 2 else SIZES[:2]
     else:
         sizes = SIZES if ranks == 2 else (SIZES[0], SIZES[-1])
-    check_all(run_ranks(ranks, _rank_compares, cfg, dtype, sizes, timeout=600))
+    got = run_ranks(ranks, _rank_compares, cfg, dtype, sizes, timeout=600, start_method=device.start_method)
+    check_all(got)
 
 
 def _rank_mismatch(cfg: dict[str, Any]) -> str:
@@ -188,6 +195,65 @@ def _rank_mismatch(cfg: dict[str, Any]) -> str:
     return "no error"
 
 
-def test_ranks_that_disagree_on_the_codec_raise_on_device_arrays(emulated: Any) -> None:
-    got = run_ranks(2, _rank_mismatch, {"id": "shmcoll.cast", "dtype": "bfloat16"})
+def test_ranks_that_disagree_on_the_codec_raise_on_device_arrays(device: Device) -> None:
+    cfg = {"id": "shmcoll.cast", "dtype": "bfloat16"}
+    got = run_ranks(2, _rank_mismatch, cfg, start_method=device.start_method)
     assert got == ["MismatchError", "MismatchError"]
+
+
+# -- torch CUDA tensors through the DDP hook (a real GPU only) ----------------------------------
+class _Bucket:
+    """What compressed_allreduce_hook reads of DDP's GradBucket: the flat gradient tensor
+    and the bucket's index."""
+
+    def __init__(self, tensor: Any, index: int) -> None:
+        self._tensor, self._index = tensor, index
+
+    def buffer(self) -> Any:
+        return self._tensor
+
+    def index(self) -> int:
+        return self._index
+
+
+def _rank_torch_hook(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) -> list[str]:
+    """Two steps of the hook on a CUDA bucket, with and without error feedback, against the
+    host path's averaging of the same gradients; the bucket is filled by torch on its
+    current stream, as the backward pass fills it."""
+    import torch  # type: ignore[import-not-found,unused-ignore]
+
+    from shmcoll.torch_hooks import compressed_allreduce_hook
+
+    comm = shmcoll.Comm()
+    codec = cz.as_raw_codec(get_codec(dict(cfg)))
+    bad: list[str] = []
+    before = dict(fallback_calls)
+    for n in sizes:
+        for feedback in (False, True):
+            host = CompressionState(comm, codec=codec, error_feedback=feedback)
+            dev = CompressionState(comm, codec=codec, error_feedback=feedback)
+            for step in range(2):
+                x = _data(comm.rank, n, dtype, 20 + step)
+                want = host.average(x.copy(), 3)
+                bucket = torch.empty(n, dtype=torch.from_numpy(x).dtype, device="cuda")
+                bucket.copy_(torch.from_numpy(x))
+                got = compressed_allreduce_hook(dev, _Bucket(bucket, 3)).wait()
+                torch.cuda.synchronize()
+                if got.data_ptr() != bucket.data_ptr() or got.cpu().numpy().tobytes() != want.tobytes():
+                    bad.append(f"n={n} feedback={feedback} step {step}: differs from the host path's")
+            if dev.compressed_calls != 2:
+                bad.append(f"n={n}: {dev.compressed_calls} compressed calls, not 2")
+    if fallback_calls != before:
+        bad.append(f"device calls fell back to the host codecs: {fallback_calls}")
+    return bad
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg,dtype", CODECS)
+def test_ddp_hook_on_torch_cuda_tensors_matches_the_host(cfg: dict[str, Any], dtype: Any) -> None:
+    from shmcoll import gpu
+
+    torch = pytest.importorskip("torch")
+    if not gpu.available() or not torch.cuda.is_available():
+        pytest.skip(f"needs a GPU that CuPy and torch see: {gpu.unavailable() or 'torch sees none'}")
+    check_all(run_ranks(2, _rank_torch_hook, cfg, dtype, SIZES, timeout=600, start_method="spawn"))

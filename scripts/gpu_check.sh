@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Every GPU check of shmcoll in one command: what we run on the first GPU machine we get,
+# and what a user runs to see the GPU path work on theirs. In order, each step's output in
+# its own file, and a summary that names the steps that failed:
+#   env.txt       the GPU, the driver, Python, numpy, CuPy, NVRTC, torch, and why the GPU
+#                 path could not run if it cannot (shmcoll.gpu.unavailable())
+#   selftest.txt  shmcoll selftest --gpu --ranks 8,16: every codec's GPU bytes against
+#                 Rust's on a fixed corpus, encode/decode GB/s on 256 MiB, a compressed
+#                 Allreduce of 256 MiB between two processes against the uncompressed one,
+#                 and the Alltoall/Allreduce tables against MPI at 8 and 16 ranks with the
+#                 launch's floors (selftest.json: the same, for machines)
+#   pytest.txt    the tests marked gpu: the kernels against Rust (1-D and N-D zfp too), the
+#                 compressed collectives on CuPy arrays and the DDP hook on torch CUDA
+#                 tensors, bitwise the host path (pytest.xml: JUnit)
+#   ddp.txt       examples/ddp_training.py --device cuda, when torch sees the GPU
+# The exit status is non-zero when any step failed.
+#
+#   bash scripts/gpu_check.sh [WHEELHOUSE]
+#
+# With WHEELHOUSE (made by scripts/wheelhouse.sh where there is network): installs shmcoll,
+# mpi4py and MPICH from it with no network, into a virtual environment that also sees this
+# machine's own packages (its CuPy, torch, numpy). Without: runs with $PYTHON (default
+# python3) as it is, which must have shmcoll (pip install ".[mpi,gpu]").
+# SHMCOLL_CHECK_OUT: where the files go (default gpu-check/). SHMCOLL_CHECK_QUICK=1: the
+# selftest's quick sizes. Each step has its own time limit, so that the whole run ends in
+# under 10 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUTDIR="${SHMCOLL_CHECK_OUT:-gpu-check}"
+mkdir -p "$OUTDIR"
+OUTDIR="$(cd "$OUTDIR" && pwd)"
+export PYTHONUNBUFFERED=1
+PY="${PYTHON:-python3}"
+FAILED=()
+
+if [ $# -ge 1 ]; then
+    WHEELS="$1"
+    VENV="${TMPDIR:-/tmp}/shmcoll-gpu-check-venv"
+    rm -rf "$VENV"
+    "$PY" -m venv --system-site-packages "$VENV" || exit 1
+    PY="$VENV/bin/python"
+    # Ours shadow any mpi4py the machine has (built against some other MPI), then
+    # shmcoll's remaining requirements come from the machine or the wheelhouse.
+    "$PY" -m pip install -q --no-index --no-deps --ignore-installed "$WHEELS"/mpi4py-*.whl "$WHEELS"/mpich-*.whl &&
+        "$PY" -m pip install -q --no-index --find-links "$WHEELS" "$WHEELS"/shmcoll-*.whl ||
+        { echo "installing from $WHEELS failed"; exit 1; }
+fi
+
+# step NAME SECONDS COMMAND...: run it with a time limit, its output on screen and in
+# NAME.txt; remember the failure.
+step() {
+    local name="$1" limit="$2"
+    shift 2
+    echo "== $name (limit ${limit} s): $*"
+    local t0=$SECONDS
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$OUTDIR/$name.txt"
+    local rc=${PIPESTATUS[0]}
+    echo "== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$OUTDIR/$name.txt"
+    [ "$rc" -eq 0 ] || FAILED+=("$name (exit $rc)")
+}
+
+step env 60 "$PY" - <<'EOF'
+import os, platform, subprocess, sys
+def show(label, fn):
+    try:
+        print(f"{label:14s} {fn()}")
+    except Exception as e:  # a missing package is a finding, not a failure of this step
+        print(f"{label:14s} - ({type(e).__name__}: {e})")
+smi = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"]
+show("GPU", lambda: subprocess.run(smi, capture_output=True, text=True, timeout=30).stdout.strip())
+show("CPUs", lambda: len(os.sched_getaffinity(0)))
+show("Python", lambda: f"{platform.python_version()} ({sys.executable})")
+import numpy, shmcoll
+show("numpy", lambda: numpy.__version__)
+show("shmcoll", lambda: f"{shmcoll.__version__} ({os.path.dirname(shmcoll.__file__)})")
+show("CuPy", lambda: __import__("cupy").__version__)
+show("NVRTC", lambda: __import__("cupy").cuda.nvrtc.getVersion())
+show("CUDA runtime", lambda: __import__("cupy").cuda.runtime.runtimeGetVersion())
+show("torch", lambda: (lambda t: f"{t.__version__}, CUDA {t.version.cuda}, sees GPU: {t.cuda.is_available()}")(__import__("torch")))
+show("mpi4py", lambda: (lambda m: f"{m.__version__}: {m.MPI.Get_library_version().splitlines()[0]}")(__import__("mpi4py.MPI").MPI and __import__("mpi4py")))
+from shmcoll import gpu
+why = gpu.unavailable()
+print("GPU path      ", "ready (a device, and every kernel compiles)" if why is None else f"NOT ready: {why}")
+sys.exit(0 if why is None else 1)
+EOF
+
+QUICK=()
+[ "${SHMCOLL_CHECK_QUICK:-0}" = 1 ] && QUICK=(--quick)
+step selftest 300 "$PY" -m shmcoll.cli selftest --gpu --ranks 8,16 "${QUICK[@]}" --json "$OUTDIR/selftest.json"
+
+step pytest 240 "$PY" -m pytest -q -m gpu --junitxml="$OUTDIR/pytest.xml" \
+    tests/test_gpu_codecs.py tests/test_gpu_zfp.py tests/test_compress_on_device.py
+
+if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    step ddp 120 "$PY" -m shmcoll.cli run -n 2 examples/ddp_training.py --device cuda --steps 100 \
+        --json "$OUTDIR/ddp.json"
+else
+    echo "== ddp: skipped, torch does not see a GPU here" | tee "$OUTDIR/ddp.txt"
+fi
+
+echo
+if [ ${#FAILED[@]} -eq 0 ]; then
+    echo "gpu_check: every step passed; the files are in $OUTDIR"
+    exit 0
+fi
+echo "gpu_check: FAILED: ${FAILED[*]}; the files are in $OUTDIR"
+exit 1

@@ -1,0 +1,50 @@
+"""scripts/gpu_check.sh, the one command of a GPU machine's first run, works before it meets
+a GPU: every step runs under its limit and leaves its file, the selftest's JSON says why the
+GPU checks were skipped, the GPU tests are collected (and skip), and the summary names the
+step that failed (the environment: no GPU here) with a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import subprocess_env
+from shmcoll import gpu
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_the_gpu_check_runs_every_step_and_fails_without_a_gpu(tmp_path: pathlib.Path) -> None:
+    if gpu.available():
+        pytest.skip("a GPU is usable here: the script's real run applies")
+    env = subprocess_env(
+        {"PYTHON": sys.executable, "SHMCOLL_CHECK_OUT": str(tmp_path), "SHMCOLL_CHECK_QUICK": "1"}
+    )
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh")],
+        capture_output=True, text=True, timeout=540, env=env, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "gpu_check: FAILED: env (exit 1)" in out
+    files = {p.name for p in tmp_path.iterdir()}
+    assert {"env.txt", "selftest.txt", "selftest.json", "pytest.txt", "pytest.xml", "ddp.txt"} <= files, files
+    env_txt = (tmp_path / "env.txt").read_text()
+    assert f"GPU path       NOT ready: {gpu.unavailable()}" in env_txt
+    assert json.loads((tmp_path / "selftest.json").read_text())["gpu"] == {"skipped": gpu.unavailable()}
+    assert "== selftest: exit 0" in (tmp_path / "selftest.txt").read_text()
+    pytest_txt = (tmp_path / "pytest.txt").read_text()
+    assert "== pytest: exit 0" in pytest_txt and re.search(r"\d+ skipped", pytest_txt), pytest_txt
+    assert not re.search(r"\d+ (failed|errors?)\b", pytest_txt), pytest_txt
+    # The GPU tests of all three files were collected: none is missing or broken on import.
+    junit = (tmp_path / "pytest.xml").read_text()
+    for name in ("test_gpu_codecs", "test_gpu_zfp", "test_compress_on_device"):
+        assert name in junit, name
+    assert "skipped" in (tmp_path / "ddp.txt").read_text()
