@@ -429,6 +429,30 @@ def test_torch_hook_on_cpu_tensors() -> None:
     check_all(run_ranks(2, torch_hook))
 
 
+def torch_collectives() -> list[str]:
+    """The compressed collectives on torch CPU tensors (read by DLPack, as mpi4py reads
+    them): the results land in the receiving tensors, equal to the NumPy path's."""
+    import torch
+
+    comm = shmcoll.Comm()
+    p, n = comm.size, 1000
+    f: list[str] = []
+    out = torch.zeros(n)
+    cz.allreduce(comm, torch.from_numpy(data(comm.rank, n)), out, Half())
+    same("torch Allreduce", out.numpy(), model_allreduce(Half(), p, n), f)
+    got = torch.zeros(p * n)
+    cz.alltoall(comm, torch.from_numpy(data(comm.rank, p * n)), got, Half())
+    want = np.zeros(p * n, np.float32)
+    cz.alltoall(comm, data(comm.rank, p * n), want, Half())
+    same("torch Alltoall", got.numpy(), want, f)
+    return f
+
+
+def test_compressed_collectives_on_torch_cpu_tensors() -> None:
+    pytest.importorskip("torch")
+    check_all(run_ranks(2, torch_collectives))
+
+
 def table_decides(sizes: list[int]) -> list[int]:
     """Compressed calls made for dp Allreduces of these sizes (bytes), under a policy
     whose own threshold would never compress."""

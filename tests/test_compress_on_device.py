@@ -117,6 +117,37 @@ def _hook(feedback: bool) -> Run:
     return run
 
 
+class Foreign:
+    """Another library's array as the collectives see torch tensors or JAX arrays: DLPack
+    only (no buffer protocol, no CuPy type), on the host or, over a device array, on a
+    CUDA device; it exports `a`'s own memory."""
+
+    def __init__(self, a: Any) -> None:
+        self._a = a
+        self._kind = 1 if isinstance(a, np.ndarray) and type(a) is np.ndarray else 2
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self._kind, 0)
+
+
+def _foreign_allreduce(comm: Any, xp: Any, codec: Any, n: int, dt: Any) -> list[np.ndarray]:
+    """Allreduce between DLPack producers: the sum lands in the receiving tensor's memory."""
+    s = _placed(xp, _data(comm.rank, n, dt, 10), 1)
+    r = _placed(xp, np.zeros(n, dt), 3)
+    cz.allreduce(comm, Foreign(s), Foreign(r), codec)
+    return [r]
+
+
+def _foreign_alltoall(comm: Any, xp: Any, codec: Any, n: int, dt: Any) -> list[np.ndarray]:
+    s = _placed(xp, _data(comm.rank, comm.size * n, dt, 11), 0)
+    r = xp.zeros(comm.size * n, dt)
+    cz.alltoall(comm, Foreign(s), Foreign(r), codec)
+    return [r]
+
+
 CASES: dict[str, Run] = {
     "Alltoall": _alltoall,
     "Allgather": _allgather,
@@ -126,6 +157,8 @@ CASES: dict[str, Run] = {
     "Reduce_scatter_block": _reduce_scatter,
     "hook": _hook(False),
     "hook+feedback": _hook(True),
+    "Allreduce(DLPack)": _foreign_allreduce,
+    "Alltoall(DLPack)": _foreign_alltoall,
 }
 
 

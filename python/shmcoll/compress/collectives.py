@@ -18,8 +18,8 @@ So all replicas end with bitwise identical results, the property data-parallel t
 needs. Bcast and Allgather decode on every rank, the root and the owner included, for
 the same reason.
 
-CuPy arrays are encoded and decoded on the GPU; only compressed bytes cross to the host
-(see device.py).
+CuPy arrays, and other libraries' tensors on a CUDA device (torch, JAX: by DLPack), are
+encoded and decoded on the GPU; only compressed bytes cross to the host (see device.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 from ..buffers import is_in_place
 from ..errors import ArgumentError, MismatchError, PeerRejectedError, UnsupportedError
 from ..ops import op_name
-from .device import array_module, concatenate, is_device_array, stage_like, to_host
+from .device import array_module, as_array, concatenate, foreign_cuda, is_device_array, stage_like, to_host
 from .feedback import ErrorFeedback
 
 _META = 4  # status, elements, codec key, compressed bytes
@@ -98,6 +98,9 @@ def _decode(codec: Any, data: Any, dtype: np.dtype, n: int, out: Any) -> None:
 
 
 def _flat(a: Any, what: str) -> Any:
+    """Buffer `a` (a NumPy or CuPy array, or another library's by DLPack) as a flat array;
+    raises, inside the call's agreement, for anything else."""
+    a = as_array(a)
     if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
         raise ArgumentError(f"compressed collectives take arrays; the {what} is {type(a).__name__}")
     if not a.flags.c_contiguous:
@@ -253,6 +256,7 @@ def _transfer(
 
 
 # -- the collectives -------------------------------------------------------------------------
+@foreign_cuda
 def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     """Alltoall of compressed blocks: block j of `sendbuf` is encoded, sent to rank j and
     decoded into block i of rank j's `recvbuf`."""
@@ -284,6 +288,7 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     _count("alltoall", s.nbytes, sum(int(x.size) for x in pieces))
 
 
+@foreign_cuda
 def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     """Allgather of compressed contributions; every rank decodes every block (its own
     too), so all ranks hold the same values."""
@@ -316,6 +321,7 @@ def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     _count("allgather", s.nbytes, int(piece.size))
 
 
+@foreign_cuda
 def bcast(comm: Any, buf: Any, root: int, codec: Any) -> None:
     """Broadcast of the root's compressed `buf`; every rank, the root too, ends with the
     decoded values (so replicas agree bitwise)."""
@@ -394,6 +400,7 @@ def _reduce_scatter(
     return acc
 
 
+@foreign_cuda
 def allreduce(
     comm: Any, sendbuf: Any, recvbuf: Any, codec: Any, op: Any = None, feedback: ErrorFeedback | None = None
 ) -> None:
@@ -434,6 +441,7 @@ def allreduce(
         feedback.residual[mine] += acc - r[mine]
 
 
+@foreign_cuda
 def reduce_scatter_block(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any, op: Any = None) -> None:
     """Compressed Reduce_scatter_block (SUM): block i of every rank's `sendbuf` is encoded,
     sent to rank i, decoded and summed in rank order into rank i's `recvbuf` (one

@@ -8,14 +8,31 @@ since peers read them as soon as this rank arrives. The buffers are reused from 
 call (shmcoll.gpu.staging).
 
 Everything here works on NumPy arrays too (then it is a no-op), and nothing imports CuPy
-unless a CuPy array is passed in.
+unless a CuPy array (or a tensor on a CUDA device) is passed in.
+
+Other arrays arrive by DLPack, as mpi4py takes them (torch tensors, JAX arrays): memory the
+CPU can address as a NumPy view (`exports.host_buffer`, the uncompressed path's reader),
+memory on a CUDA device as a CuPy view (CuPy's import orders it after the producer's
+stream). The collective writes the tensor's own memory, and a call that wrote a CUDA
+tensor synchronises CuPy's stream before it returns (`foreign_cuda`): the producer's next
+work may run on any stream of its own.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
+
+from ..errors import ArgumentError
+from ..exports import CPU_DEVICES, host_buffer
+
+#: DLPack's kDLCUDA: memory of a CUDA device, which CuPy imports.
+CUDA_DEVICE = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def is_device_array(a: Any) -> bool:
@@ -23,10 +40,52 @@ def is_device_array(a: Any) -> bool:
     return type(a).__module__.split(".")[0] == "cupy"
 
 
+def _dlpack_kind(a: Any) -> int | None:
+    """The DLPack device type of an array that is neither NumPy's nor CuPy's (None for those,
+    and for objects without DLPack)."""
+    if isinstance(a, np.ndarray) or is_device_array(a) or not hasattr(a, "__dlpack__"):
+        return None
+    return int(a.__dlpack_device__()[0]) if hasattr(a, "__dlpack_device__") else 1
+
+
+def as_array(a: Any) -> Any:
+    """`a` as the array a compressed collective works on: NumPy and CuPy arrays as they
+    are; another DLPack producer as a view of its memory (NumPy's where the CPU can address
+    it, CuPy's on a CUDA device); anything else unchanged, for the caller's checks."""
+    kind = _dlpack_kind(a)
+    if kind is None:
+        return a
+    if kind in CPU_DEVICES:
+        return host_buffer(a)
+    if kind == CUDA_DEVICE:
+        import cupy  # type: ignore[import-not-found]
+
+        return cupy.from_dlpack(a)
+    raise ArgumentError(f"compressed collectives take host or CUDA memory, not DLPack device type {kind}")
+
+
+def foreign_cuda(fn: F) -> F:
+    """Make compressed collective `fn` synchronise CuPy's current stream before it returns
+    when one of its arguments is another library's tensor on a CUDA device (its memory was
+    written, or read, on CuPy's stream)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if any(_dlpack_kind(a) == CUDA_DEVICE for a in args):
+                from ..gpu.staging import current_stream
+
+                current_stream().synchronize()
+
+    return call  # type: ignore[return-value]
+
+
 def array_module(a: Any) -> Any:
     """numpy or cupy, whichever `a` belongs to."""
     if is_device_array(a):
-        import cupy  # type: ignore[import-not-found]
+        import cupy
 
         return cupy
     return np
