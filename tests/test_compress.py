@@ -448,6 +448,32 @@ def torch_collectives() -> list[str]:
     return f
 
 
+class OnAnotherDevice:
+    """A DLPack producer on a device that is neither the host nor CUDA (OpenCL)."""
+
+    def __dlpack__(self, **_: Any) -> Any:
+        raise AssertionError("a buffer on another device must not be exported")
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (4, 0)
+
+
+def foreign_device_rejected() -> str:
+    comm = shmcoll.Comm()
+    recv = np.zeros(64, np.float32) if comm.rank == 0 else OnAnotherDevice()
+    try:
+        cz.allreduce(comm, data(comm.rank, 64), recv, Half())
+    except shmcoll.ShmcollError as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def test_a_tensor_one_rank_cannot_read_is_an_error_on_every_rank() -> None:
+    got = run_ranks(2, foreign_device_rejected)
+    assert got[0].startswith("PeerRejectedError"), got
+    assert got[1].startswith("ArgumentError") and "DLPack device type 4" in got[1], got
+
+
 def test_compressed_collectives_on_torch_cpu_tensors() -> None:
     pytest.importorskip("torch")
     check_all(run_ranks(2, torch_collectives))
