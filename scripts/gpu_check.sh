@@ -22,8 +22,9 @@
 # machine's own packages (its CuPy, torch, numpy). Without: runs with $PYTHON (default
 # python3) as it is, which must have shmcoll (pip install ".[mpi,gpu]").
 # SHMCOLL_CHECK_OUT: where the files go (default gpu-check/). SHMCOLL_CHECK_QUICK=1: the
-# selftest's quick sizes. Each step has its own time limit, so that the whole run ends in
-# under 10 minutes.
+# selftest's quick sizes. SHMCOLL_CHECK_SECONDS: the whole run's limit (default 540): each
+# step runs under its own limit or what is left of that, whichever is less, and a step
+# with under 20 s left is not started (and counts as failed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,11 +48,20 @@ if [ $# -ge 1 ]; then
         { echo "installing from $WHEELS failed"; exit 1; }
 fi
 
-# step NAME SECONDS COMMAND...: run it with a time limit, its output on screen and in
-# NAME.txt; remember the failure.
+DEADLINE=$((SECONDS + ${SHMCOLL_CHECK_SECONDS:-540}))
+
+# step NAME SECONDS COMMAND...: run it with a time limit (SECONDS, or what is left of the
+# whole run's), its output on screen and in NAME.txt; remember the failure.
 step() {
     local name="$1" limit="$2"
     shift 2
+    local left=$((DEADLINE - SECONDS))
+    if [ "$left" -lt 20 ]; then
+        echo "== $name: not started, ${left} s left of the run's limit" | tee "$OUTDIR/$name.txt"
+        FAILED+=("$name (no time left)")
+        return
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
     echo "== $name (limit ${limit} s): $*"
     local t0=$SECONDS
     timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$OUTDIR/$name.txt"
@@ -60,7 +70,7 @@ step() {
     [ "$rc" -eq 0 ] || FAILED+=("$name (exit $rc)")
 }
 
-step env 60 "$PY" - <<'EOF'
+step env 90 "$PY" - <<'EOF'
 import os, platform, subprocess, sys
 def show(label, fn):
     try:
@@ -89,7 +99,7 @@ QUICK=()
 [ "${SHMCOLL_CHECK_QUICK:-0}" = 1 ] && QUICK=(--quick)
 step selftest 300 "$PY" -m shmcoll.cli selftest --gpu --ranks 8,16 "${QUICK[@]}" --json "$OUTDIR/selftest.json"
 
-step pytest 240 "$PY" -m pytest -q -m gpu --junitxml="$OUTDIR/pytest.xml" \
+step pytest 300 "$PY" -m pytest -q -m gpu --junitxml="$OUTDIR/pytest.xml" \
     tests/test_gpu_codecs.py tests/test_gpu_zfp.py tests/test_compress_on_device.py
 
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then

@@ -48,3 +48,17 @@ def test_the_gpu_check_runs_every_step_and_fails_without_a_gpu(tmp_path: pathlib
     for name in ("test_gpu_codecs", "test_gpu_zfp", "test_compress_on_device"):
         assert name in junit, name
     assert "skipped" in (tmp_path / "ddp.txt").read_text()
+
+
+def test_steps_past_the_runs_limit_are_not_started_and_fail(tmp_path: pathlib.Path) -> None:
+    env = subprocess_env(
+        {"PYTHON": sys.executable, "SHMCOLL_CHECK_OUT": str(tmp_path), "SHMCOLL_CHECK_SECONDS": "5"}
+    )
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh")],
+        capture_output=True, text=True, timeout=120, env=env, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    for name in ("env", "selftest", "pytest"):
+        assert f"{name} (no time left)" in res.stdout, res.stdout
+        assert "not started" in (tmp_path / f"{name}.txt").read_text()
