@@ -8,7 +8,8 @@
 #                 Rust's on a fixed corpus, encode/decode GB/s on 256 MiB, a compressed
 #                 Allreduce of 256 MiB between two processes against the uncompressed one,
 #                 and the Alltoall/Allreduce tables against MPI at 8 and 16 ranks with the
-#                 launch's floors (selftest.json: the same, for machines)
+#                 launch's floors (selftest.json: the GPU rows and the Allreduce's
+#                 measurements, for machines)
 #   pytest.txt    the tests marked gpu: the kernels against Rust (1-D and N-D zfp too), the
 #                 compressed collectives on CuPy arrays and the DDP hook on torch CUDA
 #                 tensors, bitwise the host path (pytest.xml: JUnit)
@@ -18,44 +19,64 @@
 #   bash scripts/gpu_check.sh [WHEELHOUSE]
 #
 # With WHEELHOUSE (made by scripts/wheelhouse.sh where there is network): installs shmcoll,
-# mpi4py and MPICH from it with no network, into a virtual environment that also sees this
-# machine's own packages (its CuPy, torch, numpy). Without: runs with $PYTHON (default
+# mpi4py and MPICH from it with no network, into a prefix of their own beside this
+# machine's packages (its CuPy, torch, numpy). Without: runs with $PYTHON (default
 # python3) as it is, which must have shmcoll (pip install ".[mpi,gpu]").
 # SHMCOLL_CHECK_OUT: where the files go (default gpu-check/). SHMCOLL_CHECK_QUICK=1: the
-# selftest's quick sizes. SHMCOLL_CHECK_SECONDS: the whole run's limit (default 540): each
-# step runs under its own limit or what is left of that, whichever is less, and a step
-# with under 20 s left is not started (and counts as failed).
+# selftest's quick sizes. SHMCOLL_CHECK_SECONDS: the whole run's limit, the install
+# included (default 540): each step runs under its own limit or what is left of that,
+# whichever is less, and a step with under 20 s left is not started (and counts as failed).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-
+START=$SECONDS
+DEADLINE=$((START + ${SHMCOLL_CHECK_SECONDS:-540}))
+# Paths the caller gave are the caller's: made absolute before moving to the checkout.
 OUTDIR="${SHMCOLL_CHECK_OUT:-gpu-check}"
-mkdir -p "$OUTDIR"
-OUTDIR="$(cd "$OUTDIR" && pwd)"
+mkdir -p "$OUTDIR" && OUTDIR="$(cd "$OUTDIR" && pwd)" || exit 1
+WHEELS=""
+if [ $# -ge 1 ]; then
+    WHEELS="$(cd "$1" && pwd)" || { echo "no wheelhouse at $1"; exit 1; }
+fi
+cd "$(dirname "$0")/.." || exit 1
 export PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 FAILED=()
 
-if [ $# -ge 1 ]; then
-    WHEELS="$1"
-    VENV="${TMPDIR:-/tmp}/shmcoll-gpu-check-venv"
-    rm -rf "$VENV"
-    "$PY" -m venv --system-site-packages "$VENV" || exit 1
-    PY="$VENV/bin/python"
-    # Ours shadow any mpi4py the machine has (built against some other MPI), then
-    # shmcoll's remaining requirements come from the machine or the wheelhouse.
-    "$PY" -m pip install -q --no-index --no-deps --ignore-installed "$WHEELS"/mpi4py-*.whl "$WHEELS"/mpich-*.whl &&
-        "$PY" -m pip install -q --no-index --find-links "$WHEELS" "$WHEELS"/shmcoll-*.whl ||
+if [ -n "$WHEELS" ]; then
+    # Into a prefix of its own, put first on the interpreter's paths: the interpreter and
+    # its environment stay the machine's (CuPy finds NVRTC through that environment's
+    # site-packages, which a virtual environment made here would hide), and ours shadow
+    # any mpi4py the machine has (built against some other MPI). MPICH's mpiexec joins
+    # PATH, its libmpi mpi4py's search (MPI4PY_LIBMPI).
+    PREFIX="$(mktemp -d "${TMPDIR:-/tmp}/shmcoll-gpu-check.XXXXXX")"
+    trap 'rm -rf "$PREFIX"' EXIT
+    SITE="$("$PY" -c 'import sys, sysconfig
+print(sysconfig.get_path("purelib", "posix_prefix", {"base": sys.argv[1], "platbase": sys.argv[1]}))' "$PREFIX")" || exit 1
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PATH="$PREFIX/bin:$PATH" MPI4PY_LIBMPI="$PREFIX/lib"
+    # Every wheel as it is (--no-deps --ignore-installed: pip neither resolves against nor
+    # uninstalls anything of the machine's); numpy, which the wheelhouse leaves out, is the
+    # machine's; pytest and its plugin from the wheelhouse only where the machine has none.
+    PIP=("$PY" -m pip install -q --no-index --no-deps --ignore-installed --prefix "$PREFIX")
+    RUNTIME=() TESTING=()
+    for w in "$WHEELS"/*.whl; do
+        case "$(basename "$w")" in
+        pytest-* | pytest_timeout-* | pluggy-* | iniconfig-* | packaging-*) TESTING+=("$w") ;;
+        *) RUNTIME+=("$w") ;;
+        esac
+    done
+    "${PIP[@]}" "${RUNTIME[@]}" &&
+        { "$PY" -c 'import pytest, pytest_timeout' 2>/dev/null || "${PIP[@]}" "${TESTING[@]}"; } ||
         { echo "installing from $WHEELS failed"; exit 1; }
+    echo "installed from $WHEELS into $PREFIX in $((SECONDS - START)) s"
 fi
-
-DEADLINE=$((SECONDS + ${SHMCOLL_CHECK_SECONDS:-540}))
 
 # step NAME SECONDS COMMAND...: run it with a time limit (SECONDS, or what is left of the
 # whole run's), its output on screen and in NAME.txt; remember the failure.
 step() {
     local name="$1" limit="$2"
     shift 2
-    local left=$((DEADLINE - SECONDS))
+    # The step's own limit, within what is left of the run's after the 10 s that timeout
+    # may wait before it kills a step that ignored its signal.
+    local left=$((DEADLINE - SECONDS - 10))
     if [ "$left" -lt 20 ]; then
         echo "== $name: not started, ${left} s left of the run's limit" | tee "$OUTDIR/$name.txt"
         FAILED+=("$name (no time left)")
@@ -70,7 +91,7 @@ step() {
     [ "$rc" -eq 0 ] || FAILED+=("$name (exit $rc)")
 }
 
-step env 90 "$PY" - <<'EOF'
+step env 60 "$PY" - <<'EOF'
 import os, platform, subprocess, sys
 def show(label, fn):
     try:
@@ -95,15 +116,16 @@ print("GPU path      ", "ready (a device, and every kernel compiles)" if why is 
 sys.exit(0 if why is None else 1)
 EOF
 
-QUICK=()
-[ "${SHMCOLL_CHECK_QUICK:-0}" = 1 ] && QUICK=(--quick)
-step selftest 300 "$PY" -m shmcoll.cli selftest --gpu --ranks 8,16 "${QUICK[@]}" --json "$OUTDIR/selftest.json"
+QUICK=""
+[ "${SHMCOLL_CHECK_QUICK:-0}" = 1 ] && QUICK="--quick"
+# shellcheck disable=SC2086  # $QUICK: no word, or one
+step selftest 240 "$PY" -m shmcoll.cli selftest --gpu --ranks 8,16 $QUICK --json "$OUTDIR/selftest.json"
 
-step pytest 300 "$PY" -m pytest -q -m gpu --junitxml="$OUTDIR/pytest.xml" \
+step pytest 240 "$PY" -m pytest -q -m gpu --junitxml="$OUTDIR/pytest.xml" \
     tests/test_gpu_codecs.py tests/test_gpu_zfp.py tests/test_compress_on_device.py
 
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    step ddp 120 "$PY" -m shmcoll.cli run -n 2 examples/ddp_training.py --device cuda --steps 100 \
+    step ddp 90 "$PY" -m shmcoll.cli run -n 2 examples/ddp_training.py --device cuda --steps 100 \
         --json "$OUTDIR/ddp.json"
 else
     echo "== ddp: skipped, torch does not see a GPU here" | tee "$OUTDIR/ddp.txt"

@@ -474,6 +474,25 @@ def test_a_tensor_one_rank_cannot_read_is_an_error_on_every_rank() -> None:
     assert got[1].startswith("ArgumentError") and "DLPack device type 4" in got[1], got
 
 
+def read_only_receive_buffer() -> str:
+    """Rank 1's receive buffer is read-only: the write would fail after the exchange, on
+    that rank alone, so the call must refuse it before, on every rank."""
+    comm = shmcoll.Comm()
+    recv = np.zeros(64, np.float32)
+    recv.flags.writeable = comm.rank != 1
+    try:
+        cz.allreduce(comm, data(comm.rank, 64), recv, Half())
+    except shmcoll.ShmcollError as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def test_a_read_only_receive_buffer_is_an_error_on_every_rank() -> None:
+    got = run_ranks(2, read_only_receive_buffer)
+    assert got[0].startswith("PeerRejectedError"), got
+    assert got[1].startswith("ArgumentError") and "read-only" in got[1], got
+
+
 def test_compressed_collectives_on_torch_cpu_tensors() -> None:
     pytest.importorskip("torch")
     check_all(run_ranks(2, torch_collectives))

@@ -120,24 +120,29 @@ def _hook(feedback: bool) -> Run:
 class Foreign:
     """Another library's array as the collectives see torch tensors or JAX arrays: DLPack
     only (no buffer protocol, no CuPy type), on the host or, over a device array, on a
-    CUDA device; it exports `a`'s own memory."""
+    CUDA device (`index`); it exports `a`'s own memory."""
 
-    def __init__(self, a: Any) -> None:
+    def __init__(self, a: Any, index: int = 0) -> None:
         self._a = a
-        self._kind = 1 if isinstance(a, np.ndarray) and type(a) is np.ndarray else 2
+        self._kind = 1 if type(a) is np.ndarray else 2
+        self._index = index
 
     def __dlpack__(self, **kwargs: Any) -> Any:
         return self._a.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (self._kind, 0)
+        return (self._kind, self._index)
 
 
 def _foreign_allreduce(comm: Any, xp: Any, codec: Any, n: int, dt: Any) -> list[np.ndarray]:
-    """Allreduce between DLPack producers: the sum lands in the receiving tensor's memory."""
+    """Allreduce between DLPack producers: the sum lands in the receiving tensor's memory,
+    equal to the same call's on the arrays themselves."""
     s = _placed(xp, _data(comm.rank, n, dt, 10), 1)
     r = _placed(xp, np.zeros(n, dt), 3)
     cz.allreduce(comm, Foreign(s), Foreign(r), codec)
+    plain = xp.zeros(n, dt)
+    cz.allreduce(comm, s, plain, codec)
+    assert _host(r) == _host(plain), "the DLPack call's result differs from the arrays' own"
     return [r]
 
 
@@ -145,6 +150,9 @@ def _foreign_alltoall(comm: Any, xp: Any, codec: Any, n: int, dt: Any) -> list[n
     s = _placed(xp, _data(comm.rank, comm.size * n, dt, 11), 0)
     r = xp.zeros(comm.size * n, dt)
     cz.alltoall(comm, Foreign(s), Foreign(r), codec)
+    plain = xp.zeros(comm.size * n, dt)
+    cz.alltoall(comm, s, plain, codec)
+    assert _host(r) == _host(plain), "the DLPack call's result differs from the arrays' own"
     return [r]
 
 
@@ -251,8 +259,10 @@ class _Bucket:
 
 def _rank_torch_hook(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) -> list[str]:
     """Two steps of the hook on a CUDA bucket, with and without error feedback, against the
-    host path's averaging of the same gradients; the bucket is filled by torch on its
-    current stream, as the backward pass fills it."""
+    host path's averaging of the same gradients. The bucket is filled late, on a stream of
+    torch's own made current (as a backward pass on a side stream fills it) and behind a
+    GPU-side wait: a hook whose kernels did not follow torch's current stream would read
+    the bucket before it is written."""
     import torch  # type: ignore[import-not-found,unused-ignore]
 
     from shmcoll.torch_hooks import compressed_allreduce_hook
@@ -261,6 +271,7 @@ def _rank_torch_hook(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) ->
     codec = cz.as_raw_codec(get_codec(dict(cfg)))
     bad: list[str] = []
     before = dict(fallback_calls)
+    side = torch.cuda.Stream()
     for n in sizes:
         for feedback in (False, True):
             host = CompressionState(comm, codec=codec, error_feedback=feedback)
@@ -268,14 +279,30 @@ def _rank_torch_hook(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) ->
             for step in range(2):
                 x = _data(comm.rank, n, dtype, 20 + step)
                 want = host.average(x.copy(), 3)
-                bucket = torch.empty(n, dtype=torch.from_numpy(x).dtype, device="cuda")
-                bucket.copy_(torch.from_numpy(x))
-                got = compressed_allreduce_hook(dev, _Bucket(bucket, 3)).wait()
+                with torch.cuda.stream(side):
+                    bucket = torch.zeros(n, dtype=torch.from_numpy(x).dtype, device="cuda")
+                    torch.cuda._sleep(20_000_000)  # about 10 ms of GPU time first
+                    bucket.copy_(torch.from_numpy(x).pin_memory(), non_blocking=True)
+                    got = compressed_allreduce_hook(dev, _Bucket(bucket, 3)).wait()
                 torch.cuda.synchronize()
                 if got.data_ptr() != bucket.data_ptr() or got.cpu().numpy().tobytes() != want.tobytes():
                     bad.append(f"n={n} feedback={feedback} step {step}: differs from the host path's")
             if dev.compressed_calls != 2:
                 bad.append(f"n={n}: {dev.compressed_calls} compressed calls, not 2")
+        # The collective itself on torch CUDA tensors (by DLPack), written late on the side
+        # stream too: the call must wait for them, and its result must be there for torch.
+        x = _data(comm.rank, n, dtype, 30)
+        want = np.zeros(n, dtype)
+        cz.allreduce(comm, x, want, codec)
+        with torch.cuda.stream(side):
+            send = torch.zeros(n, dtype=torch.from_numpy(x).dtype, device="cuda")
+            torch.cuda._sleep(20_000_000)
+            send.copy_(torch.from_numpy(x).pin_memory(), non_blocking=True)
+            out = torch.zeros_like(send)
+            cz.allreduce(comm, send, out, codec)
+            got_host = out.cpu().numpy()  # on the side stream, right after the call
+        if got_host.tobytes() != want.tobytes():
+            bad.append(f"n={n}: Allreduce of torch CUDA tensors differs from the host path's")
     if fallback_calls != before:
         bad.append(f"device calls fell back to the host codecs: {fallback_calls}")
     return bad
@@ -283,10 +310,46 @@ def _rank_torch_hook(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) ->
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg,dtype", CODECS)
-def test_ddp_hook_on_torch_cuda_tensors_matches_the_host(cfg: dict[str, Any], dtype: Any) -> None:
+def test_torch_cuda_tensors_match_the_host(cfg: dict[str, Any], dtype: Any) -> None:
     from shmcoll import gpu
 
     torch = pytest.importorskip("torch")
     if not gpu.available() or not torch.cuda.is_available():
         pytest.skip(f"needs a GPU that CuPy and torch see: {gpu.unavailable() or 'torch sees none'}")
     check_all(run_ranks(2, _rank_torch_hook, cfg, dtype, SIZES, timeout=600, start_method="spawn"))
+
+
+# -- other libraries' CUDA tensors: the device and the stream ----------------------------
+def test_a_call_on_foreign_cuda_tensors_synchronises_the_stream(emulated: Any) -> None:
+    """The tensor's library may go on on any stream of its own: the call waits for the
+    work it queued on CuPy's, and only when a foreign CUDA tensor took part."""
+    from shmcoll.compress.device import foreign_cuda
+
+    stream = emulated.cuda.get_current_stream()
+    before = stream.synchronized
+    foreign_cuda(lambda *a: None)(Foreign(emulated.zeros(4, np.float32)))
+    assert stream.synchronized == before + 1
+    foreign_cuda(lambda *a: None)(emulated.zeros(4, np.float32), np.zeros(4, np.float32))
+    assert stream.synchronized == before + 1
+
+
+def _rank_other_device() -> str:
+    """Rank 1's tensors are on CUDA device 1, which the emulation lacks: its call must fail
+    inside the agreement, so that rank 0 fails too instead of waiting."""
+    import cupy
+
+    comm = shmcoll.Comm()
+    index = 1 if comm.rank == 1 else 0
+    x = Foreign(cupy.asarray(_data(comm.rank, 64, np.float32, 12)), index)
+    r = Foreign(cupy.zeros(64, np.float32), index)
+    try:
+        cz.allreduce(comm, x, r, get_codec({"id": "shmcoll.cast", "dtype": "bfloat16"}))
+    except shmcoll.ShmcollError as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def test_a_tensor_on_a_device_the_call_cannot_use_fails_on_every_rank(emulated: Any) -> None:
+    got = run_ranks(2, _rank_other_device)
+    assert got[0].startswith("PeerRejectedError"), got
+    assert got[1].startswith("ArgumentError") and "one CUDA device" in got[1], got

@@ -45,7 +45,7 @@ def test_without_a_gpu_the_gpu_checks_are_skipped_with_the_reason(tmp_path: path
     assert "GPU checks skipped: " in res.stdout
     assert gpu.unavailable() in res.stdout  # type: ignore[operator]
     record = json.loads((tmp_path / "selftest.json").read_text())
-    assert record == {"gpu": {"skipped": gpu.unavailable()}, "exit": 0}
+    assert record == {"gpu": {"skipped": gpu.unavailable()}, "ranks": [], "exit": 0}
 
 
 def test_the_command_needs_something_to_check() -> None:

@@ -97,14 +97,18 @@ def _decode(codec: Any, data: Any, dtype: np.dtype, n: int, out: Any) -> None:
     codec.decode_raw(data, dtype, n, out=out)
 
 
-def _flat(a: Any, what: str) -> Any:
+def _flat(a: Any, what: str, written: bool = False) -> Any:
     """Buffer `a` (a NumPy or CuPy array, or another library's by DLPack) as a flat array;
-    raises, inside the call's agreement, for anything else."""
+    raises, inside the call's agreement, for anything else, and for a buffer the call
+    must write (`written`) that is read-only (the write would fail after the exchange, on
+    this rank alone)."""
     a = as_array(a)
     if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
         raise ArgumentError(f"compressed collectives take arrays; the {what} is {type(a).__name__}")
     if not a.flags.c_contiguous:
         raise ArgumentError(f"the {what} must be C-contiguous")
+    if written and not getattr(a.flags, "writeable", True):
+        raise ArgumentError(f"the {what} is read-only")
     return a.reshape(-1)
 
 
@@ -266,7 +270,7 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     expect: list[int] | None = None
     n = 0
     try:
-        r = _flat(recvbuf, "receive buffer")
+        r = _flat(recvbuf, "receive buffer", written=True)
         s = r.copy() if is_in_place(sendbuf) else _flat(sendbuf, "send buffer")
         if s.size % p or s.size != r.size or s.dtype != r.dtype:
             raise ArgumentError(
@@ -298,7 +302,7 @@ def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
     expect: list[int] | None = None
     n = 0
     try:
-        r = _flat(recvbuf, "receive buffer")
+        r = _flat(recvbuf, "receive buffer", written=True)
         if r.size % p:
             raise ArgumentError(f"the receive buffer ({r.size} elements) does not split into {p} blocks")
         n = r.size // p
@@ -332,7 +336,7 @@ def bcast(comm: Any, buf: Any, root: int, codec: Any) -> None:
     try:
         if not 0 <= root < p:
             raise ArgumentError(f"root {root} out of range for {p} ranks")
-        b = _flat(buf, "buffer")
+        b = _flat(buf, "buffer", written=True)
         n = b.size
         if comm.rank == root:
             piece = _encode(codec, b)
@@ -415,7 +419,7 @@ def allreduce(
     counts, offs = [0] * p, [0] * p
     try:
         _check_sum(op)
-        r = _flat(recvbuf, "receive buffer")
+        r = _flat(recvbuf, "receive buffer", written=True)
         x = r.copy() if is_in_place(sendbuf) else _flat(sendbuf, "send buffer")
         if x.size != r.size or x.dtype != r.dtype:
             raise ArgumentError(f"send ({x.size} {x.dtype}) and receive ({r.size} {r.dtype}) buffers differ")
@@ -452,7 +456,7 @@ def reduce_scatter_block(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any, op: 
     n = 0
     try:
         _check_sum(op)
-        r = _flat(recvbuf, "receive buffer")
+        r = _flat(recvbuf, "receive buffer", written=True)
         if is_in_place(sendbuf):
             raise UnsupportedError("compressed Reduce_scatter_block does not take IN_PLACE")
         x = _flat(sendbuf, "send buffer")

@@ -20,6 +20,7 @@ work may run on any stream of its own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -40,44 +41,64 @@ def is_device_array(a: Any) -> bool:
     return type(a).__module__.split(".")[0] == "cupy"
 
 
-def _dlpack_kind(a: Any) -> int | None:
-    """The DLPack device type of an array that is neither NumPy's nor CuPy's (None for those,
-    and for objects without DLPack)."""
+def _dlpack_device(a: Any) -> tuple[int, int] | None:
+    """The DLPack device (type, index) of an array that is neither NumPy's nor CuPy's (None
+    for those, and for objects without DLPack)."""
     if isinstance(a, np.ndarray) or is_device_array(a) or not hasattr(a, "__dlpack__"):
         return None
-    return int(a.__dlpack_device__()[0]) if hasattr(a, "__dlpack_device__") else 1
+    if not hasattr(a, "__dlpack_device__"):
+        return (1, 0)
+    kind, index = a.__dlpack_device__()
+    return int(kind), int(index)
 
 
 def as_array(a: Any) -> Any:
     """`a` as the array a compressed collective works on: NumPy and CuPy arrays as they
     are; another DLPack producer as a view of its memory (NumPy's where the CPU can address
-    it, CuPy's on a CUDA device); anything else unchanged, for the caller's checks."""
-    kind = _dlpack_kind(a)
-    if kind is None:
+    it, CuPy's on the current CUDA device, which `foreign_cuda` made the tensor's); anything
+    else unchanged, for the caller's checks."""
+    device = _dlpack_device(a)
+    if device is None:
         return a
+    kind, index = device
     if kind in CPU_DEVICES:
         return host_buffer(a)
     if kind == CUDA_DEVICE:
         import cupy  # type: ignore[import-not-found]
 
+        current = cupy.cuda.runtime.getDevice()
+        if index != current:
+            raise ArgumentError(
+                f"the buffers of one call must be on one CUDA device, not {current} and {index}"
+            )
         return cupy.from_dlpack(a)
     raise ArgumentError(f"compressed collectives take host or CUDA memory, not DLPack device type {kind}")
 
 
 def foreign_cuda(fn: F) -> F:
-    """Make compressed collective `fn` synchronise CuPy's current stream before it returns
-    when one of its arguments is another library's tensor on a CUDA device (its memory was
-    written, or read, on CuPy's stream)."""
+    """Run compressed collective `fn` on the CUDA device of its first argument that is
+    another library's tensor on one (CuPy's current device, where the kernels, scratch and
+    stream of the call are), and synchronise that device's current stream before returning
+    (the tensor's memory was read and written on it; its library's next work may be on any
+    stream). On an error nothing is synchronised, so the call's own error propagates."""
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
+        index = next((d[1] for d in map(_dlpack_device, args) if d and d[0] == CUDA_DEVICE), None)
+        if index is None:
             return fn(*args, **kwargs)
-        finally:
-            if any(_dlpack_kind(a) == CUDA_DEVICE for a in args):
-                from ..gpu.staging import current_stream
+        with contextlib.ExitStack() as on_device:
+            try:
+                import cupy
 
-                current_stream().synchronize()
+                on_device.enter_context(cupy.cuda.Device(index))
+            except Exception:  # no CuPy, or no such device: the call rejects the tensor
+                return fn(*args, **kwargs)  # (as_array), inside its agreement: on every rank
+            from ..gpu.staging import current_stream
+
+            result = fn(*args, **kwargs)
+            current_stream().synchronize()
+        return result
 
     return call  # type: ignore[return-value]
 

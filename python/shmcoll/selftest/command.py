@@ -144,7 +144,7 @@ def _counts(text: str) -> list[int]:
     "json_path",
     type=click.Path(dir_okay=False, writable=True),
     default=None,
-    help="also write the GPU checks' rows and the device Allreduce's measurements here",
+    help="also write the GPU checks' rows, the device Allreduce's measurements and the exit status here",
 )
 def selftest(
     gpu_flag: bool, ranks_text: str | None, quick: bool, size: str | None, codecs: str, json_path: str | None
@@ -165,9 +165,9 @@ def selftest(
     counts = _counts(ranks_text) if ranks_text is not None else []
     record: dict[str, Any] = {}
     rc = run_gpu(families, quick, size, record) if gpu_flag else 0
-    if json_path is not None:
-        with open(json_path, "w") as f:
-            json.dump({"gpu": record if gpu_flag else None, "exit": rc}, f, indent=1)
     if counts:
         rc |= ranks.run(counts, ranks.QUICK if quick else ranks.FULL, click.echo)
+    if json_path is not None:
+        with open(json_path, "w") as f:
+            json.dump({"gpu": record if gpu_flag else None, "ranks": counts, "exit": rc}, f, indent=1)
     sys.exit(rc)

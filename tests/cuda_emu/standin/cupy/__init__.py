@@ -116,7 +116,7 @@ def from_dlpack(x: Any) -> ndarray:
 
 dtype = np.dtype
 uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
-int32, int64, float32, float64 = np.int32, np.int64, np.float32, np.float64
+int32, int64, float16, float32, float64 = np.int32, np.int64, np.float16, np.float32, np.float64
 
 
 # -- cupy.cuda --------------------------------------------------------------------------------
@@ -131,13 +131,16 @@ class _Stream:
             ptr = _Stream._next
         self.ptr = ptr
         self._saved: list[_Stream] = []
+        #: How many times synchronize() was called (for tests of who waits on a stream).
+        self.synchronized = 0
 
     def use(self) -> _Stream:
         _current[0] = self
         return self
 
     def synchronize(self) -> None:
-        """Everything here runs synchronously."""
+        """Everything here runs synchronously: only counted."""
+        self.synchronized += 1
 
     def __enter__(self) -> _Stream:
         self._saved.append(_current[0])
