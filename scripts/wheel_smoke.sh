@@ -6,7 +6,9 @@
 # with no cargo on PATH, HOME and caches of their own and the working directory outside the
 # checkout: info, explain, a short Alltoall benchmark, a quick tune, the PMPI library (built
 # from the wheel's engine with mpicc) preloaded under a C Alltoall program at 2 ranks and
-# its --tune, an FFT, codec round trips, the CUDA sources. Fails at the first step that fails.
+# its --tune, an FFT, codec round trips, the CUDA sources; then the GPU check of a node
+# without network (scripts/wheelhouse.sh, scripts/gpu_check.sh beside that environment, which
+# must stay as it was). Fails at the first step that fails.
 # scripts/test.sh runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -152,6 +154,20 @@ assert all("__global__" in kernel_source(n) for n in KERNEL_NAMES)
 assert shmcoll.bundle.source_tree() is None, "the installed package took a source tree for its own"
 print("mpc and zfp round trips ok; CUDA sources in", Path(shmcoll.__file__).parent / "_bundled" / "cuda")
 EOF
+
+step "the GPU check offline: a wheelhouse for this Python, gpu_check.sh from it beside the environment"
+cd "$ROOT"
+PYVER="$("$TMP/venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+./scripts/wheelhouse.sh "$TMP/wheelhouse" "$PYVER" >"$TMP/wheelhouse.log" 2>&1 || { tail -20 "$TMP/wheelhouse.log"; fail "wheelhouse"; }
+BEFORE="$("$TMP/venv/bin/python" -m pip freeze)"
+# No GPU here: every step runs and only the environment report fails (the GPU path is not ready).
+PYTHON="$TMP/venv/bin/python" SHMCOLL_CHECK_OUT="$TMP/gpu-check" SHMCOLL_CHECK_QUICK=1 \
+    ./scripts/gpu_check.sh "$TMP/wheelhouse" >"$TMP/gpu-check.log" 2>&1 && fail "gpu_check passed without a GPU"
+tail -1 "$TMP/gpu-check.log"
+grep -q "gpu_check: FAILED: env (exit 1);" "$TMP/gpu-check.log" || { cat "$TMP/gpu-check.log"; fail "gpu_check"; }
+grep -q "installed from $TMP/wheelhouse" "$TMP/gpu-check.log" || fail "gpu_check did not install from the wheelhouse"
+[ "$("$TMP/venv/bin/python" -m pip freeze)" = "$BEFORE" ] || fail "gpu_check changed the environment it ran beside"
+echo "installed from the wheelhouse, every step ran, the environment untouched"
 
 echo
 echo "wheel smoke passed in $((SECONDS - START)) s"
