@@ -181,8 +181,11 @@ def _rank_compares(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) -> l
     comm = shmcoll.Comm()
     codec = cz.as_raw_codec(get_codec(dict(cfg)))
     bad: list[str] = []
+    from shmcoll.gpu import kernels
+
     before = dict(fallback_calls)
     launched = len(getattr(cupy, "launches", ()))
+    looked_up = kernels.load_module.cache_info().hits
     for n in sizes:
         for name, run in CASES.items():
             host = run(comm, np, codec, n, dtype)
@@ -196,6 +199,8 @@ def _rank_compares(cfg: dict[str, Any], dtype: Any, sizes: tuple[int, ...]) -> l
         bad.append(f"device calls fell back to the host codecs: {fallback_calls}")
     if hasattr(cupy, "launches") and len(cupy.launches) == launched:
         bad.append("no kernel ran")
+    if kernels.load_module.cache_info().hits == looked_up:  # on a GPU too: the wrappers ran
+        bad.append("no kernel was looked up: the GPU codecs never ran")
     comm.Barrier()
     return bad
 
