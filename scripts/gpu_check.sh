@@ -69,6 +69,11 @@ print(sysconfig.get_path("purelib", "posix_prefix", {"base": sys.argv[1], "platb
     echo "installed from $WHEELS into $PREFIX in $((SECONDS - START)) s"
 fi
 
+# An interrupt (Ctrl-C) or termination of this script ends the running step's process
+# group too, which the terminal's signal does not reach.
+CHILD=""
+trap 'trap - INT TERM; [ -n "$CHILD" ] && kill -TERM -- "-$CHILD" 2>/dev/null; exit 130' INT TERM
+
 # step NAME SECONDS COMMAND...: run it with a time limit (SECONDS, or what is left of the
 # whole run's), its output on screen and in NAME.txt; remember the failure.
 step() {
@@ -85,8 +90,15 @@ step() {
     [ "$left" -lt "$limit" ] && limit=$left
     echo "== $name (limit ${limit} s): $*"
     local t0=$SECONDS
-    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$OUTDIR/$name.txt"
-    local rc=${PIPESTATUS[0]}
+    # timeout leads a process group of its own (so that its limit ends the step's whole
+    # tree: ranks, launchers); it runs in the background so that the trap below can pass
+    # an interrupt on to that group at once. Its input is the step's (a here-document).
+    timeout --kill-after=10 "$limit" "$@" <&0 > >(tee "$OUTDIR/$name.txt") 2>&1 &
+    CHILD=$!
+    wait "$CHILD"
+    local rc=$?
+    CHILD=""
+    wait  # for tee (bash >= 5.1 waits for the process substitution too)
     echo "== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$OUTDIR/$name.txt"
     [ "$rc" -eq 0 ] || FAILED+=("$name (exit $rc)")
 }
