@@ -10,10 +10,11 @@
 #                 and the Alltoall/Allreduce tables against MPI at 8 and 16 ranks with the
 #                 launch's floors (selftest.json: the GPU rows and the Allreduce's
 #                 measurements, for machines)
-#   pytest.txt    the tests marked gpu: the kernels against Rust (1-D and N-D zfp too), the
-#                 compressed collectives on CuPy arrays and the DDP hook on torch CUDA
-#                 tensors, bitwise the host path (pytest.xml: JUnit)
-#   ddp.txt       examples/ddp_training.py --device cuda, when torch sees the GPU
+#   pytest.txt    the tests marked gpu, one line each as they finish (a step cut by its
+#                 limit still says which passed): the kernels against Rust (1-D and N-D
+#                 zfp too), the compressed collectives on CuPy arrays and torch CUDA
+#                 tensors and the DDP hook, bitwise the host path (pytest.xml: JUnit)
+#   ddp.txt       examples/ddp_training.py --device cuda, when torch sees the GPU (ddp.json)
 # The exit status is non-zero when any step failed.
 #
 #   bash scripts/gpu_check.sh [WHEELHOUSE]
@@ -131,9 +132,9 @@ EOF
 QUICK=""
 [ "${SHMCOLL_CHECK_QUICK:-0}" = 1 ] && QUICK="--quick"
 # shellcheck disable=SC2086  # $QUICK: no word, or one
-step selftest 240 "$PY" -m shmcoll.cli selftest --gpu --ranks 8,16 $QUICK --json "$OUTDIR/selftest.json"
+step selftest 210 "$PY" -m shmcoll.cli selftest --gpu --ranks 8,16 $QUICK --json "$OUTDIR/selftest.json"
 
-step pytest 240 "$PY" -m pytest -q -m gpu --junitxml="$OUTDIR/pytest.xml" \
+step pytest 270 "$PY" -m pytest -v -m gpu --junitxml="$OUTDIR/pytest.xml" \
     tests/test_gpu_codecs.py tests/test_gpu_zfp.py tests/test_compress_on_device.py
 
 if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
