@@ -5,7 +5,9 @@ and never slower below; calls passed through (derived types) at most 2% slower. 
 columns from the launch that timed the library and MPI's own PMPI_ calls alternately in
 the same processes. When the launches ran the copy-floor op (alltoall_bench.c), two more:
 the floor (one memcpy per byte into the peers' buffers, and a barrier) and how far the
-library's time is above it."""
+library's time is above it. `render` is the table as text: bench/results.py draws the
+generated blocks of docs/results-pmpi.md with it from the outputs that
+`OUT=DIR bench/pmpi_bench.sh` keeps."""
 
 from __future__ import annotations
 
@@ -49,14 +51,11 @@ def size_name(n: int) -> str:
     return str(n)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--plain", nargs="+", type=Path, required=True)
-    ap.add_argument("--shmcoll", nargs="+", type=Path, required=True)
-    ap.add_argument("--side", type=Path, help="the side-by-side launch (alltoall_bench -s 1)")
-    a = ap.parse_args()
-    plain, lib = load(a.plain), load(a.shmcoll)
-    side = load([a.side]) if a.side else {}
+def render(plain_paths: list[Path], shmcoll_paths: list[Path], side_path: Path | None = None) -> str:
+    """The table (markdown) and the count of rows under their bar, from the outputs of the
+    plain launches, the preloaded ones and, where given, the side-by-side one."""
+    plain, lib = load(plain_paths), load(shmcoll_paths)
+    side = load([side_path]) if side_path else {}
     # The floor is a property of the machine: the lowest of all launches that measured it.
     floor: dict[int, float] = {}
     for runs in (plain, lib):
@@ -71,8 +70,7 @@ def main() -> None:
     if side:
         head += " same launch: library µs | PMPI_ µs | ratio |"
         rule += "---:|---:|---:|"
-    print(head)
-    print(rule)
+    out = [head, rule]
     missed = 0
     for op, size in sorted(lib):
         if (op, size) not in plain or op == FLOOR:
@@ -89,8 +87,18 @@ def main() -> None:
         if (op, size) in side:
             s_lib, s_mpi = side[(op, size)]
             row += f" {s_lib:.2f} | {s_mpi:.2f} | {s_mpi / s_lib:.2f}x |"
-        print(row)
-    print(f"\n{missed} row(s) miss their bar (ratio = MPI time / time with the library).")
+        out.append(row)
+    out.append(f"\n{missed} row(s) miss their bar (ratio = MPI time / time with the library).")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--plain", nargs="+", type=Path, required=True)
+    ap.add_argument("--shmcoll", nargs="+", type=Path, required=True)
+    ap.add_argument("--side", type=Path, help="the side-by-side launch (alltoall_bench -s 1)")
+    a = ap.parse_args()
+    print(render(a.plain, a.shmcoll, a.side))
 
 
 if __name__ == "__main__":

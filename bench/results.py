@@ -1,6 +1,6 @@
 """Regenerate the measured tables of docs/results-*.md in place: one script for every table
-that `shmcoll bench` launches produce, so that a table is never pasted by hand and always
-states the command and the machine behind it.
+that `shmcoll bench` launches or `bench/pmpi_bench.sh` runs produce, so that a table is
+never pasted by hand and always states the command and the machine behind it.
 
 Each generated table sits between marker comments that name its block:
 
@@ -13,8 +13,10 @@ Each generated table sits between marker comments that name its block:
 
 `BLOCKS` below says, for every block, which launches make it (operation, MPI, ranks,
 sizes, options, how many launches) and how its table is drawn (`tables_md.py`,
-`default_md.py`, or the side-by-side forms here). The script rewrites only what lies
-between a block's markers; the prose around them is never touched.
+`default_md.py`, the side-by-side forms here, or `pmpi_table.py` for the PMPI library's
+blocks, whose launches are runs of `bench/pmpi_bench.sh`: NP, ROUNDS, SIDE, the sizes and
+the ops of `bench/pmpi/alltoall_bench.c`). The script rewrites only what lies between a
+block's markers; the prose around them is never touched.
 
     python bench/results.py --list                     # the blocks and their launches
     python bench/results.py --run                      # measure everything (about an hour), rewrite
@@ -24,8 +26,10 @@ between a block's markers; the prose around them is never touched.
 
 `--run` launches, for each MPI, from `.venv-bench-<mpi>` (as bench/mpi_tables.sh makes
 them; `--venv mpich=.venv` names another) `shmcoll bench machine` and then the benchmark,
-writing `<results>/<stem>.csv` beside `<stem>.machine.json`. Without `--run`, blocks whose
-CSVs are missing are left as they are and listed.
+writing `<results>/<stem>.csv` beside `<stem>.machine.json`; a PMPI block's run of
+`bench/pmpi_bench.sh` (with that environment's python, mpicc and mpiexec) keeps its
+launches' outputs in the directory `<results>/<stem>/` instead. Without `--run`, blocks
+whose outputs are missing are left as they are and listed.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import default_md  # noqa: E402
+import pmpi_table  # noqa: E402
 import tables_md  # noqa: E402
 from shmcoll.bench.machine_state import describe, load  # noqa: E402
 from shmcoll.bench.sizes import fmt_size  # noqa: E402
@@ -87,6 +92,94 @@ class Launch:
         times = f", launches i = 1..{self.repeat}" if many else ""
         return f"`{shlex.join(self.argv(path, sizes))}` under {MPI_NAMES[self.mpi]}{times}"
 
+    def output(self, results: Path, stem: str) -> Path:
+        return results / f"{stem}.csv"
+
+    def ready(self, path: Path) -> bool:
+        return path.exists()
+
+    def sizes_in(self, path: Path) -> set[int]:
+        return {int(r["bytes"]) for r in _rows(path)}
+
+    def run(self, results: Path, bindir: Path, env: dict[str, str], sizes: str | None) -> None:
+        for stem in self.stems():
+            machine = _record_machine(results, stem, bindir, env)
+            argv = self.argv(str(self.output(results, stem)), sizes)
+            subprocess.run(
+                [str(bindir / argv[0]), *argv[1:]],
+                env={**env, "SHMCOLL_BENCH_MACHINE": str(machine)},
+                check=True,
+            )
+
+
+@dataclass(frozen=True)
+class PmpiLaunch:
+    """One run of `bench/pmpi_bench.sh`: ROUNDS plain and ROUNDS preloaded launches of
+    `bench/pmpi/alltoall_bench.c`, alternating, and with SIDE=1 one launch that times the
+    library and MPI's own PMPI_ calls in the same processes. Its launches' outputs stay in
+    the directory `<results>/<stem>/` (the script's OUT), drawn by `pmpi_table.py`."""
+
+    #: The ops measured, in the directory's name.
+    tag: str
+    ops: tuple[str, ...]
+    sizes: str = "8:16M"
+    rounds: int = 3
+    side: bool = True
+    nranks: int = 2
+    mpi: str = "mpich"
+    #: Set for every launch of the run (e.g. the library's shared allocator off).
+    env: tuple[tuple[str, str], ...] = ()
+
+    def stem(self) -> str:
+        return f"pmpi-{self.mpi}-np{self.nranks}-{self.tag}"
+
+    def stems(self) -> list[str]:
+        return [self.stem()]
+
+    def settings(self, out: str) -> dict[str, str]:
+        """The script's environment: this run's own, then NP, ROUNDS, SIDE and OUT."""
+        own = {"NP": str(self.nranks), "ROUNDS": str(self.rounds), "SIDE": "1" if self.side else "0"}
+        return {**dict(self.env), **own, "OUT": out}
+
+    def argv(self, sizes: str | None = None) -> list[str]:
+        return ["bench/pmpi_bench.sh", "-m", sizes or self.sizes, "-o", ",".join(self.ops)]
+
+    def shown(self, sizes: str | None = None) -> str:
+        settings = self.settings(f"bench/results/{self.stem()}")
+        assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
+        return f"`{assign} {shlex.join(self.argv(sizes))}` under {MPI_NAMES[self.mpi]}"
+
+    def output(self, results: Path, stem: str) -> Path:
+        return results / stem
+
+    def ready(self, path: Path) -> bool:
+        need = ["plain.1", "shmcoll.1", *(["side"] if self.side else [])]
+        return all((path / name).exists() for name in need)
+
+    def sizes_in(self, path: Path) -> set[int]:
+        files = [*path.glob("plain.*"), *path.glob("shmcoll.*"), *path.glob("side")]
+        words = (line.split() for f in files for line in f.read_text().splitlines())
+        return {int(w[1]) for w in words if len(w) == 4}
+
+    def run(self, results: Path, bindir: Path, env: dict[str, str], sizes: str | None) -> None:
+        for stem in self.stems():
+            _record_machine(results, stem, bindir, env)
+            out = str(self.output(results, stem).resolve())
+            subprocess.run(
+                ["bash", *self.argv(sizes)],
+                cwd=ROOT,
+                env={**env, "PYTHON": str(bindir / "python"), **self.settings(out)},
+                check=True,
+            )
+
+
+def _record_machine(results: Path, stem: str, bindir: Path, env: dict[str, str]) -> Path:
+    """`shmcoll bench machine` before a launch: `<results>/<stem>.machine.json`."""
+    machine = results / f"{stem}.machine.json"
+    print(f"== {stem}", flush=True)
+    subprocess.run([str(bindir / "shmcoll"), "bench", "machine", "--json", str(machine)], env=env, check=True)
+    return machine
+
 
 @dataclass(frozen=True)
 class Block:
@@ -94,7 +187,7 @@ class Block:
 
     name: str
     page: str
-    launches: tuple[Launch, ...]
+    launches: tuple[Launch | PmpiLaunch, ...]
     draw: str  # a key of DRAW
 
 
@@ -155,6 +248,41 @@ BLOCKS: tuple[Block, ...] = (
         )
         for mpi in ("mpich", "openmpi")
         for n in (2, 4)
+    ),
+    Block(
+        "pmpi alltoall np2 mpich",
+        "results-pmpi.md",
+        (
+            PmpiLaunch(
+                "alltoall", ("alltoall", "alltoallv", "alltoallv-ragged", "alltoall-derived", "copy-floor")
+            ),
+        ),
+        "pmpi",
+    ),
+    Block(
+        "pmpi collectives np2 mpich",
+        "results-pmpi.md",
+        (
+            PmpiLaunch(
+                "collectives", ("allgather", "allreduce", "reduce-scatter", "bcast", "barrier"), "8:4M", 2
+            ),
+        ),
+        "pmpi",
+    ),
+    Block(
+        "pmpi bcast np2 private mpich",
+        "results-pmpi.md",
+        (
+            PmpiLaunch(
+                "bcast-private",
+                ("bcast",),
+                "64K:16M",
+                2,
+                side=False,
+                env=(("SHMCOLL_PMPI_SHARED_MALLOC", "off"),),
+            ),
+        ),
+        "pmpi",
     ),
 )
 
@@ -228,12 +356,28 @@ def _ordinary_vs_heap(groups: list[list[Path]]) -> str:
     return default_md.ordinary_vs_heap([p for paths in groups for p in paths])
 
 
+def _pmpi(groups: list[list[Path]]) -> str:
+    """pmpi_table.py's table of each run of bench/pmpi_bench.sh (the directories its OUT
+    kept): lowest medians of the plain and the preloaded launches, the bars, and the floor
+    and same-launch columns where the run measured them."""
+    tables = []
+    for out in (d for paths in groups for d in paths):
+        side = out / "side"
+        tables.append(
+            pmpi_table.render(
+                sorted(out.glob("plain.*")), sorted(out.glob("shmcoll.*")), side if side.exists() else None
+            )
+        )
+    return "\n\n".join(tables)
+
+
 DRAW: dict[str, Callable[[list[list[Path]]], str]] = {
     "medians": _medians,
     "ratio-pair": _ratio_pair,
     "side-by-side": _side_by_side,
     "default": _default,
     "ordinary-vs-heap": _ordinary_vs_heap,
+    "pmpi": _pmpi,
 }
 
 
@@ -247,8 +391,15 @@ def command_line(block: Block, sizes: str | None = None) -> str:
 
 
 def measured_sizes(block: Block, groups: list[list[Path]]) -> str | None:
-    """The sizes the CSVs hold as `-m` spells them, None where they are the launches' own."""
-    sizes = sorted({int(r["bytes"]) for paths in groups for p in paths for r in _rows(p)})
+    """The sizes the outputs hold as `-m` spells them, None where they are the launches' own."""
+    sizes = sorted(
+        {
+            n
+            for launch, paths in zip(block.launches, groups, strict=True)
+            for p in paths
+            for n in launch.sizes_in(p)
+        }
+    )
     if not sizes:
         return None
     span = f"{fmt_size(sizes[0])}:{fmt_size(sizes[-1])}"
@@ -262,17 +413,23 @@ def machine_line(block: Block, results: Path) -> str:
         for stem in launch.stems():
             side = results / f"{stem}.machine.json"
             seen.append(f"{stem}: {describe(load(str(side)))}" if side.exists() else f"{stem}: no record")
+            mpi = launch.output(results, stem) / "mpi"
+            if isinstance(launch, PmpiLaunch) and mpi.exists():
+                # "MPI: mpich 5.0.2 (/path/to/mpicc)": the MPI, not this machine's paths
+                seen[-1] += f", {mpi.read_text().strip().split(' (')[0]}"
     return "Machine: development machine as `shmcoll bench machine` recorded it; " + "; ".join(seen) + "."
 
 
-def csv_groups(block: Block, results: Path) -> list[list[Path]] | None:
-    groups = [[results / f"{s}.csv" for s in launch.stems()] for launch in block.launches]
-    return groups if all(p.exists() for g in groups for p in g) else None
+def output_groups(block: Block, results: Path) -> list[list[Path]] | None:
+    """Each launch's outputs (CSVs, or a PMPI run's directory), None where some are missing."""
+    groups = [[launch.output(results, s) for s in launch.stems()] for launch in block.launches]
+    ready = all(launch.ready(p) for launch, g in zip(block.launches, groups, strict=True) for p in g)
+    return groups if ready else None
 
 
 def generate(block: Block, results: Path) -> str | None:
-    """The block's text from its CSVs, None where some are missing."""
-    groups = csv_groups(block, results)
+    """The block's text from its launches' outputs, None where some are missing."""
+    groups = output_groups(block, results)
     if groups is None:
         return None
     table = DRAW[block.draw](groups)
@@ -309,7 +466,7 @@ def rewrite(text: str, contents: dict[str, str]) -> str:
 
 
 # -- running the launches --------------------------------------------------------------------
-def run_launch(launch: Launch, results: Path, venvs: dict[str, Path], sizes: str | None) -> None:
+def run_launch(launch: Launch | PmpiLaunch, results: Path, venvs: dict[str, Path], sizes: str | None) -> None:
     bindir = venvs.get(launch.mpi, ROOT / f".venv-bench-{launch.mpi}") / "bin"
     if not (bindir / "shmcoll").exists():
         sys.exit(
@@ -319,16 +476,7 @@ def run_launch(launch: Launch, results: Path, venvs: dict[str, Path], sizes: str
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     if os.geteuid() == 0:
         env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    for stem in launch.stems():
-        machine = results / f"{stem}.machine.json"
-        print(f"== {stem}", flush=True)
-        subprocess.run(
-            [str(bindir / "shmcoll"), "bench", "machine", "--json", str(machine)], env=env, check=True
-        )
-        argv = launch.argv(str(results / f"{stem}.csv"), sizes)
-        subprocess.run(
-            [str(bindir / argv[0]), *argv[1:]], env={**env, "SHMCOLL_BENCH_MACHINE": str(machine)}, check=True
-        )
+    launch.run(results, bindir, env, sizes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -373,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         page.write_text(rewrite(before, {b.name: text}))
         print(f"rewrote {b.name!r} in {page}")
     if missing:
-        print(f"left as they are (CSVs missing in {opts.results}): {', '.join(missing)}")
+        print(f"left as they are (outputs missing in {opts.results}): {', '.join(missing)}")
     return 0
 
 
