@@ -15,6 +15,8 @@
 #                 zfp too), the compressed collectives on CuPy arrays and torch CUDA
 #                 tensors and the DDP hook, bitwise the host path (pytest.xml: JUnit)
 #   ddp.txt       examples/ddp_training.py --device cuda, when torch sees the GPU (ddp.json)
+#   sanitizer.txt the selftest's quick GPU checks under compute-sanitizer's memcheck, where
+#                 the machine has it
 # The exit status is non-zero when any step failed.
 #
 #   bash scripts/gpu_check.sh [WHEELHOUSE]
@@ -142,6 +144,17 @@ if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'
         --json "$OUTDIR/ddp.json"
 else
     echo "== ddp: skipped, torch does not see a GPU here" | tee "$OUTDIR/ddp.txt"
+fi
+
+# Memory errors of the kernels (out-of-bounds or misaligned accesses, which the CPU
+# emulation cannot see) under NVIDIA's compute-sanitizer, where the machine has it: every
+# codec's kernels on the selftest's quick corpus, the Allreduce's ranks included.
+SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
+if [ -n "$SANITIZER" ]; then
+    step sanitizer 120 "$SANITIZER" --tool memcheck --error-exitcode 1 --target-processes all \
+        "$PY" -m shmcoll.cli selftest --gpu --quick
+else
+    echo "== sanitizer: skipped, no compute-sanitizer here" | tee "$OUTDIR/sanitizer.txt"
 fi
 
 echo

@@ -24,9 +24,24 @@ pytestmark = pytest.mark.timeout(600)
 def test_the_gpu_check_runs_every_step_and_fails_without_a_gpu(tmp_path: pathlib.Path) -> None:
     if gpu.available():
         pytest.skip("a GPU is usable here: the script's real run applies")
-    env = subprocess_env(
-        {"PYTHON": sys.executable, "SHMCOLL_CHECK_OUT": str(tmp_path), "SHMCOLL_CHECK_QUICK": "1"}
+    # A stand-in for compute-sanitizer: it runs the program it is given, after its options.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "compute-sanitizer"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'while [ "${1#--}" != "$1" ]; do\n'
+        '  case "$1" in --tool|--error-exitcode|--target-processes) shift 2 ;; *) shift ;; esac\n'
+        "done\n"
+        'echo "sanitizer stand-in runs: $*"\n'
+        'exec "$@"\n'
     )
+    fake.chmod(0o755)
+    out_dir = tmp_path / "out"
+    env = subprocess_env(
+        {"PYTHON": sys.executable, "SHMCOLL_CHECK_OUT": str(out_dir), "SHMCOLL_CHECK_QUICK": "1"}
+    )
+    env["PATH"] = f"{bindir}:{env['PATH']}"
     res = subprocess.run(
         ["bash", str(ROOT / "scripts" / "gpu_check.sh")],
         capture_output=True, text=True, timeout=540, env=env, check=False, cwd=tmp_path,
@@ -34,21 +49,33 @@ def test_the_gpu_check_runs_every_step_and_fails_without_a_gpu(tmp_path: pathlib
     out = res.stdout + res.stderr
     assert res.returncode == 1, out
     assert "gpu_check: FAILED: env (exit 1)" in out
-    files = {p.name for p in tmp_path.iterdir()}
-    assert {"env.txt", "selftest.txt", "selftest.json", "pytest.txt", "pytest.xml", "ddp.txt"} <= files, files
-    env_txt = (tmp_path / "env.txt").read_text()
+    files = {p.name for p in out_dir.iterdir()}
+    want = {
+        "env.txt",
+        "selftest.txt",
+        "selftest.json",
+        "pytest.txt",
+        "pytest.xml",
+        "ddp.txt",
+        "sanitizer.txt",
+    }
+    assert want <= files, files
+    env_txt = (out_dir / "env.txt").read_text()
     assert f"GPU path       NOT ready: {gpu.unavailable()}" in env_txt
-    record = json.loads((tmp_path / "selftest.json").read_text())
+    record = json.loads((out_dir / "selftest.json").read_text())
     assert record == {"gpu": {"skipped": gpu.unavailable()}, "ranks": [8, 16], "exit": 0}
-    assert "== selftest: exit 0" in (tmp_path / "selftest.txt").read_text()
-    pytest_txt = (tmp_path / "pytest.txt").read_text()
+    assert "== selftest: exit 0" in (out_dir / "selftest.txt").read_text()
+    pytest_txt = (out_dir / "pytest.txt").read_text()
     assert "== pytest: exit 0" in pytest_txt and re.search(r"\d+ skipped", pytest_txt), pytest_txt
     assert not re.search(r"\d+ (failed|errors?)\b", pytest_txt), pytest_txt
     # The three files of GPU tests were found and collected (each skips here).
-    junit = (tmp_path / "pytest.xml").read_text()
+    junit = (out_dir / "pytest.xml").read_text()
     for name in ("test_gpu_codecs", "test_gpu_zfp", "test_compress_on_device"):
         assert name in junit, name
-    assert "skipped" in (tmp_path / "ddp.txt").read_text()
+    assert "skipped" in (out_dir / "ddp.txt").read_text()
+    sanitized = (out_dir / "sanitizer.txt").read_text()
+    assert "sanitizer stand-in runs: " in sanitized and "selftest --gpu --quick" in sanitized, sanitized
+    assert "== sanitizer: exit 0" in sanitized, sanitized
 
 
 def test_steps_past_the_runs_limit_are_not_started_and_fail(tmp_path: pathlib.Path) -> None:
