@@ -56,15 +56,19 @@ def test_the_gpu_check_runs_every_step_and_fails_without_a_gpu(tmp_path: pathlib
         "selftest.json",
         "pytest.txt",
         "pytest.xml",
+        "ranks.txt",
         "ddp.txt",
         "sanitizer.txt",
     }
     assert want <= files, files
     env_txt = (out_dir / "env.txt").read_text()
     assert f"GPU path       NOT ready: {gpu.unavailable()}" in env_txt
+    assert "same as checkout yes" in env_txt, env_txt  # the checkout's own package runs
     record = json.loads((out_dir / "selftest.json").read_text())
-    assert record == {"gpu": {"skipped": gpu.unavailable()}, "ranks": [8, 16], "exit": 0}
+    assert record == {"gpu": {"skipped": gpu.unavailable()}, "ranks": [], "exit": 0}
     assert "== selftest: exit 0" in (out_dir / "selftest.txt").read_text()
+    ranks_txt = (out_dir / "ranks.txt").read_text()
+    assert "== ranks: exit 0" in ranks_txt and "shmcoll bench machine" in ranks_txt, ranks_txt
     pytest_txt = (out_dir / "pytest.txt").read_text()
     assert "== pytest: exit 0" in pytest_txt and re.search(r"\d+ skipped", pytest_txt), pytest_txt
     assert not re.search(r"\d+ (failed|errors?)\b", pytest_txt), pytest_txt
@@ -87,6 +91,6 @@ def test_steps_past_the_runs_limit_are_not_started_and_fail(tmp_path: pathlib.Pa
         capture_output=True, text=True, timeout=120, env=env, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 1, res.stdout + res.stderr
-    for name in ("env", "selftest", "pytest"):
+    for name in ("env", "selftest", "pytest", "ranks"):
         assert f"{name} (no time left)" in res.stdout, res.stdout
         assert "not started" in (tmp_path / f"{name}.txt").read_text()

@@ -80,11 +80,12 @@ def foreign_cuda(fn: F) -> F:
     another library's tensor on one (CuPy's current device, where the kernels, scratch and
     stream of the call are), and synchronise that device's current stream before returning
     (the tensor's memory was read and written on it; its library's next work may be on any
-    stream). On an error nothing is synchronised, so the call's own error propagates."""
+    stream), after an error too, which then propagates as it was."""
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        index = next((d[1] for d in map(_dlpack_device, args) if d and d[0] == CUDA_DEVICE), None)
+        given = [*args, *kwargs.values()]
+        index = next((d[1] for d in map(_dlpack_device, given) if d and d[0] == CUDA_DEVICE), None)
         if index is None:
             return fn(*args, **kwargs)
         with contextlib.ExitStack() as on_device:
@@ -96,7 +97,15 @@ def foreign_cuda(fn: F) -> F:
                 return fn(*args, **kwargs)  # (as_array), inside its agreement: on every rank
             from ..gpu.staging import current_stream
 
-            result = fn(*args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException:
+                # Kernels the call queued may still use the tensors' memory, which their
+                # library may reuse once the error reaches it; the call's error is the one
+                # to raise.
+                with contextlib.suppress(Exception):
+                    current_stream().synchronize()
+                raise
             current_stream().synchronize()
         return result
 

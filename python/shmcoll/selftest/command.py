@@ -164,10 +164,17 @@ def selftest(
             raise click.BadParameter(str(e), param_hint="--size") from e
     counts = _counts(ranks_text) if ranks_text is not None else []
     record: dict[str, Any] = {}
+
+    def write(rc: int) -> None:
+        if json_path is not None:
+            with open(json_path, "w") as f:
+                json.dump({"gpu": record if gpu_flag else None, "ranks": counts, "exit": rc}, f, indent=1)
+
     rc = run_gpu(families, quick, size, record) if gpu_flag else 0
+    # Written as soon as the GPU checks end, and again after the tables: a run stopped
+    # during the tables keeps the GPU's findings.
+    write(rc)
     if counts:
         rc |= ranks.run(counts, ranks.QUICK if quick else ranks.FULL, click.echo)
-    if json_path is not None:
-        with open(json_path, "w") as f:
-            json.dump({"gpu": record if gpu_flag else None, "ranks": counts, "exit": rc}, f, indent=1)
+        write(rc)
     sys.exit(rc)
