@@ -166,6 +166,7 @@ PYTHON="$TMP/venv/bin/python" SHMCOLL_CHECK_OUT="$TMP/gpu-check" SHMCOLL_CHECK_Q
 tail -1 "$TMP/gpu-check.log"
 grep -q "gpu_check: FAILED: env (exit 1);" "$TMP/gpu-check.log" || { cat "$TMP/gpu-check.log"; fail "gpu_check"; }
 grep -q "installed from $TMP/wheelhouse" "$TMP/gpu-check.log" || fail "gpu_check did not install from the wheelhouse"
+grep -q "same as checkout yes" "$TMP/gpu-check/env.txt" || { cat "$TMP/gpu-check/env.txt"; fail "the wheelhouse's shmcoll is not this checkout's"; }
 [ "$("$TMP/venv/bin/python" -m pip freeze)" = "$BEFORE" ] || fail "gpu_check changed the environment it ran beside"
 echo "installed from the wheelhouse, every step ran, the environment untouched"
 
