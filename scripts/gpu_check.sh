@@ -138,10 +138,12 @@ why = gpu.unavailable()
 print("GPU path      ", "ready (a device, and every kernel compiles)" if why is None else f"NOT ready: {why}")
 # The package that runs must be this checkout's (a wheelhouse built before the last change
 # would test old code under the new tests).
-here = Path(shmcoll.__file__).resolve().parent
-pairs = [(p, here / p.relative_to("python/shmcoll")) for p in Path("python/shmcoll").rglob("*.py")]
+here, source = Path(shmcoll.__file__).resolve().parent, Path("python/shmcoll")
+pairs = [(p, here / p.relative_to(source)) for p in source.rglob("*.py")]
 pairs += [(p, here / "_bundled" / "cuda" / p.name) for p in Path("cuda").glob("*.cu")]
-stale = [str(a) for a, b in pairs if here != Path("python/shmcoll").resolve() and (not b.exists() or a.read_bytes() != b.read_bytes())]
+stale = [] if here == source.resolve() else [
+    str(a) for a, b in pairs if not b.exists() or a.read_bytes() != b.read_bytes()
+]
 print("same as checkout", "yes" if not stale else f"NO, {len(stale)} files differ: {', '.join(stale[:8])}")
 def mpi():
     import mpi4py

@@ -458,14 +458,19 @@ class OnAnotherDevice:
         return (4, 0)
 
 
-def foreign_device_rejected() -> str:
-    comm = shmcoll.Comm()
-    recv = np.zeros(64, np.float32) if comm.rank == 0 else OnAnotherDevice()
+def allreduce_error(comm: Any, recv: Any) -> str:
+    """The error of a compressed Allreduce of 64 values into `recv` on this rank, as
+    "Type: message", or "no error"."""
     try:
         cz.allreduce(comm, data(comm.rank, 64), recv, Half())
     except shmcoll.ShmcollError as e:
         return f"{type(e).__name__}: {e}"
     return "no error"
+
+
+def foreign_device_rejected() -> str:
+    comm = shmcoll.Comm()
+    return allreduce_error(comm, np.zeros(64, np.float32) if comm.rank == 0 else OnAnotherDevice())
 
 
 def test_a_tensor_one_rank_cannot_read_is_an_error_on_every_rank() -> None:
@@ -480,11 +485,7 @@ def read_only_receive_buffer() -> str:
     comm = shmcoll.Comm()
     recv = np.zeros(64, np.float32)
     recv.flags.writeable = comm.rank != 1
-    try:
-        cz.allreduce(comm, data(comm.rank, 64), recv, Half())
-    except shmcoll.ShmcollError as e:
-        return f"{type(e).__name__}: {e}"
-    return "no error"
+    return allreduce_error(comm, recv)
 
 
 def test_a_read_only_receive_buffer_is_an_error_on_every_rank() -> None:
