@@ -5,8 +5,9 @@
 // tests/test_gpu_zfp.py).
 //
 // It transliterates the Rust reference coder bit for bit: the block-floating-point cast
-// and lifting of zfp/scalar.rs, and the plane coder of zfp/reference.rs (one bit at a
-// time; the Rust fast path uses tables that would serialise in constant memory here).
+// and lifting of zfp/scalar.rs, and the plane coders of zfp/reference.rs: 1-D blocks a
+// plane at a time, computed without tables (the Rust fast path's tables would serialise
+// in constant memory here), N-D blocks one bit at a time.
 // Compile with NVRTC and the options of shmcoll.gpu.kernels (--fmad=false, no fast math,
 // denormals kept): every float operation is a power-of-two scaling, an int<->float
 // conversion rounded to nearest even or toward zero, or a product rounded once.
@@ -47,8 +48,8 @@
 //   zfp_decode_nd_f64(..., double* dst)
 //     One thread per block: launch prod(ceil(n_axis / 4)) threads.
 //
-// Written in plain C++17 with no headers and few CUDA builtins, so that g++ compiles it
-// unchanged against the CPU shim of tests/cuda_emu/shim.h.
+// Written in plain C++17 with no headers and few CUDA builtins (bit casts, __clz, __clzll,
+// __brev), so that g++ compiles it unchanged against the CPU shim of tests/cuda_emu/shim.h.
 
 typedef unsigned int zu32;
 typedef unsigned long long zu64;
@@ -145,7 +146,7 @@ ZFP_INLINE typename T::F pow2(zi32 k) {
 // Forward transform of a block: false for a block of zeros, else the biased exponent and
 // the negabinary coefficients (zfp/scalar.rs `forward`).
 template <class T>
-ZFP_INLINE bool forward(const typename T::F* v, zu32* e, zu64* u) {
+ZFP_INLINE bool forward(const typename T::F* v, zu32* e, typename T::U* u) {
     typedef typename T::U U;
     U b[4];
     U m = 0;
@@ -173,18 +174,17 @@ ZFP_INLINE bool forward(const typename T::F* v, zu32* e, zu64* u) {
     typename T::I q[4];
     for (int i = 0; i < 4; i++) q[i] = (typename T::I)(T::from_bits(b[i]) * s);
     fwd_lift<T>(q);
-    for (int i = 0; i < 4; i++) u[i] = (zu64)(((U)q[i] + T::NB) ^ T::NB);
+    for (int i = 0; i < 4; i++) u[i] = ((U)q[i] + T::NB) ^ T::NB;
     *e = (zu32)(emax + T::EBIAS);
     return true;
 }
 
 template <class T>
-ZFP_INLINE void inverse(zu32 e, const zu64* u, typename T::F* out) {
-    typedef typename T::U U;
+ZFP_INLINE void inverse(zu32 e, const typename T::U* u, typename T::F* out) {
     const zi32 emax = (zi32)e - T::EBIAS;
     const typename T::F s = pow2<T>(emax - (zi32)(T::PREC - 2));
     typename T::I q[4];
-    for (int i = 0; i < 4; i++) q[i] = (typename T::I)(((U)u[i] ^ T::NB) - T::NB);
+    for (int i = 0; i < 4; i++) q[i] = (typename T::I)((u[i] ^ T::NB) - T::NB);
     inv_lift<T>(q);
     for (int i = 0; i < 4; i++) out[i] = (typename T::F)q[i] * s;
 }
@@ -265,50 +265,137 @@ ZFP_INLINE zu64 get(ZfpReader& r, zu32 n) {
     return v;
 }
 
-// --- the bit planes (zfp/reference.rs: zfp's encode_few_ints / decode_few_ints) ---------
+// --- the bit planes of a 1-D block (zfp/reference.rs: encode_few_ints / decode_few_ints) --
+// The same bits as zfp's loops, which code one bit at a time, arranged for a GPU thread:
+// coefficients in the type's own word (32-bit arithmetic for float32), the leading empty
+// planes as one run of zeros, each plane's code computed whole (one write per plane),
+// runs of quiet planes (nothing new becomes significant: n verbatim bits and a 0 each) up
+// to 32 bits per write, and, once all four coefficients are significant, the remaining
+// planes (their 4 bits verbatim, coefficient 0 first) eight at a time by bit reversal and
+// spreading. Every lane of a warp then runs the same instructions per plane instead of
+// diverging bit by bit.
 
-ZFP_INLINE void encode_ints(ZfpWriter& s, const zu64* u, zu32 prec, zu32 maxbits) {
-    zu32 bits = maxbits;
-    zu32 n = 0;
-    zu32 k = prec;
-    while (bits > 0 && k > 0) {
-        k--;
-        zu64 x = 0;
-        for (int i = 0; i < 4; i++) x += ((u[i] >> k) & 1) << i;
-        const zu32 m = n < bits ? n : bits;
-        bits -= m;
-        put(s, x & zmask(m), m);
-        x >>= m;
-        while (n < 4 && bits > 0) {
-            bits--;
-            const zu32 any = x != 0;
-            put(s, any, 1);
-            if (!any) break;
-            while (n < 3 && bits > 0) {
-                bits--;
-                const zu32 b = (zu32)(x & 1);
-                put(s, b, 1);
-                if (b) break;
-                x >>= 1;
-                n++;
-            }
-            x >>= 1;
-            n++;
-        }
-    }
-    put_zeros(s, bits);
+ZFP_INLINE zu32 zclz(zu32 v) { return (zu32)__clz((int)v); }          // 32 for 0
+ZFP_INLINE zu32 zclz(zu64 v) { return (zu32)__clzll((long long)v); }  // 64 for 0
+
+// Bit m of the 8 low bits of v to bit 4m, and back.
+ZFP_INLINE zu32 spread4(zu32 v) {
+    v &= 0xffu;
+    v = (v | (v << 12)) & 0x000f000fu;
+    v = (v | (v << 6)) & 0x03030303u;
+    return (v | (v << 3)) & 0x11111111u;
+}
+ZFP_INLINE zu32 gather4(zu32 v) {
+    v &= 0x11111111u;
+    v = (v | (v >> 3)) & 0x03030303u;
+    v = (v | (v >> 6)) & 0x000f000fu;
+    return (v | (v >> 12)) & 0xffu;
 }
 
-ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 maxbits, zu64* u) {
+// Plane k: bit i is bit k of coefficient i.
+template <class U>
+ZFP_INLINE zu32 plane_bits(const U* u, zu32 k) {
+    return (zu32)((u[0] >> k) & 1) | ((zu32)((u[1] >> k) & 1) << 1) | ((zu32)((u[2] >> k) & 1) << 2) |
+           ((zu32)((u[3] >> k) & 1) << 3);
+}
+
+// The code of plane x when n < 4 coefficients are significant, as encode_few_ints writes
+// it without a budget: the n known bits verbatim, then group tests. A group starts at
+// position n and after each set bit found; it codes as a 1 ("a bit is set") followed by
+// its bits up to the set one, except that position 3 is implied and not sent; a final
+// 0 says the positions after the last set bit are empty (absent when that bit is 3).
+// *len gets the code's length (at most 7), *n_after the significant count after it.
+ZFP_INLINE zu32 plane_code(zu32 x, zu32 n, zu32* len, zu32* n_after) {
+    zu32 code = x & ((1u << n) - 1);
+    if ((x >> n) == 0) {
+        *len = n + 1;
+        *n_after = n;
+        return code;
+    }
+    const zu32 last = 31 - zclz(x);  // the highest set bit, >= n here
+    zu32 l = n;
+#pragma unroll
+    for (zu32 p = 0; p < 4; p++) {
+        if (p >= n && p <= last) {
+            if (p == n || (p > 0 && ((x >> (p - 1)) & 1))) code |= 1u << l++;
+            if (p < 3) code |= ((x >> p) & 1) << l++;
+        }
+    }
+    *len = l + (last < 3 ? 1 : 0);
+    *n_after = last + 1;
+    return code;
+}
+
+// Code planes prec-1 down to 0 of u into exactly `bits` bits (zero padded).
+template <class U>
+ZFP_INLINE void encode_ints(ZfpWriter& w, const U* u, zu32 prec, zu32 bits) {
+    zu32 k = (zu32)(8 * sizeof(U)) - zclz(u[0] | u[1] | u[2] | u[3]);
+    // The planes above the highest set bit code as one 0 each (nothing is significant).
+    const zu32 empty = prec - k < bits ? prec - k : bits;
+    put_zeros(w, empty);
+    bits -= empty;
+    zu32 n = 0;
+    // Planes above the highest set bit of the coefficients not yet significant are quiet:
+    // n verbatim bits and a 0 each (smooth data has many, with n = 1).
+    zu32 quiet_below = k;
+    while (bits > 0 && k > 0 && n < 4) {
+        if (k > quiet_below) {
+            // As many quiet planes as one 32-bit write holds.
+            const zu32 step = n + 1;
+            const zu32 c = k - quiet_below < 32 / step ? k - quiet_below : 32 / step;
+            zu32 code = 0;
+            for (zu32 j = 0; j < c; j++) {
+                const zu32 p = k - 1 - j;
+                zu32 x = (zu32)(u[0] >> p) & 1;
+                if (n > 1) x |= ((zu32)(u[1] >> p) & 1) << 1;
+                if (n > 2) x |= ((zu32)(u[2] >> p) & 1) << 2;
+                code |= x << (step * j);
+            }
+            const zu32 len = step * c < bits ? step * c : bits;
+            put(w, code & zmask(len), len);
+            bits -= len;
+            k -= c;
+            continue;
+        }
+        k--;
+        zu32 len, n_after;
+        const zu32 code = plane_code(plane_bits(u, k), n, &len, &n_after);
+        // The budget may end inside the code: zfp writes exactly its first bits.
+        if (len > bits) len = bits;
+        put(w, code & zmask(len), len);
+        bits -= len;
+        if (n_after != n && n_after < 4) {
+            const U rest = n_after == 1 ? u[1] | u[2] | u[3] : n_after == 2 ? u[2] | u[3] : u[3];
+            quiet_below = (zu32)(8 * sizeof(U)) - zclz(rest);
+        }
+        n = n_after;
+    }
+    while (bits > 0 && k > 0) {
+        // Planes k-1 .. k-c, plane k-1 in the low nibble.
+        const zu32 c = k < 8 ? k : 8;
+        k -= c;
+        zu32 chunk = 0;
+        for (int i = 0; i < 4; i++) chunk |= spread4(__brev((zu32)(u[i] >> k) & ((1u << c) - 1)) >> (32 - c)) << i;
+        const zu32 len = 4 * c < bits ? 4 * c : bits;
+        put(w, chunk & zmask(len), len);
+        bits -= len;
+    }
+    put_zeros(w, bits);
+}
+
+// Decode planes prec-1 down to kmin from at most `bits` bits.
+template <class U>
+ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 bits, U* u) {
     for (int i = 0; i < 4; i++) u[i] = 0;
-    zu32 bits = maxbits;
     zu32 n = 0;
     zu32 k = prec;
-    while (bits > 0 && k > kmin) {
+    // Until all four are significant, bit by bit as decode_few_ints reads: a plane cut
+    // short by the budget still makes position n significant, so no whole-code shortcut.
+    while (bits > 0 && k > kmin && n < 4) {
         k--;
         const zu32 m = n < bits ? n : bits;
         bits -= m;
-        zu64 x = get(r, m);
+        zu32 x = (zu32)get(r, m);
         while (n < 4 && bits > 0) {
             bits--;
             if (!get(r, 1)) break;
@@ -317,10 +404,18 @@ ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 maxbits, zu
                 if (get(r, 1)) break;
                 n++;
             }
-            x += 1ull << n;
+            x += 1u << n;
             n++;
         }
-        for (int i = 0; x != 0; i++, x >>= 1) u[i] += (x & 1) << k;
+        for (int i = 0; i < 4; i++) u[i] |= (U)((x >> i) & 1) << k;
+    }
+    while (bits > 0 && k > kmin) {
+        const zu32 c = k - kmin < 8 ? k - kmin : 8;
+        const zu32 len = 4 * c < bits ? 4 * c : bits;
+        const zu32 chunk = (zu32)get(r, len);
+        bits -= len;
+        k -= c;
+        for (int i = 0; i < 4; i++) u[i] |= (U)(__brev(gather4(chunk >> i)) >> (32 - c)) << k;
     }
 }
 
@@ -367,7 +462,7 @@ ZFP_INLINE void encode_group(const typename T::F* src, zu64 n, zu32 rate, zu64* 
         typename T::F v[4];
         load_block<T>(src, n, b, v);
         zu32 e;
-        zu64 u[4];
+        typename T::U u[4];
         if (forward<T>(v, &e, u)) {
             put(w, ((zu64)e << 1) | 1, T::EBITS + 1);
             encode_ints(w, u, T::PREC, maxbits - 1 - T::EBITS);
@@ -390,7 +485,7 @@ ZFP_INLINE void decode_block(const zu64* stream, zu64 n, zu32 rate, typename T::
     const zu64 head = get(r, 1 + T::EBITS);
     if (head & 1) {
         const zu32 e = (zu32)(head >> 1);
-        zu64 u[4];
+        typename T::U u[4];
         decode_ints(r, T::PREC, kmin<T>(e, 1), maxbits - 1 - T::EBITS, u);
         inverse<T>(e, u, v);
     } else {

@@ -102,6 +102,34 @@ def test_cuda_source_matches_rust(kernels: Kernels, dt: type) -> None:
     assert checked >= 40
 
 
+def planes_corpus(dt: type, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Blocks whose coefficients become significant at every plane and in every order: one
+    value per block dominating by 2^0 .. 2^40, the others noise, signs mixed, some blocks
+    constant (a single significant coefficient for many planes)."""
+    blocks = n // 4
+    v = rng.standard_normal((blocks, 4))
+    big = rng.integers(0, 4, blocks)
+    v[np.arange(blocks), big] *= 2.0 ** rng.integers(0, 41, blocks)
+    v[rng.random(blocks) < 0.1] = rng.standard_normal((1, 1))
+    return v.reshape(-1).astype(dt)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_every_plane_code_and_budget_cut(kernels: Kernels, dt: type) -> None:
+    """The 1-D kernels code each plane whole, runs of quiet planes in one write, and the
+    planes after all four coefficients are significant eight at a time: every rate cuts the
+    budget at another place inside a plane's code or such a run, on blocks reaching every
+    significance order."""
+    rng = np.random.default_rng(13)
+    rates = range(3, 33) if dt is np.float32 else range(4, 65, 3)
+    for rate in rates:
+        a = planes_corpus(dt, 1024, rng)
+        stream = _core.zfp_encode(a, rate)
+        assert kernels.run("enc", dt, rate, a.size, a.tobytes(), 64) == stream, f"encode rate {rate}"
+        want = _core.zfp_decode(stream, np.dtype(dt).name, a.size, rate).tobytes()
+        assert kernels.run("dec", dt, rate, a.size, stream, 64) == want, f"decode rate {rate}"
+
+
 def test_launch_geometry_does_not_matter(kernels: Kernels) -> None:
     a = np.cumsum(np.random.default_rng(5).standard_normal(777)).astype(np.float32)
     for rate in (3, 8, 16, 27):

@@ -84,6 +84,15 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline int __popc(unsigned int v) { return __builtin_popcount(v); }
+// CUDA defines these at 0 too: all 32 (64) bits are leading zeros.
+inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned int)v); }
+inline int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
+inline unsigned int __brev(unsigned int v) {
+    v = ((v >> 1) & 0x55555555u) | ((v & 0x55555555u) << 1);
+    v = ((v >> 2) & 0x33333333u) | ((v & 0x33333333u) << 2);
+    v = ((v >> 4) & 0x0f0f0f0fu) | ((v & 0x0f0f0f0fu) << 4);
+    return __builtin_bswap32(v);
+}
 using std::max;
 using std::min;
 
