@@ -9,6 +9,11 @@
 // takes part in the shuffles, past the end of the input too (with zeros).
 
 #define BQ_PER_THREAD 8
+
+// Four floats as one 16-byte access (a full group of 8 is two).
+struct alignas(16) BqF4 {
+    float f[4];
+};
 #define ROUND_MAGIC 12582912.0f      // 1.5 * 2^23: adding it rounds to an integer, ties to even
 #define ROUND_MAGIC_BITS 0x4B400000
 
@@ -27,12 +32,23 @@ extern "C" __global__ void bq_encode(const float* __restrict__ x, unsigned long 
     const float qmax = bits == 8 ? 127.0f : 7.0f;
 
     float v[BQ_PER_THREAD];
+    if (first + BQ_PER_THREAD <= n) {
+        // x starts on a 16-byte boundary (shmcoll.gpu.launch.device_flat), first is a
+        // multiple of 8: two 16-byte loads.
+        const BqF4* at = reinterpret_cast<const BqF4*>(x + first);
+        const BqF4 lo = at[0], hi = at[1];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[k] = lo.f[k];
+            v[4 + k] = hi.f[k];
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < BQ_PER_THREAD; k++) v[k] = first + k < n ? x[first + k] : 0.0f;
+    }
     unsigned int amax = 0;
 #pragma unroll
-    for (int k = 0; k < BQ_PER_THREAD; k++) {
-        v[k] = first + k < n ? x[first + k] : 0.0f;
-        amax = max(amax, __float_as_uint(v[k]) & 0x7fffffffu);
-    }
+    for (int k = 0; k < BQ_PER_THREAD; k++) amax = max(amax, __float_as_uint(v[k]) & 0x7fffffffu);
     // Steps 1-3: the group's maximum of magnitude bit patterns, then the scale.
     const int lanes = block / BQ_PER_THREAD;
     for (int off = lanes / 2; off > 0; off >>= 1)
@@ -50,9 +66,9 @@ extern "C" __global__ void bq_encode(const float* __restrict__ x, unsigned long 
         zero = scale == 0.0f;
     }
     if (first % block == 0) {
-        // Little-endian float32 at 4*b (byte stores: the stream carries no alignment).
-        unsigned int s = __float_as_uint(scale);
-        for (int k = 0; k < 4; k++) out[4 * b + k] = (unsigned char)(s >> (8 * k));
+        // Little-endian float32 at 4*b: out starts on a 16-byte boundary
+        // (shmcoll.gpu.launch.device_out) and the device is little-endian.
+        *reinterpret_cast<unsigned int*>(out + 4 * b) = __float_as_uint(scale);
     }
     int q[BQ_PER_THREAD];
 #pragma unroll
@@ -93,16 +109,31 @@ extern "C" __global__ void bq_decode(const unsigned char* __restrict__ in, unsig
     if (first >= n) return;
     const unsigned long long nb = (n + block - 1) / block;
     const unsigned long long b = first / block;
-    unsigned int s = 0;
-    for (int k = 0; k < 4; k++) s |= (unsigned int)in[4 * b + k] << (8 * k);
+    // in starts on a 16-byte boundary (shmcoll.gpu.launch.device_flat): the scales and
+    // the codes (from 4*nb) are 4-byte aligned, and first is a multiple of 8.
+    const unsigned int s = *reinterpret_cast<const unsigned int*>(in + 4 * b);
     const float scale = __uint_as_float(s);
     const bool nan = (s & 0x7fffffffu) >= 0x7f800000u;  // a non-finite scale: all 0x7fc00000
     const unsigned char* codes = in + 4 * nb;
+    const bool whole = first + BQ_PER_THREAD <= n;
     int q[BQ_PER_THREAD];
-    if (bits == 8) {
+    if (bits == 8 && whole) {
+        const unsigned int* w = reinterpret_cast<const unsigned int*>(codes + first);
+        const unsigned int w0 = w[0], w1 = w[1];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            q[k] = (int)(signed char)(w0 >> (8 * k));
+            q[4 + k] = (int)(signed char)(w1 >> (8 * k));
+        }
+    } else if (bits == 8) {
 #pragma unroll
         for (int k = 0; k < BQ_PER_THREAD; k++)
             q[k] = first + k < n ? (int)(signed char)codes[first + k] : 0;
+    } else if (whole) {
+        const unsigned int w = *reinterpret_cast<const unsigned int*>(codes + first / 2);
+        // Sign-extend each nibble: move it to the top of an int and shift back.
+#pragma unroll
+        for (int k = 0; k < BQ_PER_THREAD; k++) q[k] = ((int)(w << (28 - 4 * k))) >> 28;
     } else {
 #pragma unroll
         for (int k = 0; k < BQ_PER_THREAD; k++) {
@@ -115,7 +146,24 @@ extern "C" __global__ void bq_decode(const unsigned char* __restrict__ in, unsig
             }
         }
     }
+    float v[BQ_PER_THREAD];
 #pragma unroll
-    for (int k = 0; k < BQ_PER_THREAD; k++)
-        if (first + k < n) x[first + k] = nan ? __uint_as_float(0x7fc00000u) : __fmul_rn((float)q[k], scale);
+    for (int k = 0; k < BQ_PER_THREAD; k++) v[k] = nan ? __uint_as_float(0x7fc00000u) : __fmul_rn((float)q[k], scale);
+    // x may start at any element (the collectives decode into slices): 16-byte stores
+    // where this group's place is 16-byte aligned.
+    if (whole && ((unsigned long long)(x + first) & 15) == 0) {
+        BqF4* at = reinterpret_cast<BqF4*>(x + first);
+        BqF4 lo, hi;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            lo.f[k] = v[k];
+            hi.f[k] = v[4 + k];
+        }
+        at[0] = lo;
+        at[1] = hi;
+    } else {
+#pragma unroll
+        for (int k = 0; k < BQ_PER_THREAD; k++)
+            if (first + k < n) x[first + k] = v[k];
+    }
 }

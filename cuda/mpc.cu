@@ -12,8 +12,8 @@
 //     blockDim.x = 128, gridDim.x = number of chunks.
 //   mpc_decode{32,64}: one warp per chunk: blockDim.x = 32, gridDim.x = number of chunks;
 //     offsets[j] is chunk j's place in the payload; *error is set on an inconsistent bitmap.
-// The bit transposition of a group of 8W words is 8W warp ballots: ballot j over the
-// lanes' words is output word j (bit i = bit j of word i), exactly the spec's step 3.
+// The bit transposition of a group of 8W words (output word j has bit i = bit j of word i,
+// the spec's step 3) is done across the warp's lanes with shuffles (transpose_group).
 
 #define MPC_CHUNK 1024
 #define FULL 0xffffffffu
@@ -26,28 +26,31 @@ __device__ __forceinline__ u64 zigzag(u64 d) { return (d << 1) ^ (u64)((long lon
 __device__ __forceinline__ u32 unzigzag(u32 z) { return (z >> 1) ^ (0u - (z & 1u)); }
 __device__ __forceinline__ u64 unzigzag(u64 z) { return (z >> 1) ^ (0ull - (z & 1ull)); }
 
-// Lane l holds word l of a 32-word group; returns word l of its transposition.
-__device__ __forceinline__ u32 transpose_group(u32 z) {
-    const int lane = threadIdx.x & 31;
-    u32 mine = 0;
-#pragma unroll
-    for (int j = 0; j < 32; j++) {
-        const u32 b = __ballot_sync(FULL, (z >> j) & 1u);
-        if (j == lane) mine = b;
-    }
-    return mine;
+// One step of the transposition below: lanes l and l ^ s exchange the off-diagonal s x s
+// blocks; m has the columns whose bit s is clear (0x0000ffff for s = 16 ... 0x55555555).
+__device__ __forceinline__ u32 swap_blocks(u32 v, int s, u32 m) {
+    const u32 p = __shfl_xor_sync(FULL, v, s);
+    return (threadIdx.x & s) ? (v & ~m) | ((p >> s) & m) : (v & m) | ((p & m) << s);
 }
 
-// Lane l holds words l and l+32 of a 64-word group; returns those of its transposition.
+// Lane l holds row l of a 32 x 32 bit matrix (bit c is column c); returns row l of its
+// transpose (bit i = bit l of lane i's word), which is word l of the group's
+// transposition: five shuffles and a few bit operations, where one ballot per output word
+// would take 32.
+__device__ __forceinline__ u32 transpose_group(u32 v) {
+    v = swap_blocks(v, 16, 0x0000ffffu);
+    v = swap_blocks(v, 8, 0x00ff00ffu);
+    v = swap_blocks(v, 4, 0x0f0f0f0fu);
+    v = swap_blocks(v, 2, 0x33333333u);
+    return swap_blocks(v, 1, 0x55555555u);
+}
+
+// Lane l holds words l and l+32 of a 64-word group; returns those of its transposition:
+// the 64 x 64 matrix is four 32 x 32 blocks (words 0-31 / 32-63, bits 0-31 / 32-63), each
+// transposed and the two off-diagonal ones exchanged.
 __device__ __forceinline__ void transpose_group(u64 z0, u64 z1, u64& t0, u64& t1) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll 8
-    for (int j = 0; j < 64; j++) {
-        const u64 w = (u64)__ballot_sync(FULL, (u32)(z0 >> j) & 1u) |
-                      ((u64)__ballot_sync(FULL, (u32)(z1 >> j) & 1u) << 32);
-        if (j == lane) t0 = w;
-        if (j == lane + 32) t1 = w;
-    }
+    t0 = (u64)transpose_group((u32)z0) | ((u64)transpose_group((u32)z1) << 32);
+    t1 = (u64)transpose_group((u32)(z0 >> 32)) | ((u64)transpose_group((u32)(z1 >> 32)) << 32);
 }
 
 // Steps 1-2 for word i of the chunk at x (chunk-local delta: nothing before the chunk).
