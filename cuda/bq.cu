@@ -86,7 +86,10 @@ extern "C" __global__ void bq_encode(const float* __restrict__ x, unsigned long 
                 *reinterpret_cast<unsigned int*>(codes + first + 4 * w) = word;
             }
         } else {
-            for (int k = 0; first + k < n; k++) codes[first + k] = (unsigned char)(q[k] & 0xff);
+            // Constant indices into q (a loop bounded by n would move q to local memory).
+#pragma unroll
+            for (int k = 0; k < BQ_PER_THREAD; k++)
+                if (first + k < n) codes[first + k] = (unsigned char)(q[k] & 0xff);
         }
     } else {
         unsigned int word = 0;

@@ -26,6 +26,29 @@ def test_kernel_compiles(name: str, arch: str, cubin: bool) -> None:
         assert b".entry" in image, "PTX without a single kernel entry point"
 
 
+#: Kernels that hold a whole block in thread-local arrays by design (4^d values of an N-D
+#: zfp block, up to 256): local memory is their working set, cached in L1.
+BLOCK_IN_LOCAL_MEMORY = frozenset(
+    {"zfp_encode_nd_f32", "zfp_encode_nd_f64", "zfp_decode_nd_f32", "zfp_decode_nd_f64"}
+)
+
+
+@pytest.mark.parametrize("arch", nvrtc.ARCHS)
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_streaming_kernels_keep_their_values_in_registers(name: str, arch: str) -> None:
+    """What ptxas reports, the one performance property a machine without a GPU can check:
+    no kernel spills registers, and the streaming ones (every kernel but the N-D zfp
+    coders) have no stack frame (an array indexed by a loop bound, such as bq's eight codes
+    written in a tail loop, moves to local memory and adds a store and a load per value)
+    and use at most 64 registers (half the threads an SM holds, at 256 threads a block)."""
+    found = nvrtc.resources(kernel_source(name), name, arch)
+    assert found, name
+    for kernel, r in found.items():
+        assert r.spill_stores == 0 and r.spill_loads == 0, (kernel, r)
+        if kernel not in BLOCK_IN_LOCAL_MEMORY:
+            assert r.stack == 0 and r.registers <= 64, (kernel, r)
+
+
 def test_compile_errors_are_reported() -> None:
     with pytest.raises(nvrtc.NvrtcError, match="does not compile"):
         nvrtc.compile_source("this is not CUDA", "broken", "90", cubin=True)

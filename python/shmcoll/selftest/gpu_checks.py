@@ -6,12 +6,13 @@ the codec classes, as the collectives call them: a CuPy array in takes the GPU p
 must give the host path's bytes for the encoder, and for the decoder of the reference
 stream. A call that falls back to the host (shmcoll.codecs.fallback_calls) fails its row:
 it would have compared the reference with itself. Throughput is input bytes over the
-median of timed calls between CUDA events on the current stream, after warm-up calls (the
-first call of a kernel also loads its module).
+median of back-to-back calls timed between CUDA events on the current stream, after
+warm-up calls (the first call of a kernel also loads its module).
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -120,20 +121,23 @@ def compare(codec: Codec, dtype: np.dtype, n: int, dims: int = 1) -> str:
 
 
 def _median_gbs(call: Callable[[], Any], nbytes: int, reps: int, warmup: int) -> float:
-    """Input bytes per second (GB/s) of `call`, the median of `reps` timed calls."""
+    """Input bytes per second (GB/s) of `call`, from the median of `reps` back-to-back calls
+    timed between CUDA events recorded after each. The calls are queued one after another,
+    so while the device runs one the host prepares the next, and an interval is the device
+    time of one call (a call that waits for the device inside, as mpc's encoder reads its
+    chunk lengths, also counts the host's part)."""
     import cupy
 
     for _ in range(warmup):
         call()
     cupy.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
+    events = [cupy.cuda.Event() for _ in range(reps + 1)]
+    events[0].record()
+    for done in events[1:]:
         call()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+        done.record()
+    events[-1].synchronize()
+    times = [cupy.cuda.get_elapsed_time(a, b) / 1e3 for a, b in itertools.pairwise(events)]
     return nbytes / max(statistics.median(times), 1e-9) / 1e9
 
 
