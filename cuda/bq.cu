@@ -7,6 +7,8 @@
 // B elements is a group of B/8 adjacent lanes (4, 8, 16 or 32: never across a warp);
 // blockDim.x = 256, gridDim.x = ceil(ceil(n / 8) / 256). Every lane of a launched warp
 // takes part in the shuffles, past the end of the input too (with zeros).
+// `block` is 32, 64, 128 or 256 (checked by the caller, shmcoll.gpu.bq, through
+// _core.bq_compressed_size), so block indices are shifts.
 
 #define BQ_PER_THREAD 8
 
@@ -28,7 +30,8 @@ extern "C" __global__ void bq_encode(const float* __restrict__ x, unsigned long 
                                      int block, unsigned char* __restrict__ out) {
     const unsigned long long t = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     const unsigned long long first = t * BQ_PER_THREAD;
-    const unsigned long long nb = (n + block - 1) / block;
+    const int lg = __ffs(block) - 1;  // log2(block): no 64-bit division
+    const unsigned long long nb = (n + block - 1) >> lg;
     const float qmax = bits == 8 ? 127.0f : 7.0f;
 
     float v[BQ_PER_THREAD];
@@ -50,12 +53,12 @@ extern "C" __global__ void bq_encode(const float* __restrict__ x, unsigned long 
 #pragma unroll
     for (int k = 0; k < BQ_PER_THREAD; k++) amax = max(amax, __float_as_uint(v[k]) & 0x7fffffffu);
     // Steps 1-3: the group's maximum of magnitude bit patterns, then the scale.
-    const int lanes = block / BQ_PER_THREAD;
+    const int lanes = block >> 3;  // block / BQ_PER_THREAD
     for (int off = lanes / 2; off > 0; off >>= 1)
         amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
     if (first >= n) return;
 
-    const unsigned long long b = first / block;
+    const unsigned long long b = first >> lg;
     float scale;
     bool zero;
     if (amax >= 0x7f800000u) {
@@ -65,7 +68,7 @@ extern "C" __global__ void bq_encode(const float* __restrict__ x, unsigned long 
         scale = __fdiv_rn(__uint_as_float(amax), qmax);
         zero = scale == 0.0f;
     }
-    if (first % block == 0) {
+    if ((first & (block - 1)) == 0) {
         // Little-endian float32 at 4*b: out starts on a 16-byte boundary
         // (shmcoll.gpu.launch.device_out) and the device is little-endian.
         *reinterpret_cast<unsigned int*>(out + 4 * b) = __float_as_uint(scale);
@@ -110,8 +113,9 @@ extern "C" __global__ void bq_decode(const unsigned char* __restrict__ in, unsig
     const unsigned long long t = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     const unsigned long long first = t * BQ_PER_THREAD;
     if (first >= n) return;
-    const unsigned long long nb = (n + block - 1) / block;
-    const unsigned long long b = first / block;
+    const int lg = __ffs(block) - 1;  // log2(block): no 64-bit division
+    const unsigned long long nb = (n + block - 1) >> lg;
+    const unsigned long long b = first >> lg;
     // in starts on a 16-byte boundary (shmcoll.gpu.launch.device_flat): the scales and
     // the codes (from 4*nb) are 4-byte aligned, and first is a multiple of 8.
     const unsigned int s = *reinterpret_cast<const unsigned int*>(in + 4 * b);

@@ -340,9 +340,10 @@ ZFP_INLINE void encode_ints(ZfpWriter& w, const U* u, zu32 prec, zu32 bits) {
     zu32 quiet_below = k;
     while (bits > 0 && k > 0 && n < 4) {
         if (k > quiet_below) {
-            // As many quiet planes as one 32-bit write holds.
+            // As many quiet planes as one 32-bit write holds (32 / step, without a division).
             const zu32 step = n + 1;
-            const zu32 c = k - quiet_below < 32 / step ? k - quiet_below : 32 / step;
+            const zu32 most = n == 1 ? 16 : (n == 2 ? 10 : 8);
+            const zu32 c = k - quiet_below < most ? k - quiet_below : most;
             zu32 code = 0;
             for (zu32 j = 0; j < c; j++) {
                 const zu32 p = k - 1 - j;
