@@ -4,6 +4,8 @@ comes from the nvidia-cuda-nvrtc-cu12 wheel."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from shmcoll.gpu import KERNEL_NAMES, kernel_source
@@ -27,7 +29,8 @@ def test_kernel_compiles(name: str, arch: str, cubin: bool) -> None:
 
 
 #: Kernels that hold a whole block in thread-local arrays by design (4^d values of an N-D
-#: zfp block, up to 256): local memory is their working set, cached in L1.
+#: zfp block, up to 256): local memory is their working set, cached in L1; they also
+#: divide to find a block's place in the array.
 BLOCK_IN_LOCAL_MEMORY = frozenset(
     {"zfp_encode_nd_f32", "zfp_encode_nd_f64", "zfp_decode_nd_f32", "zfp_decode_nd_f64"}
 )
@@ -47,6 +50,20 @@ def test_streaming_kernels_keep_their_values_in_registers(name: str, arch: str) 
         assert r.spill_stores == 0 and r.spill_loads == 0, (kernel, r)
         if kernel not in BLOCK_IN_LOCAL_MEMORY:
             assert r.stack == 0 and r.registers <= 64, (kernel, r)
+
+
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_streaming_kernels_divide_no_integers(name: str) -> None:
+    """An integer division by a value known only at run time is a reciprocal sequence with
+    a slow-path call (64-bit: tens of instructions), per thread: the streaming kernels
+    index by shifts (bq's power-of-two block) or choices instead. Read in the PTX."""
+    ptx = nvrtc.compile_source(kernel_source(name), name, nvrtc.ARCHS[-1], cubin=False).decode()
+    bodies = dict(re.findall(r"\.entry\s+(\w+)\((.*?)\n\}", ptx, re.S))
+    assert bodies, name
+    for kernel, body in bodies.items():
+        if kernel not in BLOCK_IN_LOCAL_MEMORY:
+            divisions = re.findall(r"\b(?:div|rem)\.[us](?:16|32|64)\b", body)
+            assert not divisions, (kernel, divisions)
 
 
 def test_compile_errors_are_reported() -> None:
