@@ -1,7 +1,8 @@
 """mpc on CuPy arrays: the kernels of ``cuda/mpc.cu`` (the same bytes as the Rust
-reference, rust/shmcoll-codec/src/mpc.rs). The chunks are coded on the device; the header
-and the chunk table (4 bytes per 1024 words) pass through the host, which also checks a
-stream's table before decoding. CuPy is imported when a function runs."""
+reference, rust/shmcoll-codec/src/mpc.rs). The encoder codes and places the chunks on the
+device, which also writes the chunk table (4 bytes per 1024 words) into the stream, and
+waits for the device once, for the stream's size. The decoder reads the header and the
+table on the host and checks them before decoding. CuPy is imported when a function runs."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ HEADER = 24
 _WORDS = {4: np.uint32, 8: np.uint64}
 
 
-def _prefix(n: int, word: int, dim: int, lengths: np.ndarray) -> bytes:
-    head = b"MPC\x01" + bytes([word, dim, 0, 0]) + struct.pack("<IIQ", CHUNK, 0, n)
-    pre = head + lengths.astype("<u4").tobytes()
-    return pre + bytes(-len(pre) % 8)
+def _head(n: int, word: int, dim: int) -> bytes:
+    """The stream's fixed 24-byte header."""
+    return b"MPC\x01" + bytes([word, dim, 0, 0]) + struct.pack("<IIQ", CHUNK, 0, n)
+
+
+def _table_end(k: int) -> int:
+    """Where the payload starts: after the header and the k chunk lengths, 8-aligned."""
+    return (HEADER + 4 * k + 7) // 8 * 8
 
 
 def _header(head: bytes) -> tuple[int, int, int, int]:
@@ -53,22 +58,25 @@ def encode(x: Any, word: int, dim: int) -> Any:
     words = w.view(_WORDS[word])
     n = words.size
     k = (n + CHUNK - 1) // CHUNK
+    head = cupy.asarray(np.frombuffer(_head(n, word, dim), np.uint8))
     if k == 0:
-        return cupy.asarray(np.frombuffer(_prefix(0, word, dim, np.zeros(0, np.uint32)), np.uint8))
+        return head
     mod = load_module("mpc")
     scratch = cupy.empty(n * word, np.uint8)
     lengths = cupy.empty(k, np.uint32)
     mod.get_function(f"mpc_encode{8 * word}")(
         (k,), (32,), (words, np.uint64(n), np.int32(dim), scratch, lengths)
     )
-    host_len = cupy.asnumpy(lengths).astype(np.uint64)
-    offsets = np.concatenate([[0], np.cumsum(host_len)[:-1]]).astype(np.uint64)
-    pre = _prefix(n, word, dim, host_len)
-    out = cupy.empty(len(pre) + int(host_len.sum()), np.uint8)
-    out[: len(pre)] = cupy.asarray(np.frombuffer(pre, np.uint8))
-    payload = out[len(pre) :]
+    # The chunks' places by a scan on the device; the host waits once, for the total size
+    # (the output's length), and the chunk table is copied into the stream on the device.
+    ends = lengths.cumsum(dtype=np.uint64)
+    start = _table_end(k)
+    out = cupy.empty(start + int(ends[-1]), np.uint8)
+    out[:HEADER] = head
+    out[HEADER : HEADER + 4 * k] = lengths.view(np.uint8)  # little-endian on the device
+    out[HEADER + 4 * k : start] = 0
     mod.get_function("mpc_gather")(
-        (k,), (128,), (scratch, lengths, cupy.asarray(offsets), np.int32(word), payload)
+        (k,), (128,), (scratch, lengths, ends - lengths, np.int32(word), out[start:])
     )
     return out
 
@@ -84,7 +92,7 @@ def decode(buf: Any, out: Any, word: int) -> None:
     if sw != word or n * word != o.size:
         raise CodecError(f"the mpc stream holds {n} {sw}-byte words, not {o.size} bytes of {word}-byte words")
     k = (n + chunk - 1) // chunk
-    start = (HEADER + 4 * k + 7) // 8 * 8
+    start = _table_end(k)
     if b.size < start:
         raise CodecError("corrupt stream: mpc stream truncated in its chunk table")
     table = cupy.asnumpy(b[HEADER:start]).tobytes()
