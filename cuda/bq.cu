@@ -9,6 +9,11 @@
 // takes part in the shuffles, past the end of the input too (with zeros).
 // `block` is 32, 64, 128 or 256 (checked by the caller, shmcoll.gpu.bq, through
 // _core.bq_compressed_size), so block indices are shifts.
+//
+// Alignment the caller guarantees (shmcoll.gpu.launch): the encoder's input and output
+// and the decoder's stream start on a 16-byte boundary; the decoder's output only on a
+// float's (a slice at any element), so it stores 16 bytes at a time only where the
+// group's place is 16-byte aligned.
 
 #define BQ_PER_THREAD 8
 

@@ -326,7 +326,9 @@ ZFP_INLINE zu32 plane_code(zu32 x, zu32 n, zu32* len, zu32* n_after) {
     return code;
 }
 
-// Code planes prec-1 down to 0 of u into exactly `bits` bits (zero padded).
+// Code planes prec-1 down to 0 of u into exactly `bits` bits (zero padded). prec is U's
+// width (32 for float32, 64 for float64): the planes above u's highest set bit are counted
+// from it.
 template <class U>
 ZFP_INLINE void encode_ints(ZfpWriter& w, const U* u, zu32 prec, zu32 bits) {
     zu32 k = (zu32)(8 * sizeof(U)) - zclz(u[0] | u[1] | u[2] | u[3]);

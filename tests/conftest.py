@@ -196,6 +196,30 @@ def emu_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(tmp_path_factory.mktemp("emu"))
 
 
+@pytest.fixture(scope="session")
+def emu_lib_ubsan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same emulation instrumented by UBSan where the compiler has it: a kernel's
+    undefined behaviour (a misaligned 16-byte access, which x86 forgives and a GPU does
+    not; an out-of-range shift) prints "runtime error:"; see `sanitized_kernels`."""
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++ to build the CPU emulation of the kernels")
+    from cuda_emu.emulation import build
+
+    return build(tmp_path_factory.mktemp("emu_ubsan"), sanitize=True)
+
+
+@pytest.fixture
+def sanitized_kernels(emu_lib_ubsan: Path, capfd: pytest.CaptureFixture[str]) -> Iterator[Any]:
+    """The stand-in over `emu_lib_ubsan` as this process's cupy; fails the test when the
+    kernels reported undefined behaviour."""
+    from cuda_emu.emulation import installed
+
+    with installed(emu_lib_ubsan) as cupy:
+        yield cupy
+    err = capfd.readouterr().err
+    assert "runtime error" not in err, f"undefined behaviour in the kernels:\n{err}"
+
+
 @pytest.fixture
 def emulated(emu_lib: Path) -> Iterator[Any]:
     """The CuPy stand-in over `emu_lib` as this process's (and its forked ranks') cupy for

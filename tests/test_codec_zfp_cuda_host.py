@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import pathlib
 import shutil
-from collections.abc import Iterator
+import subprocess
 from typing import Any
 
 import numpy as np
 import pytest
 
-from cuda_emu.emulation import build, installed
+from cuda_emu.emulation import HERE as HERE_EMU
+from cuda_emu.emulation import UBSAN
 from shmcoll import _core
 from shmcoll.gpu.zfp import group_blocks
 
@@ -57,17 +58,9 @@ class Kernels:
         return out.tobytes()
 
 
-@pytest.fixture(scope="module")
-def sanitized(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    return build(tmp_path_factory.mktemp("emu_ubsan"), sanitize=True)
-
-
 @pytest.fixture
-def kernels(sanitized: pathlib.Path, capfd: pytest.CaptureFixture[str]) -> Iterator[Kernels]:
-    with installed(sanitized) as cupy:
-        yield Kernels(cupy)
-    err = capfd.readouterr().err
-    assert "runtime error" not in err, f"undefined behaviour in the kernels:\n{err}"
+def kernels(sanitized_kernels: Any) -> Kernels:
+    return Kernels(sanitized_kernels)
 
 
 def arrays(dt: type, n: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -128,6 +121,28 @@ def test_every_plane_code_and_budget_cut(kernels: Kernels, dt: type) -> None:
         assert kernels.run("enc", dt, rate, a.size, a.tobytes(), 64) == stream, f"encode rate {rate}"
         want = _core.zfp_decode(stream, np.dtype(dt).name, a.size, rate).tobytes()
         assert kernels.run("dec", dt, rate, a.size, stream, 64) == want, f"decode rate {rate}"
+
+
+def test_plane_coder_writes_zfps_bits_at_every_budget(tmp_path: pathlib.Path) -> None:
+    """The 1-D plane coder of cuda/zfp.cu against zfp's bit-at-a-time loops
+    (tests/cuda_emu/zfp_planes.cpp): every budget from 1 bit to a float's largest, so the
+    budget ends at every place inside a plane's code, a quiet run and an all-significant
+    run, on every combination of four coefficients from a set of bit patterns, decoded
+    with several lowest planes; under UBSan where the compiler has it."""
+    src = HERE_EMU / "zfp_planes.cpp"
+    exe = tmp_path / "zfp_planes"
+    base = ["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-Wall", "-Wno-unknown-pragmas"]
+    paths = ["-I", str(HERE_EMU), "-I", str(HERE_EMU.parent.parent / "cuda"), str(src), "-o", str(exe)]
+    for flags in (UBSAN, []):
+        built = subprocess.run([*base, *flags, *paths], capture_output=True, text=True, check=False)
+        if built.returncode == 0:
+            break
+    assert built.returncode == 0 and "warning" not in built.stderr, built.stderr
+    ran = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=120)
+    assert "runtime error" not in ran.stderr, ran.stderr
+    assert ran.returncode == 0, ran.stdout
+    lines = ran.stdout.splitlines()
+    assert len(lines) == 2 and all(line.endswith(" 0 differences") for line in lines), ran.stdout
 
 
 def test_launch_geometry_does_not_matter(kernels: Kernels) -> None:

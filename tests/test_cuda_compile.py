@@ -45,7 +45,8 @@ def test_streaming_kernels_keep_their_values_in_registers(name: str, arch: str) 
     written in a tail loop, moves to local memory and adds a store and a load per value)
     and use at most 64 registers (half the threads an SM holds, at 256 threads a block)."""
     found = nvrtc.resources(kernel_source(name), name, arch)
-    assert found, name
+    ptx = nvrtc.compile_source(kernel_source(name), name, arch, cubin=False).decode()
+    assert set(found) == set(re.findall(r"\.entry\s+(\w+)\(", ptx)), "a kernel ptxas did not report"
     for kernel, r in found.items():
         assert r.spill_stores == 0 and r.spill_loads == 0, (kernel, r)
         if kernel not in BLOCK_IN_LOCAL_MEMORY:

@@ -35,9 +35,10 @@ def device_flat(x: Any, dtype: Any, what: str) -> Any:
 
 def device_out(out: Any, dtype: Any, n: int, what: str = "output", align: int = 16) -> Any:
     """`out` checked to be a writable, flat-able CuPy array of `n` x `dtype` starting on an
-    `align`-byte boundary: 16 for a stream the encoders write in whole 16-byte words; a
-    decoder's output needs only its own elements' alignment (the decoders store element by
-    element), so that the collectives can decode into a slice at any element offset."""
+    `align`-byte boundary: 16 for an encoder's stream (the kernels store whole 2- to 8-byte
+    words at offsets that are multiples of their size); a decoder's output needs only its
+    own elements' alignment (a decoder stores wider only where the place allows), so that
+    the collectives can decode into a slice at any element offset."""
     import cupy
 
     if not isinstance(out, cupy.ndarray) or out.dtype != dtype or out.size != n or not out.flags.c_contiguous:

@@ -124,8 +124,9 @@ def _median_gbs(call: Callable[[], Any], nbytes: int, reps: int, warmup: int) ->
     """Input bytes per second (GB/s) of `call`, from the median of `reps` back-to-back calls
     timed between CUDA events recorded after each. The calls are queued one after another,
     so while the device runs one the host prepares the next, and an interval is the device
-    time of one call (a call that waits for the device inside, as mpc's encoder reads its
-    chunk lengths, also counts the host's part)."""
+    time of one call. A call that waits for the device inside also counts the host's part
+    up to the wait: mpc's encoder reads the stream's size, its decoder the header, the
+    chunk table and the error flag."""
     import cupy
 
     for _ in range(warmup):

@@ -1,0 +1,121 @@
+// zfp.cu's 1-D plane coder (encode_ints / decode_ints: whole plane codes, quiet runs,
+// eight all-significant planes per write) against zfp's own loops, which code one bit at
+// a time (encode_few_ints / decode_few_ints, transliterated below as `reference`), for
+// every budget from 1 bit to a float's largest, on every combination of four coefficients
+// from a set of bit patterns (zero, one, the top bit, all ones, alternating, ...), each
+// stream also decoded with several lowest planes. Built and run by
+// tests/test_codec_zfp_cuda_host.py, with UBSan where the compiler has it; prints one line
+// per word width and exits non-zero on a difference.
+#include "shim.h"
+#include "zfp.cu"
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace reference {
+
+void encode(ZfpWriter& s, const zu64* u, zu32 prec, zu32 maxbits) {
+    zu32 bits = maxbits, n = 0, k = prec;
+    while (bits > 0 && k > 0) {
+        k--;
+        zu64 x = 0;
+        for (int i = 0; i < 4; i++) x += ((u[i] >> k) & 1) << i;
+        const zu32 m = n < bits ? n : bits;
+        bits -= m;
+        put(s, x & zmask(m), m);
+        x >>= m;
+        while (n < 4 && bits > 0) {
+            bits--;
+            const zu32 any = x != 0;
+            put(s, any, 1);
+            if (!any) break;
+            while (n < 3 && bits > 0) {
+                bits--;
+                const zu32 b = (zu32)(x & 1);
+                put(s, b, 1);
+                if (b) break;
+                x >>= 1;
+                n++;
+            }
+            x >>= 1;
+            n++;
+        }
+    }
+    put_zeros(s, bits);
+}
+
+void decode(ZfpReader& r, zu32 prec, zu32 kmin, zu32 maxbits, zu64* u) {
+    for (int i = 0; i < 4; i++) u[i] = 0;
+    zu32 bits = maxbits, n = 0, k = prec;
+    while (bits > 0 && k > kmin) {
+        k--;
+        const zu32 m = n < bits ? n : bits;
+        bits -= m;
+        zu64 x = get(r, m);
+        while (n < 4 && bits > 0) {
+            bits--;
+            if (!get(r, 1)) break;
+            while (n < 3 && bits > 0) {
+                bits--;
+                if (get(r, 1)) break;
+                n++;
+            }
+            x += 1ull << n;
+            n++;
+        }
+        for (int i = 0; x != 0; i++, x >>= 1) u[i] += (x & 1) << k;
+    }
+}
+
+}  // namespace reference
+
+template <class U>
+long check(zu32 width, const std::vector<zu64>& values) {
+    const zu32 maxbits = width == 32 ? 4 * 32 - 9 : 4 * 64 - 12;  // rate 32 / 64 blocks
+    const zu32 kmins[] = {0, 1, 5, width / 2, width - 1, width};
+    long cases = 0, bad = 0;
+    const size_t v = values.size();
+    for (size_t a = 0; a < v * v * v * v; a++) {
+        zu64 wide[4] = {values[a % v], values[a / v % v], values[a / v / v % v], values[a / v / v / v]};
+        U u[4];
+        for (int i = 0; i < 4; i++) u[i] = (U)wide[i];
+        for (zu32 bits = 1; bits <= maxbits; bits++) {
+            zu64 want[5] = {0}, got[5] = {0};
+            ZfpWriter ww{want, 0, 0, 0}, wg{got, 0, 0, 0};
+            reference::encode(ww, wide, width, bits);
+            encode_ints<U>(wg, u, width, bits);
+            if (ww.fill) want[ww.word] = ww.acc;
+            if (wg.fill) got[wg.word] = wg.acc;
+            cases++;
+            if (std::memcmp(want, got, sizeof want) != 0 && bad++ < 5)
+                std::printf("encode differs: width %u, %u bits, u = %llx %llx %llx %llx\n", width, bits, wide[0],
+                            wide[1], wide[2], wide[3]);
+            for (zu32 kmin : kmins) {
+                ZfpReader rr, rg;
+                reader_at(rr, want, 0);
+                reader_at(rg, want, 0);
+                zu64 back_want[4];
+                U back_got[4];
+                reference::decode(rr, width, kmin, bits, back_want);
+                decode_ints<U>(rg, width, kmin, bits, back_got);
+                for (int i = 0; i < 4; i++) {
+                    if (back_want[i] != (zu64)back_got[i]) {
+                        if (bad++ < 5) std::printf("decode differs: width %u, %u bits, kmin %u\n", width, bits, kmin);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    std::printf("width %u: %ld budgets x coefficient sets, %ld differences\n", width, cases, bad);
+    return bad;
+}
+
+int main() {
+    const std::vector<zu64> v32 = {0, 1, 3, 0x80000000u, 0xffffffffu, 0x40000000u, 0x12345678u, 0x0001ffffu, 0x55555555u};
+    const std::vector<zu64> v64 = {0, 1, 0x8000000000000000ull, ~0ull, 0x4000000000000000ull, 0x0123456789abcdefull,
+                                   0x80000000ull, 0xaaaaaaaaaaaaaaaaull};
+    const long bad = check<zu32>(32, v32) + check<zu64>(64, v64);
+    return bad != 0;
+}
