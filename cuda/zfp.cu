@@ -249,6 +249,13 @@ ZFP_INLINE void reader_at(ZfpReader& r, const zu64* in, zu64 pos) {
     r.avail = 64 - sh;
 }
 
+// The next n <= 32 bits without taking them; they must lie inside the block (the next
+// word is loaded only when needed, so nothing past the block is touched).
+ZFP_INLINE zu32 peek(const ZfpReader& r, zu32 n) {
+    if (n <= r.avail) return (zu32)(r.buf & zmask(n));
+    return (zu32)((r.buf | (r.in[r.next] << r.avail)) & zmask(n));
+}
+
 // n <= 32 bits.
 ZFP_INLINE zu64 get(ZfpReader& r, zu32 n) {
     if (n <= r.avail) {
@@ -272,8 +279,9 @@ ZFP_INLINE zu64 get(ZfpReader& r, zu32 n) {
 // runs of quiet planes (nothing new becomes significant: n verbatim bits and a 0 each) up
 // to 32 bits per write, and, once all four coefficients are significant, the remaining
 // planes (their 4 bits verbatim, coefficient 0 first) eight at a time by bit reversal and
-// spreading. Every lane of a warp then runs the same instructions per plane instead of
-// diverging bit by bit.
+// spreading (the decoder: quiet runs found by their group bits among the next 32, and the
+// all-significant planes eight at a time). Every lane of a warp then runs the same
+// instructions per plane instead of diverging bit by bit.
 
 ZFP_INLINE zu32 zclz(zu32 v) { return (zu32)__clz((int)v); }          // 32 for 0
 ZFP_INLINE zu32 zclz(zu64 v) { return (zu32)__clzll((long long)v); }  // 64 for 0
@@ -392,9 +400,42 @@ ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 bits, U* u)
     for (int i = 0; i < 4; i++) u[i] = 0;
     zu32 n = 0;
     zu32 k = prec;
-    // Until all four are significant, bit by bit as decode_few_ints reads: a plane cut
-    // short by the budget still makes position n significant, so no whole-code shortcut.
+    // Until all four are significant, bit by bit as decode_few_ints reads (a plane cut
+    // short by the budget still makes position n significant, so no whole-code shortcut),
+    // except runs of quiet planes: whole groups of n verbatim bits and a 0, found among the
+    // next 32 bits by their group bits (at n, n + step, ...).
     while (bits > 0 && k > kmin && n < 4) {
+        if (n > 0) {
+            const zu32 step = n + 1;
+            const zu32 len = bits < 32 ? bits : 32;
+            const zu32 p = peek(r, len);
+            const zu32 groups = n == 1 ? 0xaaaaaaaau : (n == 2 ? 0x24924924u : 0x88888888u);
+            // Whole groups in len bits, and those before the first set group bit (the
+            // divisions by step as a choice and a multiplication: x * 43 >> 7 is x / 3
+            // for x <= 32).
+            const zu32 whole = n == 1 ? len >> 1 : (n == 2 ? (len * 43) >> 7 : len >> 2);
+            const zu32 first = (zu32)__ffs((int)(p & groups));
+            zu32 runs = whole;
+            if (first != 0) {
+                const zu32 before = first - 1 - n;
+                runs = n == 1 ? before >> 1 : (n == 2 ? (before * 43) >> 7 : before >> 2);
+            }
+            if (runs > whole) runs = whole;
+            if (runs > k - kmin) runs = k - kmin;
+            if (runs > 0) {
+                for (zu32 j = 0; j < runs; j++) {
+                    const zu32 plane = k - 1 - j;
+                    const zu32 at = step * j;
+                    u[0] |= (U)((p >> at) & 1) << plane;
+                    if (n > 1) u[1] |= (U)((p >> (at + 1)) & 1) << plane;
+                    if (n > 2) u[2] |= (U)((p >> (at + 2)) & 1) << plane;
+                }
+                get(r, step * runs);
+                bits -= step * runs;
+                k -= runs;
+                continue;
+            }
+        }
         k--;
         const zu32 m = n < bits ? n : bits;
         bits -= m;

@@ -127,8 +127,9 @@ def test_plane_coder_writes_zfps_bits_at_every_budget(tmp_path: pathlib.Path) ->
     """The 1-D plane coder of cuda/zfp.cu against zfp's bit-at-a-time loops
     (tests/cuda_emu/zfp_planes.cpp): every budget from 1 bit to a float's largest, so the
     budget ends at every place inside a plane's code, a quiet run and an all-significant
-    run, on every combination of four coefficients from a set of bit patterns, decoded
-    with several lowest planes; under UBSan where the compiler has it."""
+    run, on every combination of four coefficients from a set of bit patterns and on
+    random ones, decoded with several lowest planes; under UBSan where the compiler has
+    it."""
     src = HERE_EMU / "zfp_planes.cpp"
     exe = tmp_path / "zfp_planes"
     base = ["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-Wall", "-Wno-unknown-pragmas"]

@@ -2,8 +2,8 @@
 // eight all-significant planes per write) against zfp's own loops, which code one bit at
 // a time (encode_few_ints / decode_few_ints, transliterated below as `reference`), for
 // every budget from 1 bit to a float's largest, on every combination of four coefficients
-// from a set of bit patterns (zero, one, the top bit, all ones, alternating, ...), each
-// stream also decoded with several lowest planes. Built and run by
+// from a set of bit patterns (zero, one, the top bit, all ones, alternating, ...) and on
+// random ones, each stream also decoded with several lowest planes. Built and run by
 // tests/test_codec_zfp_cuda_host.py, with UBSan where the compiler has it; prints one line
 // per word width and exits non-zero on a difference.
 #include "shim.h"
@@ -70,45 +70,71 @@ void decode(ZfpReader& r, zu32 prec, zu32 kmin, zu32 maxbits, zu64* u) {
 
 }  // namespace reference
 
+// One coefficient set at every budget: encoded by both coders, the reference's stream
+// decoded by both with several lowest planes; the number of differences.
 template <class U>
-long check(zu32 width, const std::vector<zu64>& values) {
+long compare(zu32 width, const zu64* wide) {
     const zu32 maxbits = width == 32 ? 4 * 32 - 9 : 4 * 64 - 12;  // rate 32 / 64 blocks
     const zu32 kmins[] = {0, 1, 5, width / 2, width - 1, width};
-    long cases = 0, bad = 0;
-    const size_t v = values.size();
-    for (size_t a = 0; a < v * v * v * v; a++) {
-        zu64 wide[4] = {values[a % v], values[a / v % v], values[a / v / v % v], values[a / v / v / v]};
-        U u[4];
-        for (int i = 0; i < 4; i++) u[i] = (U)wide[i];
-        for (zu32 bits = 1; bits <= maxbits; bits++) {
-            zu64 want[5] = {0}, got[5] = {0};
-            ZfpWriter ww{want, 0, 0, 0}, wg{got, 0, 0, 0};
-            reference::encode(ww, wide, width, bits);
-            encode_ints<U>(wg, u, width, bits);
-            if (ww.fill) want[ww.word] = ww.acc;
-            if (wg.fill) got[wg.word] = wg.acc;
-            cases++;
-            if (std::memcmp(want, got, sizeof want) != 0 && bad++ < 5)
-                std::printf("encode differs: width %u, %u bits, u = %llx %llx %llx %llx\n", width, bits, wide[0],
-                            wide[1], wide[2], wide[3]);
-            for (zu32 kmin : kmins) {
-                ZfpReader rr, rg;
-                reader_at(rr, want, 0);
-                reader_at(rg, want, 0);
-                zu64 back_want[4];
-                U back_got[4];
-                reference::decode(rr, width, kmin, bits, back_want);
-                decode_ints<U>(rg, width, kmin, bits, back_got);
-                for (int i = 0; i < 4; i++) {
-                    if (back_want[i] != (zu64)back_got[i]) {
-                        if (bad++ < 5) std::printf("decode differs: width %u, %u bits, kmin %u\n", width, bits, kmin);
-                        break;
-                    }
+    U u[4];
+    for (int i = 0; i < 4; i++) u[i] = (U)wide[i];
+    long bad = 0;
+    for (zu32 bits = 1; bits <= maxbits; bits++) {
+        zu64 want[5] = {0}, got[5] = {0};
+        ZfpWriter ww{want, 0, 0, 0}, wg{got, 0, 0, 0};
+        reference::encode(ww, wide, width, bits);
+        encode_ints<U>(wg, u, width, bits);
+        if (ww.fill) want[ww.word] = ww.acc;
+        if (wg.fill) got[wg.word] = wg.acc;
+        if (std::memcmp(want, got, sizeof want) != 0 && bad++ < 3)
+            std::printf("encode differs: width %u, %u bits, u = %llx %llx %llx %llx\n", width, bits, wide[0],
+                        wide[1], wide[2], wide[3]);
+        for (zu32 kmin : kmins) {
+            ZfpReader rr, rg;
+            reader_at(rr, want, 0);
+            reader_at(rg, want, 0);
+            zu64 back_want[4];
+            U back_got[4];
+            reference::decode(rr, width, kmin, bits, back_want);
+            decode_ints<U>(rg, width, kmin, bits, back_got);
+            for (int i = 0; i < 4; i++) {
+                if (back_want[i] != (zu64)back_got[i]) {
+                    if (bad++ < 3)
+                        std::printf("decode differs: width %u, %u bits, kmin %u, u = %llx %llx %llx %llx\n", width,
+                                    bits, kmin, wide[0], wide[1], wide[2], wide[3]);
+                    break;
                 }
             }
         }
     }
-    std::printf("width %u: %ld budgets x coefficient sets, %ld differences\n", width, cases, bad);
+    return bad;
+}
+
+// Every combination of four values from `values`, then `randoms` sets of random words
+// shifted right by random amounts (so that coefficients become significant at every plane
+// and in every order, and quiet runs end anywhere).
+template <class U>
+long check(zu32 width, const std::vector<zu64>& values, int randoms) {
+    long sets = 0, bad = 0;
+    const size_t v = values.size();
+    for (size_t a = 0; a < v * v * v * v; a++, sets++) {
+        const zu64 wide[4] = {values[a % v], values[a / v % v], values[a / v / v % v], values[a / v / v / v]};
+        bad += compare<U>(width, wide);
+    }
+    zu64 state = 0x9e3779b97f4a7c15ull;
+    auto next = [&state] {  // splitmix64
+        zu64 z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    };
+    const zu64 mask = width == 32 ? 0xffffffffull : ~0ull;
+    for (int t = 0; t < randoms; t++, sets++) {
+        zu64 wide[4];
+        for (int i = 0; i < 4; i++) wide[i] = (next() & mask) >> (next() % width);
+        bad += compare<U>(width, wide);
+    }
+    std::printf("width %u: %ld coefficient sets at every budget, %ld differences\n", width, sets, bad);
     return bad;
 }
 
@@ -116,6 +142,6 @@ int main() {
     const std::vector<zu64> v32 = {0, 1, 3, 0x80000000u, 0xffffffffu, 0x40000000u, 0x12345678u, 0x0001ffffu, 0x55555555u};
     const std::vector<zu64> v64 = {0, 1, 0x8000000000000000ull, ~0ull, 0x4000000000000000ull, 0x0123456789abcdefull,
                                    0x80000000ull, 0xaaaaaaaaaaaaaaaaull};
-    const long bad = check<zu32>(32, v32) + check<zu64>(64, v64);
+    const long bad = check<zu32>(32, v32, 4000) + check<zu64>(64, v64, 2000);
     return bad != 0;
 }
