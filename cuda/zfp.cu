@@ -571,8 +571,9 @@ ZFP_TABLE unsigned char ZFP_PERM4[256] = {
     63, 175, 250, 187, 238, 235, 190, 253, 247, 223, 127, 254, 251, 239, 191, 255,
 };
 
-ZFP_INLINE const unsigned char* perm_for(zu32 dims) {
-    return dims == 2 ? ZFP_PERM2 : (dims == 3 ? ZFP_PERM3 : ZFP_PERM4);
+template <zu32 D>
+ZFP_INLINE const unsigned char* perm_nd() {
+    return D == 2 ? ZFP_PERM2 : (D == 3 ? ZFP_PERM3 : ZFP_PERM4);
 }
 
 struct ZfpExt {
@@ -598,9 +599,17 @@ ZFP_INLINE zu64 block_count(const ZfpExt& e) {
     return c;
 }
 
+// The N-D coder is compiled once per axis count D (2, 3, 4): a block's 4^D values, its
+// integers and its coefficients live in arrays of exactly that size (thread-local memory
+// on a GPU: 192 bytes a thread for a 2-D float32 block, 3 KiB for a 4-D float64 one), and
+// the coefficients are in the value type's word width. Loops over a block stay loops
+// (`#pragma unroll 1`): unrolled, the compiler moves the arrays into registers, and the
+// kernels, which serve all three D, reach 255 registers and spill.
+
 // Gather a block, partial blocks padded with zfp's pad_block along x, then y, z, w.
-template <class T>
+template <class T, zu32 D>
 ZFP_INLINE void gather_nd(const typename T::F* src, const ZfpExt& e, zu64 b, typename T::F* q) {
+    constexpr zu32 S = 1u << (2 * D);
     zu64 at[4];
     zu32 cnt[4];
     block_at(e, b, at, cnt);
@@ -611,13 +620,14 @@ ZFP_INLINE void gather_nd(const typename T::F* src, const ZfpExt& e, zu64 b, typ
             for (zu32 y = 0; y < cnt[1]; y++)
                 for (zu32 x = 0; x < cnt[0]; x++)
                     q[x + 4 * y + 16 * z + 64 * w] = src[origin + x + y * sy + z * sz + w * sw];
-    const zu32 size = 1u << (2 * e.dims);
-    for (zu32 a = 0; a < e.dims; a++) {
+#pragma unroll 1
+    for (zu32 a = 0; a < D; a++) {
         const zu32 n = cnt[a];
         if (n == 4) continue;
         const zu32 s = 1u << (2 * a);
-        for (zu32 base = 0; base < size; base++) {
-            if ((base / s) % 4 != 0) continue;
+#pragma unroll 1
+        for (zu32 base = 0; base < S; base++) {
+            if ((base >> (2 * a)) % 4 != 0) continue;
             if (n <= 1) q[base + s] = q[base];
             if (n <= 2) q[base + 2 * s] = q[base + s];
             q[base + 3 * s] = q[base];
@@ -626,14 +636,16 @@ ZFP_INLINE void gather_nd(const typename T::F* src, const ZfpExt& e, zu64 b, typ
 }
 
 // Lifting of every line of 4 along each axis: x first (forward) or the last axis first.
-template <class T>
-ZFP_INLINE void xform_nd(typename T::I* q, zu32 dims, bool fwd) {
-    const zu32 size = 1u << (2 * dims);
-    for (zu32 i = 0; i < dims; i++) {
-        const zu32 a = fwd ? i : dims - 1 - i;
+template <class T, zu32 D>
+ZFP_INLINE void xform_nd(typename T::I* q, bool fwd) {
+    constexpr zu32 S = 1u << (2 * D);
+#pragma unroll 1
+    for (zu32 i = 0; i < D; i++) {
+        const zu32 a = fwd ? i : D - 1 - i;
         const zu32 s = 1u << (2 * a);
-        for (zu32 base = 0; base < size; base++) {
-            if ((base / s) % 4 != 0) continue;
+#pragma unroll 1
+        for (zu32 base = 0; base < S; base++) {
+            if ((base >> (2 * a)) % 4 != 0) continue;
             typename T::I p[4] = {q[base], q[base + s], q[base + 2 * s], q[base + 3 * s]};
             if (fwd) fwd_lift<T>(p);
             else inv_lift<T>(p);
@@ -645,20 +657,22 @@ ZFP_INLINE void xform_nd(typename T::I* q, zu32 dims, bool fwd) {
     }
 }
 
-// Forward transform of a block of 4^dims values (zfp/scalar.rs `forward_nd`); `u` gets the
+// Forward transform of a block of 4^D values (zfp/scalar.rs `forward_nd`); `u` gets the
 // negabinary coefficients in sequency order.
-template <class T>
-ZFP_INLINE bool forward_nd(typename T::F* v, zu32 dims, zu32* e, zu64* u) {
+template <class T, zu32 D>
+ZFP_INLINE bool forward_nd(typename T::F* v, zu32* e, typename T::U* u) {
     typedef typename T::U U;
-    const zu32 size = 1u << (2 * dims);
+    constexpr zu32 S = 1u << (2 * D);
     U m = 0;
-    for (zu32 i = 0; i < size; i++) {
+#pragma unroll 1
+    for (zu32 i = 0; i < S; i++) {
         const U a = T::bits(v[i]) & T::ABS;
         m = a > m ? a : m;
     }
     if (m >= T::INF) {
         m = 0;
-        for (zu32 i = 0; i < size; i++) {
+#pragma unroll 1
+        for (zu32 i = 0; i < S; i++) {
             U b = T::bits(v[i]);
             const U a = b & T::ABS;
             if (a > T::INF) b = 0;
@@ -673,89 +687,171 @@ ZFP_INLINE bool forward_nd(typename T::F* v, zu32 dims, zu32* e, zu64* u) {
     if (ef < T::EF_MIN) ef = T::EF_MIN;
     const zi32 emax = ef - (T::EBIAS - 1);
     const typename T::F s = T::from_bits((U)(T::EBIAS + (zi32)(T::PREC - 2) - emax) << T::MANT);
-    typename T::I q[256];
-    for (zu32 i = 0; i < size; i++) q[i] = (typename T::I)(v[i] * s);
-    xform_nd<T>(q, dims, true);
-    const unsigned char* perm = perm_for(dims);
-    for (zu32 i = 0; i < size; i++) u[i] = (zu64)(((U)q[perm[i]] + T::NB) ^ T::NB);
+    typename T::I q[S];
+#pragma unroll 1
+    for (zu32 i = 0; i < S; i++) q[i] = (typename T::I)(v[i] * s);
+    xform_nd<T, D>(q, true);
+    const unsigned char* perm = perm_nd<D>();
+#pragma unroll 1
+    for (zu32 i = 0; i < S; i++) u[i] = ((U)q[perm[i]] + T::NB) ^ T::NB;
     *e = (zu32)(emax + T::EBIAS);
     return true;
 }
 
-template <class T>
-ZFP_INLINE void inverse_nd(zu32 e, const zu64* u, zu32 dims, typename T::F* out) {
-    typedef typename T::U U;
-    const zu32 size = 1u << (2 * dims);
+template <class T, zu32 D>
+ZFP_INLINE void inverse_nd(zu32 e, const typename T::U* u, typename T::F* out) {
+    constexpr zu32 S = 1u << (2 * D);
     const typename T::F s = pow2<T>((zi32)e - T::EBIAS - (zi32)(T::PREC - 2));
-    typename T::I q[256];
-    const unsigned char* perm = perm_for(dims);
-    for (zu32 i = 0; i < size; i++) q[perm[i]] = (typename T::I)(((U)u[i] ^ T::NB) - T::NB);
-    xform_nd<T>(q, dims, false);
-    for (zu32 i = 0; i < size; i++) out[i] = (typename T::F)q[i] * s;
+    typename T::I q[S];
+    const unsigned char* perm = perm_nd<D>();
+#pragma unroll 1
+    for (zu32 i = 0; i < S; i++) q[perm[i]] = (typename T::I)((u[i] ^ T::NB) - T::NB);
+    xform_nd<T, D>(q, false);
+#pragma unroll 1
+    for (zu32 i = 0; i < S; i++) out[i] = (typename T::F)q[i] * s;
 }
 
-// zfp's encode_many_ints (the same bits as encode_few_ints) for `size` coefficients, then
-// the pad to maxbits.
-ZFP_INLINE void encode_many_ints(ZfpWriter& s, const zu64* data, zu32 size, zu32 prec, zu32 maxbits) {
-    zu32 bits = maxbits;
+// --- the bit planes of an N-D block (zfp's encode_many_ints / decode_many_ints) ---------
+// A plane is held as words (coefficient i at bit i % 64 of word i / 64), so that the n
+// verbatim bits are word writes, a group test is a test of the bits from n up, and the
+// unary position of the next significant coefficient is a count of trailing zeros,
+// instead of zfp's one bit at a time.
+
+ZFP_INLINE zu32 zctz(zu64 v) { return (zu32)__ffsll((long long)v) - 1; }  // v != 0
+
+// Plane k of S coefficients into W = ceil(S / 64) words.
+template <class U, zu32 S>
+ZFP_INLINE void plane_words(const U* u, zu32 k, zu64* p) {
+    constexpr zu32 W = (S + 63) / 64;
+    constexpr zu32 PER = S < 64 ? S : 64;
+    for (zu32 j = 0; j < W; j++) {
+        zu64 x = 0;
+#pragma unroll 1
+        for (zu32 i = 0; i < PER; i++) x |= (zu64)((u[64 * j + i] >> k) & 1) << i;
+        p[j] = x;
+    }
+}
+
+// The offset from n of the lowest set bit at or above n of the plane, or S - n if none.
+template <zu32 S>
+ZFP_INLINE zu32 next_set(const zu64* p, zu32 n) {
+    constexpr zu32 W = (S + 63) / 64;
+    for (zu32 j = n / 64; j < W; j++) {
+        zu64 x = p[j];
+        if (j == n / 64) x &= ~zmask(n % 64);
+        if (x != 0) return 64 * j + zctz(x) - n;
+    }
+    return S - n;
+}
+
+// Code planes prec-1 down to 0 of S coefficients into exactly `bits` bits (zero padded);
+// prec is U's width.
+template <class U, zu32 S>
+ZFP_INLINE void encode_many_ints(ZfpWriter& w, const U* u, zu32 prec, zu32 bits) {
+    constexpr zu32 W = (S + 63) / 64;
+    U all = 0;
+#pragma unroll 1
+    for (zu32 i = 0; i < S; i++) all |= u[i];
+    zu32 k = (zu32)(8 * sizeof(U)) - zclz(all);
+    // The planes above the highest set bit code as one 0 each (nothing is significant).
+    const zu32 empty = prec - k < bits ? prec - k : bits;
+    put_zeros(w, empty);
+    bits -= empty;
     zu32 n = 0;
-    zu32 k = prec;
     while (bits > 0 && k > 0) {
         k--;
+        zu64 p[W];
+        plane_words<U, S>(u, k, p);
+        // The n coefficients already significant: their bits verbatim.
         const zu32 m = n < bits ? n : bits;
+        for (zu32 j = 0; 64 * j < m; j++) {
+            const zu32 len = m - 64 * j < 64 ? m - 64 * j : 64;
+            put(w, p[j] & zmask(len), len);
+        }
         bits -= m;
-        for (zu32 i = 0; i < m; i++) put(s, (data[i] >> k) & 1, 1);
-        zu32 c = 0;
-        for (zu32 i = m; i < size; i++) c += (zu32)((data[i] >> k) & 1);
-        while (bits > 0 && n < size) {
+        // Group tests: is a bit set from n up; if so, its position in unary (zeros, then a
+        // 1 unless it is the last coefficient's), stopping where the budget ends.
+        while (bits > 0 && n < S) {
+            const zu32 z = next_set<S>(p, n);
             bits--;
-            put(s, c > 0, 1);
-            if (c == 0) break;
-            c--;
-            while (bits > 0 && n < size - 1) {
+            if (z == S - n) {
+                put(w, 0, 1);
+                break;
+            }
+            put(w, 1, 1);
+            const zu32 zeros = z < S - 1 - n ? z : S - 1 - n;
+            if (bits <= zeros) {
+                put_zeros(w, bits);
+                bits = 0;
+                break;
+            }
+            put_zeros(w, zeros);
+            bits -= zeros;
+            n += zeros;
+            if (n < S - 1) {
+                put(w, 1, 1);
                 bits--;
-                const zu32 b = (zu32)((data[n] >> k) & 1);
-                put(s, b, 1);
-                if (b) break;
-                n++;
             }
             n++;
         }
     }
-    put_zeros(s, bits);
+    put_zeros(w, bits);
 }
 
-// zfp's decode_many_ints.
-ZFP_INLINE void decode_many_ints(ZfpReader& r, zu64* data, zu32 size, zu32 prec, zu32 kmin, zu32 maxbits) {
-    for (zu32 i = 0; i < size; i++) data[i] = 0;
-    zu32 bits = maxbits;
+// Decode planes prec-1 down to kmin of S coefficients from at most `bits` bits, reading
+// as decode_many_ints does (a run cut short by the budget still makes position n
+// significant).
+template <class U, zu32 S>
+ZFP_INLINE void decode_many_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 bits, U* u) {
+#pragma unroll 1
+    for (zu32 i = 0; i < S; i++) u[i] = 0;
     zu32 n = 0;
     zu32 k = prec;
     while (bits > 0 && k > kmin) {
         k--;
         const zu32 m = n < bits ? n : bits;
         bits -= m;
-        for (zu32 i = 0; i < m; i++) data[i] += get(r, 1) << k;
-        while (bits > 0 && n < size) {
+#pragma unroll 1
+        for (zu32 i = 0; i < m; i += 32) {
+            const zu32 len = m - i < 32 ? m - i : 32;
+            const zu32 x = (zu32)get(r, len);
+#pragma unroll 1
+            for (zu32 t = 0; t < len; t++) u[i + t] |= (U)((x >> t) & 1) << k;
+        }
+        while (bits > 0 && n < S) {
             bits--;
             if (!get(r, 1)) break;
-            while (bits > 0 && n < size - 1) {
-                bits--;
-                if (get(r, 1)) break;
-                n++;
+            // Zeros until a 1, the last coefficient (implied) or the end of the budget,
+            // up to 32 bits at a time.
+            for (;;) {
+                const zu32 most = S - 1 - n;
+                zu32 t = bits < most ? bits : most;
+                if (t == 0) break;
+                if (t > 32) t = 32;
+                const zu32 look = peek(r, t);
+                if (look != 0) {
+                    const zu32 z = (zu32)__ffs((int)look) - 1;
+                    get(r, z + 1);
+                    bits -= z + 1;
+                    n += z;
+                    break;
+                }
+                get(r, t);
+                bits -= t;
+                n += t;
             }
-            data[n] += 1ull << k;
+            u[n] |= (U)1 << k;
             n++;
         }
     }
 }
 
-template <class T>
+template <class T, zu32 D>
 ZFP_INLINE void encode_group_nd(const typename T::F* src, const ZfpExt& e, zu32 rate, zu64* stream, zu64 t) {
+    constexpr zu32 S = 1u << (2 * D);
     const zu64 nb = block_count(e);
-    const zu32 size = 1u << (2 * e.dims);
-    const zu32 maxbits = size * rate;
-    const zu64 g = group_blocks(e.dims, rate);
+    const zu32 maxbits = S * rate;
+    const zu64 g = group_blocks(D, rate);
     const zu64 b0 = t * g;
     if (b0 >= nb) return;
     const zu64 b1 = b0 + g < nb ? b0 + g : nb;
@@ -765,13 +861,13 @@ ZFP_INLINE void encode_group_nd(const typename T::F* src, const ZfpExt& e, zu32 
     w.acc = 0;
     w.fill = 0;
     for (zu64 b = b0; b < b1; b++) {
-        typename T::F v[256];
-        gather_nd<T>(src, e, b, v);
+        typename T::F v[S];
+        gather_nd<T, D>(src, e, b, v);
         zu32 ex;
-        zu64 u[256];
-        if (forward_nd<T>(v, e.dims, &ex, u)) {
+        typename T::U u[S];
+        if (forward_nd<T, D>(v, &ex, u)) {
             put(w, ((zu64)ex << 1) | 1, T::EBITS + 1);
-            encode_many_ints(w, u, size, T::PREC, maxbits - 1 - T::EBITS);
+            encode_many_ints<typename T::U, S>(w, u, T::PREC, maxbits - 1 - T::EBITS);
         } else {
             put_zeros(w, maxbits);
         }
@@ -779,22 +875,23 @@ ZFP_INLINE void encode_group_nd(const typename T::F* src, const ZfpExt& e, zu32 
     if (w.fill > 0) w.out[w.word] = w.acc;
 }
 
-template <class T>
+template <class T, zu32 D>
 ZFP_INLINE void decode_block_nd(const zu64* stream, const ZfpExt& e, zu32 rate, typename T::F* dst, zu64 b) {
+    constexpr zu32 S = 1u << (2 * D);
     if (b >= block_count(e)) return;
-    const zu32 size = 1u << (2 * e.dims);
-    const zu32 maxbits = size * rate;
+    const zu32 maxbits = S * rate;
     ZfpReader r;
     reader_at(r, stream, b * maxbits);
-    typename T::F v[256];
+    typename T::F v[S];
     const zu64 head = get(r, 1 + T::EBITS);
     if (head & 1) {
         const zu32 ex = (zu32)(head >> 1);
-        zu64 u[256];
-        decode_many_ints(r, u, size, T::PREC, kmin<T>(ex, e.dims), maxbits - 1 - T::EBITS);
-        inverse_nd<T>(ex, u, e.dims, v);
+        typename T::U u[S];
+        decode_many_ints<typename T::U, S>(r, T::PREC, kmin<T>(ex, D), maxbits - 1 - T::EBITS, u);
+        inverse_nd<T, D>(ex, u, v);
     } else {
-        for (zu32 i = 0; i < size; i++) v[i] = 0;
+#pragma unroll 1
+        for (zu32 i = 0; i < S; i++) v[i] = 0;
     }
     zu64 at[4];
     zu32 cnt[4];
@@ -806,6 +903,21 @@ ZFP_INLINE void decode_block_nd(const zu64* stream, const ZfpExt& e, zu32 rate, 
             for (zu32 y = 0; y < cnt[1]; y++)
                 for (zu32 x = 0; x < cnt[0]; x++)
                     dst[origin + x + y * sy + z * sz + w * sw] = v[x + 4 * y + 16 * z + 64 * w];
+}
+
+// The kernels' dispatch on the axis count (2, 3 or 4, checked by the caller).
+template <class T>
+ZFP_INLINE void encode_nd(const typename T::F* src, const ZfpExt& e, zu32 rate, zu64* stream, zu64 t) {
+    if (e.dims == 2) encode_group_nd<T, 2>(src, e, rate, stream, t);
+    else if (e.dims == 3) encode_group_nd<T, 3>(src, e, rate, stream, t);
+    else encode_group_nd<T, 4>(src, e, rate, stream, t);
+}
+
+template <class T>
+ZFP_INLINE void decode_nd(const zu64* stream, const ZfpExt& e, zu32 rate, typename T::F* dst, zu64 b) {
+    if (e.dims == 2) decode_block_nd<T, 2>(stream, e, rate, dst, b);
+    else if (e.dims == 3) decode_block_nd<T, 3>(stream, e, rate, dst, b);
+    else decode_block_nd<T, 4>(stream, e, rate, dst, b);
 }
 
 ZFP_INLINE ZfpExt zfp_ext(zu64 nx, zu64 ny, zu64 nz, zu64 nw, zu32 dims) {
@@ -843,14 +955,14 @@ extern "C" __global__ void zfp_decode_f64(const unsigned long long* stream, unsi
 #define ZFP_ND_ARGS unsigned long long nx, unsigned long long ny, unsigned long long nz, \
     unsigned long long nw, unsigned int dims, unsigned int rate
 extern "C" __global__ void zfp_encode_nd_f32(const float* src, ZFP_ND_ARGS, unsigned long long* stream) {
-    encode_group_nd<ZfpF32>(src, zfp_ext(nx, ny, nz, nw, dims), rate, stream, ZFP_TID);
+    encode_nd<ZfpF32>(src, zfp_ext(nx, ny, nz, nw, dims), rate, stream, ZFP_TID);
 }
 extern "C" __global__ void zfp_encode_nd_f64(const double* src, ZFP_ND_ARGS, unsigned long long* stream) {
-    encode_group_nd<ZfpF64>(src, zfp_ext(nx, ny, nz, nw, dims), rate, stream, ZFP_TID);
+    encode_nd<ZfpF64>(src, zfp_ext(nx, ny, nz, nw, dims), rate, stream, ZFP_TID);
 }
 extern "C" __global__ void zfp_decode_nd_f32(const unsigned long long* stream, ZFP_ND_ARGS, float* dst) {
-    decode_block_nd<ZfpF32>(stream, zfp_ext(nx, ny, nz, nw, dims), rate, dst, ZFP_TID);
+    decode_nd<ZfpF32>(stream, zfp_ext(nx, ny, nz, nw, dims), rate, dst, ZFP_TID);
 }
 extern "C" __global__ void zfp_decode_nd_f64(const unsigned long long* stream, ZFP_ND_ARGS, double* dst) {
-    decode_block_nd<ZfpF64>(stream, zfp_ext(nx, ny, nz, nw, dims), rate, dst, ZFP_TID);
+    decode_nd<ZfpF64>(stream, zfp_ext(nx, ny, nz, nw, dims), rate, dst, ZFP_TID);
 }

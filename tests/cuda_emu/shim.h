@@ -85,6 +85,7 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline int __popc(unsigned int v) { return __builtin_popcount(v); }
 inline int __ffs(int v) { return __builtin_ffs(v); }
+inline int __ffsll(long long v) { return __builtin_ffsll(v); }
 // CUDA defines these at 0 too: all 32 (64) bits are leading zeros.
 inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned int)v); }
 inline int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
