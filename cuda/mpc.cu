@@ -142,7 +142,7 @@ __device__ void encode_chunk(const T* __restrict__ x, u64 n, int dim, unsigned c
 
 template <typename T>
 __device__ void decode_chunk(const unsigned char* __restrict__ payload, const u32* __restrict__ lengths,
-                             const u64* __restrict__ offsets, u64 n, int dim, T* __restrict__ x, T* a, T* b,
+                             const u64* __restrict__ offsets, u64 n, int dim, T* __restrict__ x, T* a,
                              int* error) {
     const int lane = threadIdx.x & 31;
     const u64 j = blockIdx.x;
@@ -181,19 +181,34 @@ __device__ void decode_chunk(const unsigned char* __restrict__ payload, const u3
     __syncwarp();
     untranspose(a, m);
     __syncwarp();
-    for (int i = lane; i < m; i += 32) a[i] = unzigzag(a[i]);
-    __syncwarp();
-    // x[i] = d[i] + x[i-dim]: a Hillis-Steele scan with stride dim (wrapping sums).
-    T* cur = a;
-    T* nxt = b;
-    for (int off = dim; off < m; off <<= 1) {
-        for (int i = lane; i < m; i += 32) nxt[i] = cur[i] + (i >= off ? cur[i - off] : (T)0);
-        __syncwarp();
-        T* tmp = cur;
-        cur = nxt;
-        nxt = tmp;
+    // x[i] = d[i] + x[i-dim] (wrapping sums), 32 words at a time. With dim >= 32 a word's
+    // predecessor lies in a group already done. Below, the group is scanned along its
+    // stride-dim chains by shuffles (offsets dim, 2 dim, 4 dim, ...), and each chain goes
+    // on from the previous group's result at lane 32 - dim + lane % dim.
+    int from = lane;  // lane % dim, without a division
+    while (from >= dim) from -= dim;
+    from += 32 - dim;
+    T before = 0;  // this lane's result in the previous group
+    for (int g = 0; g < m; g += 32) {
+        const int i = g + lane;
+        T v = i < m ? unzigzag(a[i]) : (T)0;
+        if (dim >= 32) {
+            if (i < m && i >= dim) v += a[i - dim];
+        } else {
+            for (int off = dim; off < 32; off <<= 1) {
+                const T up = __shfl_up_sync(FULL, v, off);
+                if (lane >= off) v += up;
+            }
+            const T chain = __shfl_sync(FULL, before, from);
+            if (g > 0) v += chain;
+            before = v;
+        }
+        if (i < m) {
+            a[i] = v;
+            x[base + i] = v;
+        }
+        __syncwarp();  // the next group reads these (dim >= 32)
     }
-    for (int i = lane; i < m; i += 32) x[base + i] = cur[i];
 }
 
 extern "C" __global__ void mpc_encode32(const u32* x, u64 n, int dim, unsigned char* scratch, u32* lengths) {
@@ -218,13 +233,11 @@ extern "C" __global__ void mpc_gather(const unsigned char* __restrict__ scratch,
 extern "C" __global__ void mpc_decode32(const unsigned char* payload, const u32* lengths, const u64* offsets,
                                         u64 n, int dim, u32* x, int* error) {
     __shared__ u32 a[MPC_CHUNK];
-    __shared__ u32 b[MPC_CHUNK];
-    decode_chunk<u32>(payload, lengths, offsets, n, dim, x, a, b, error);
+    decode_chunk<u32>(payload, lengths, offsets, n, dim, x, a, error);
 }
 
 extern "C" __global__ void mpc_decode64(const unsigned char* payload, const u32* lengths, const u64* offsets,
                                         u64 n, int dim, u64* x, int* error) {
     __shared__ u64 a[MPC_CHUNK];
-    __shared__ u64 b[MPC_CHUNK];
-    decode_chunk<u64>(payload, lengths, offsets, n, dim, x, a, b, error);
+    decode_chunk<u64>(payload, lengths, offsets, n, dim, x, a, error);
 }

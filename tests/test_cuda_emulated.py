@@ -117,7 +117,7 @@ def test_cast_kernels_match_rust(gpu_mods: Any, fmt: str) -> None:
 
 @pytest.mark.parametrize("n", [0, 1, 31, 100, 1030])
 @pytest.mark.parametrize("word", [4, 8])
-@pytest.mark.parametrize("dim", [1, 3, 70])
+@pytest.mark.parametrize("dim", [1, 3, 31, 32, 70])
 def test_mpc_kernels_match_rust(gpu_mods: Any, n: int, word: int, dim: int) -> None:
     c = Mpc(dim=dim)
     dt = np.uint32 if word == 4 else np.uint64

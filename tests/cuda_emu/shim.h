@@ -63,6 +63,20 @@ inline unsigned int __shfl_xor_sync(unsigned int, unsigned int v, int off) {
     emu_exchange(v, all);
     return (unsigned int)all[emu_lane() ^ off];
 }
+// A lane below `delta` gets its own value back, as on a device.
+template <class T>
+inline T __shfl_up_sync(unsigned int, T v, unsigned int delta) {
+    unsigned long long all[32];
+    emu_exchange((unsigned long long)v, all);
+    const int from = emu_lane() - (int)delta;
+    return (T)all[from < 0 ? emu_lane() : from];
+}
+template <class T>
+inline T __shfl_sync(unsigned int, T v, int src) {
+    unsigned long long all[32];
+    emu_exchange((unsigned long long)v, all);
+    return (T)all[src & 31];
+}
 inline int __reduce_add_sync(unsigned int, int v) {
     unsigned long long all[32];
     emu_exchange((unsigned long long)(unsigned int)v, all);
