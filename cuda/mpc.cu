@@ -203,11 +203,12 @@ __device__ void decode_chunk(const unsigned char* __restrict__ payload, const u3
             if (g > 0) v += chain;
             before = v;
         }
-        if (i < m) {
-            a[i] = v;
-            x[base + i] = v;
+        if (i < m) x[base + i] = v;
+        if (dim >= 32) {
+            // Later groups read these results.
+            if (i < m) a[i] = v;
+            __syncwarp();
         }
-        __syncwarp();  // the next group reads these (dim >= 32)
     }
 }
 

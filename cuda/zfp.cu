@@ -5,9 +5,9 @@
 // tests/test_gpu_zfp.py).
 //
 // It transliterates the Rust reference coder bit for bit: the block-floating-point cast
-// and lifting of zfp/scalar.rs, and the plane coders of zfp/reference.rs: 1-D blocks a
-// plane at a time, computed without tables (the Rust fast path's tables would serialise
-// in constant memory here), N-D blocks one bit at a time.
+// and lifting of zfp/scalar.rs, and the plane coders of zfp/reference.rs, a plane at a time
+// in words rather than a bit at a time, computed without tables (the Rust fast path's
+// tables would serialise in constant memory here).
 // Compile with NVRTC and the options of shmcoll.gpu.kernels (--fmad=false, no fast math,
 // denormals kept): every float operation is a power-of-two scaling, an int<->float
 // conversion rounded to nearest even or toward zero, or a product rounded once.
@@ -49,7 +49,8 @@
 //     One thread per block: launch prod(ceil(n_axis / 4)) threads.
 //
 // Written in plain C++17 with no headers and few CUDA builtins (bit casts, __clz, __clzll,
-// __brev), so that g++ compiles it unchanged against the CPU shim of tests/cuda_emu/shim.h.
+// __brev, __ffs, __ffsll), so that g++ compiles it unchanged against the CPU shim of
+// tests/cuda_emu/shim.h.
 
 typedef unsigned int zu32;
 typedef unsigned long long zu64;
@@ -417,10 +418,9 @@ ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 bits, U* u)
             const zu32 first = (zu32)__ffs((int)(p & groups));
             zu32 runs = whole;
             if (first != 0) {
-                const zu32 before = first - 1 - n;
-                runs = n == 1 ? before >> 1 : (n == 2 ? (before * 43) >> 7 : before >> 2);
+                const zu32 at = first - 1 - n;  // step * (the run's length)
+                runs = n == 1 ? at >> 1 : (n == 2 ? (at * 43) >> 7 : at >> 2);
             }
-            if (runs > whole) runs = whole;
             if (runs > k - kmin) runs = k - kmin;
             if (runs > 0) {
                 for (zu32 j = 0; j < runs; j++) {
@@ -601,8 +601,9 @@ ZFP_INLINE zu64 block_count(const ZfpExt& e) {
 
 // The N-D coder is compiled once per axis count D (2, 3, 4): a block's 4^D values, its
 // integers and its coefficients live in arrays of exactly that size (thread-local memory
-// on a GPU: 192 bytes a thread for a 2-D float32 block, 3 KiB for a 4-D float64 one), and
-// the coefficients are in the value type's word width. Loops over a block stay loops
+// on a GPU: a 2-D float32 block touches 192 bytes, a 4-D float64 one 6 KiB; a kernel
+// serves every D, so it reserves the 4-D frame), and the coefficients are in the value
+// type's word width. Loops over a block stay loops
 // (`#pragma unroll 1`): unrolled, the compiler moves the arrays into registers, and the
 // kernels, which serve all three D, reach 255 registers and spill.
 

@@ -115,20 +115,42 @@ def test_cast_kernels_match_rust(gpu_mods: Any, fmt: str) -> None:
         assert _bytes(y) == c.decode_raw(every, dt, 65536).tobytes()
 
 
-@pytest.mark.parametrize("n", [0, 1, 31, 100, 1030])
+def _packable(n: int, word: int, dim: int, seed: int) -> np.ndarray:
+    """`n` words that mpc packs (every chunk below its raw size): `dim` interleaved slow
+    ramps with small steps, so most zigzagged deltas are zero or short."""
+    dt = np.uint32 if word == 4 else np.uint64
+    rng = np.random.default_rng(seed)
+    steps = rng.integers(0, 3, n) * (rng.random(n) < 0.3)
+    lanes = np.arange(n) % dim
+    out = np.zeros(n, np.uint64)
+    for lane in range(dim):
+        at = lanes == lane
+        out[at] = 1000 * lane + np.cumsum(steps[at])
+    return out.astype(dt)
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 100, 1030, 1061])
 @pytest.mark.parametrize("word", [4, 8])
-@pytest.mark.parametrize("dim", [1, 3, 31, 32, 70])
+@pytest.mark.parametrize("dim", [1, 3, 31, 32, 33, 70])
 def test_mpc_kernels_match_rust(gpu_mods: Any, n: int, word: int, dim: int) -> None:
+    """The device coder gives the Rust bytes and decodes its stream back, on raw-stored
+    inputs (random bits, a smooth field, specials) and on packable ones, whose chunks take the packed path
+    and its scan (dim below 32: shuffles along the chains; 32 and above: from the words
+    already done), with partial last groups of 32 (n = 100, 1061)."""
     c = Mpc(dim=dim)
     dt = np.uint32 if word == 4 else np.uint64
-    for x32 in _inputs(2 * n, n + dim)[:3]:  # bits, smooth, specials (the emulation is slow)
-        x = np.ascontiguousarray(x32.view(np.uint32)[: n * word // 4]).view(dt)
+    raw = [
+        np.ascontiguousarray(v.view(np.uint32)[: n * word // 4]).view(dt) for v in _inputs(2 * n, n + dim)[:3]
+    ]
+    for x in [*raw, _packable(n, word, dim, n + dim)]:  # few inputs: the emulation is slow
         host = c.encode_raw(x)
         dev = gpu_mods.mpc.encode(_dev(x), word, dim)
         assert _bytes(dev) == host
         y = _dev(np.empty(n, dt))
         gpu_mods.mpc.decode(dev, y, word)
         assert _bytes(y) == x.tobytes()
+    if n >= 100:
+        assert len(c.encode_raw(x)) < 0.9 * x.nbytes, "the packable input must take the packed path"
 
 
 def test_mpc_device_decoder_rejects_corrupt_streams(gpu_mods: Any) -> None:

@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -63,9 +64,11 @@ inline unsigned int __shfl_xor_sync(unsigned int, unsigned int v, int off) {
     emu_exchange(v, all);
     return (unsigned int)all[emu_lane() ^ off];
 }
-// A lane below `delta` gets its own value back, as on a device.
+// A lane below `delta` gets its own value back, as on a device. Integers only here (a
+// float would be converted, not moved bit for bit as CUDA does).
 template <class T>
 inline T __shfl_up_sync(unsigned int, T v, unsigned int delta) {
+    static_assert(std::is_integral_v<T>);
     unsigned long long all[32];
     emu_exchange((unsigned long long)v, all);
     const int from = emu_lane() - (int)delta;
@@ -73,6 +76,7 @@ inline T __shfl_up_sync(unsigned int, T v, unsigned int delta) {
 }
 template <class T>
 inline T __shfl_sync(unsigned int, T v, int src) {
+    static_assert(std::is_integral_v<T>);
     unsigned long long all[32];
     emu_exchange((unsigned long long)v, all);
     return (T)all[src & 31];
