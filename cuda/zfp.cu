@@ -716,20 +716,61 @@ ZFP_INLINE void inverse_nd(zu32 e, const typename T::U* u, typename T::F* out) {
 // A plane is held as words (coefficient i at bit i % 64 of word i / 64), so that the n
 // verbatim bits are word writes, a group test is a test of the bits from n up, and the
 // unary position of the next significant coefficient is a count of trailing zeros,
-// instead of zfp's one bit at a time.
+// instead of zfp's one bit at a time. The planes come from the coefficients, and go back,
+// by 32 x 32 bit transposes in registers.
 
 ZFP_INLINE zu32 zctz(zu64 v) { return (zu32)__ffsll((long long)v) - 1; }  // v != 0
 
-// Plane k of S coefficients into W = ceil(S / 64) words.
+// One step of a 32 x 32 bit transpose: rows k and k + J exchange their off-diagonal J x J
+// blocks (m: the columns of the lower block). Bounds are constants, so the compiler
+// unrolls the loops and keeps the 32 rows in registers.
+template <zu32 J>
+ZFP_INLINE void transpose_step(zu32* a, zu32 m) {
+#pragma unroll
+    for (zu32 b = 0; b < 32; b += 2 * J) {
+#pragma unroll
+        for (zu32 r = 0; r < J; r++) {
+            const zu32 t = ((a[b + r] >> J) ^ a[b + r + J]) & m;
+            a[b + r] ^= t << J;
+            a[b + r + J] ^= t;
+        }
+    }
+}
+
+// Transpose a 32 x 32 bit matrix in place: bit j of a[i] becomes bit i of a[j].
+ZFP_INLINE void transpose32(zu32* a) {
+    transpose_step<16>(a, 0x0000ffffu);
+    transpose_step<8>(a, 0x00ff00ffu);
+    transpose_step<4>(a, 0x0f0f0f0fu);
+    transpose_step<2>(a, 0x33333333u);
+    transpose_step<1>(a, 0x55555555u);
+}
+
+// The planes of S coefficients (planes[k * W + j]: bit i is bit k of coefficient 64 j + i),
+// or back (to_planes false: the coefficients from the planes, or'ed into u), 32
+// coefficients by 32 bits at a time through transpose32.
 template <class U, zu32 S>
-ZFP_INLINE void plane_words(const U* u, zu32 k, zu64* p) {
+ZFP_INLINE void planes_of(U* u, zu64* planes, bool to_planes) {
     constexpr zu32 W = (S + 63) / 64;
-    constexpr zu32 PER = S < 64 ? S : 64;
-    for (zu32 j = 0; j < W; j++) {
-        zu64 x = 0;
+    constexpr zu32 ROWS = S < 32 ? S : 32;
 #pragma unroll 1
-        for (zu32 i = 0; i < PER; i++) x |= (zu64)((u[64 * j + i] >> k) & 1) << i;
-        p[j] = x;
+    for (zu32 g = 0; g < (S + 31) / 32; g++) {
+#pragma unroll 1
+        for (zu32 h = 0; h < 8 * sizeof(U); h += 32) {
+            zu32 t[32];
+            const zu32 shift = 32 * (g % 2);
+#pragma unroll
+            for (zu32 i = 0; i < 32; i++) {
+                if (to_planes) t[i] = i < ROWS ? (zu32)(u[32 * g + i] >> h) : 0;
+                else t[i] = (zu32)(planes[(h + i) * W + g / 2] >> shift);
+            }
+            transpose32(t);
+#pragma unroll
+            for (zu32 i = 0; i < 32; i++) {
+                if (to_planes) planes[(h + i) * W + g / 2] |= (zu64)t[i] << shift;
+                else if (i < ROWS) u[32 * g + i] |= (U)t[i] << h;
+            }
+        }
     }
 }
 
@@ -758,11 +799,14 @@ ZFP_INLINE void encode_many_ints(ZfpWriter& w, const U* u, zu32 prec, zu32 bits)
     const zu32 empty = prec - k < bits ? prec - k : bits;
     put_zeros(w, empty);
     bits -= empty;
+    zu64 planes[8 * sizeof(U) * W];
+#pragma unroll 1
+    for (zu32 i = 0; i < 8 * sizeof(U) * W; i++) planes[i] = 0;
+    planes_of<U, S>(const_cast<U*>(u), planes, true);  // to planes: u is only read
     zu32 n = 0;
     while (bits > 0 && k > 0) {
         k--;
-        zu64 p[W];
-        plane_words<U, S>(u, k, p);
+        const zu64* p = planes + k * W;
         // The n coefficients already significant: their bits verbatim.
         const zu32 m = n < bits ? n : bits;
         for (zu32 j = 0; 64 * j < m; j++) {
@@ -804,20 +848,21 @@ ZFP_INLINE void encode_many_ints(ZfpWriter& w, const U* u, zu32 prec, zu32 bits)
 // significant).
 template <class U, zu32 S>
 ZFP_INLINE void decode_many_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 bits, U* u) {
+    constexpr zu32 W = (S + 63) / 64;
+    zu64 planes[8 * sizeof(U) * W];
 #pragma unroll 1
-    for (zu32 i = 0; i < S; i++) u[i] = 0;
+    for (zu32 i = 0; i < 8 * sizeof(U) * W; i++) planes[i] = 0;
     zu32 n = 0;
     zu32 k = prec;
     while (bits > 0 && k > kmin) {
         k--;
+        zu64* p = planes + k * W;
         const zu32 m = n < bits ? n : bits;
         bits -= m;
 #pragma unroll 1
         for (zu32 i = 0; i < m; i += 32) {
             const zu32 len = m - i < 32 ? m - i : 32;
-            const zu32 x = (zu32)get(r, len);
-#pragma unroll 1
-            for (zu32 t = 0; t < len; t++) u[i + t] |= (U)((x >> t) & 1) << k;
+            p[i / 64] |= get(r, len) << (i % 64);
         }
         while (bits > 0 && n < S) {
             bits--;
@@ -841,10 +886,13 @@ ZFP_INLINE void decode_many_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 bits, 
                 bits -= t;
                 n += t;
             }
-            u[n] |= (U)1 << k;
+            p[n / 64] |= 1ull << (n % 64);
             n++;
         }
     }
+#pragma unroll 1
+    for (zu32 i = 0; i < S; i++) u[i] = 0;
+    planes_of<U, S>(u, planes, false);
 }
 
 template <class T, zu32 D>
@@ -953,17 +1001,20 @@ extern "C" __global__ void zfp_decode_f64(const unsigned long long* stream, unsi
     decode_block<ZfpF64>(stream, n, rate, dst, ZFP_TID);
 }
 
+// The N-D coders hold a 32 x 32 bit transpose in registers: at most 128 registers a
+// thread (two blocks of 256 threads an SM) without spilling; shmcoll.gpu.zfp launches 256.
+#define ZFP_ND_BOUNDS __launch_bounds__(256, 2)
 #define ZFP_ND_ARGS unsigned long long nx, unsigned long long ny, unsigned long long nz, \
     unsigned long long nw, unsigned int dims, unsigned int rate
-extern "C" __global__ void zfp_encode_nd_f32(const float* src, ZFP_ND_ARGS, unsigned long long* stream) {
+extern "C" __global__ void ZFP_ND_BOUNDS zfp_encode_nd_f32(const float* src, ZFP_ND_ARGS, unsigned long long* stream) {
     encode_nd<ZfpF32>(src, zfp_ext(nx, ny, nz, nw, dims), rate, stream, ZFP_TID);
 }
-extern "C" __global__ void zfp_encode_nd_f64(const double* src, ZFP_ND_ARGS, unsigned long long* stream) {
+extern "C" __global__ void ZFP_ND_BOUNDS zfp_encode_nd_f64(const double* src, ZFP_ND_ARGS, unsigned long long* stream) {
     encode_nd<ZfpF64>(src, zfp_ext(nx, ny, nz, nw, dims), rate, stream, ZFP_TID);
 }
-extern "C" __global__ void zfp_decode_nd_f32(const unsigned long long* stream, ZFP_ND_ARGS, float* dst) {
+extern "C" __global__ void ZFP_ND_BOUNDS zfp_decode_nd_f32(const unsigned long long* stream, ZFP_ND_ARGS, float* dst) {
     decode_nd<ZfpF32>(stream, zfp_ext(nx, ny, nz, nw, dims), rate, dst, ZFP_TID);
 }
-extern "C" __global__ void zfp_decode_nd_f64(const unsigned long long* stream, ZFP_ND_ARGS, double* dst) {
+extern "C" __global__ void ZFP_ND_BOUNDS zfp_decode_nd_f64(const unsigned long long* stream, ZFP_ND_ARGS, double* dst) {
     decode_nd<ZfpF64>(stream, zfp_ext(nx, ny, nz, nw, dims), rate, dst, ZFP_TID);
 }

@@ -63,8 +63,9 @@ def _load_standin() -> types.ModuleType:
 
 
 def cuda_kernels() -> frozenset[str]:
-    """Every kernel the sources of cuda/ define (``extern "C" __global__`` functions)."""
-    pattern = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+    """Every kernel the sources of cuda/ define (``extern "C" __global__`` functions, a
+    launch-bounds macro allowed before the name)."""
+    pattern = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:[A-Z_]+\s+)?(\w+)\s*\(')
     return frozenset(
         name for src in (ROOT / "cuda").glob("*.cu") for name in pattern.findall(src.read_text())
     )

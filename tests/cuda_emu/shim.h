@@ -23,6 +23,7 @@
 #define __forceinline__ inline
 #define __restrict__
 #define __shared__ static
+#define __launch_bounds__(...)
 // Constant memory: read-only tables, plain statics on the CPU.
 #define __constant__ static
 
