@@ -41,12 +41,12 @@
 //     4^dims values in zfp's block order (x fastest). One thread per group of
 //     group_blocks(dims, rate) consecutive blocks, whose bits fill whole words (4 /
 //     gcd(rate, 4) blocks in 2-D, one block in 3-D and 4-D); launch
-//     ceil(blocks / group) threads.
+//     ceil(blocks / group) threads, at most 256 a block (ZFP_ND_BOUNDS).
 //
 //   zfp_decode_nd_f32(const unsigned long long* stream, nx, ny, nz, nw, dims, rate,
 //                     float* dst)
 //   zfp_decode_nd_f64(..., double* dst)
-//     One thread per block: launch prod(ceil(n_axis / 4)) threads.
+//     One thread per block: launch prod(ceil(n_axis / 4)) threads, at most 256 a block.
 //
 // Written in plain C++17 with no headers and few CUDA builtins (bit casts, __clz, __clzll,
 // __brev, __ffs, __ffsll), so that g++ compiles it unchanged against the CPU shim of
