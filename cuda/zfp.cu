@@ -301,6 +301,10 @@ ZFP_INLINE zu32 gather4(zu32 v) {
     return (v | (v >> 12)) & 0xffu;
 }
 
+// x / (n + 1) for n in 1..3 and x <= 32, the length of a quiet plane's code being n + 1,
+// without a division instruction (x * 43 >> 7 is x / 3 there).
+ZFP_INLINE zu32 per_quiet_plane(zu32 x, zu32 n) { return n == 1 ? x >> 1 : (n == 2 ? (x * 43) >> 7 : x >> 2); }
+
 // Plane k: bit i is bit k of coefficient i.
 template <class U>
 ZFP_INLINE zu32 plane_bits(const U* u, zu32 k) {
@@ -351,9 +355,9 @@ ZFP_INLINE void encode_ints(ZfpWriter& w, const U* u, zu32 prec, zu32 bits) {
     zu32 quiet_below = k;
     while (bits > 0 && k > 0 && n < 4) {
         if (k > quiet_below) {
-            // As many quiet planes as one 32-bit write holds (32 / step, without a division).
+            // As many quiet planes as one 32-bit write holds.
             const zu32 step = n + 1;
-            const zu32 most = n == 1 ? 16 : (n == 2 ? 10 : 8);
+            const zu32 most = per_quiet_plane(32, n);
             const zu32 c = k - quiet_below < most ? k - quiet_below : most;
             zu32 code = 0;
             for (zu32 j = 0; j < c; j++) {
@@ -411,15 +415,13 @@ ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 bits, U* u)
             const zu32 len = bits < 32 ? bits : 32;
             const zu32 p = peek(r, len);
             const zu32 groups = n == 1 ? 0xaaaaaaaau : (n == 2 ? 0x24924924u : 0x88888888u);
-            // Whole groups in len bits, and those before the first set group bit (the
-            // divisions by step as a choice and a multiplication: x * 43 >> 7 is x / 3
-            // for x <= 32).
-            const zu32 whole = n == 1 ? len >> 1 : (n == 2 ? (len * 43) >> 7 : len >> 2);
+            // Whole groups in len bits, and those before the first set group bit.
+            const zu32 whole = per_quiet_plane(len, n);
             const zu32 first = (zu32)__ffs((int)(p & groups));
             zu32 runs = whole;
             if (first != 0) {
                 const zu32 at = first - 1 - n;  // step * (the run's length)
-                runs = n == 1 ? at >> 1 : (n == 2 ? (at * 43) >> 7 : at >> 2);
+                runs = per_quiet_plane(at, n);
             }
             if (runs > k - kmin) runs = k - kmin;
             if (runs > 0) {
