@@ -301,9 +301,11 @@ ZFP_INLINE zu32 gather4(zu32 v) {
     return (v | (v >> 12)) & 0xffu;
 }
 
-// x / (n + 1) for n in 1..3 and x <= 32, the length of a quiet plane's code being n + 1,
+// x / (n + 1) for n in 0..3 and x <= 32, the length of a quiet plane's code being n + 1,
 // without a division instruction (x * 43 >> 7 is x / 3 there).
-ZFP_INLINE zu32 per_quiet_plane(zu32 x, zu32 n) { return n == 1 ? x >> 1 : (n == 2 ? (x * 43) >> 7 : x >> 2); }
+ZFP_INLINE zu32 per_quiet_plane(zu32 x, zu32 n) {
+    return n == 0 ? x : (n == 1 ? x >> 1 : (n == 2 ? (x * 43) >> 7 : x >> 2));
+}
 
 // Plane k: bit i is bit k of coefficient i.
 template <class U>
@@ -408,35 +410,29 @@ ZFP_INLINE void decode_ints(ZfpReader& r, zu32 prec, zu32 kmin, zu32 bits, U* u)
     // Until all four are significant, bit by bit as decode_few_ints reads (a plane cut
     // short by the budget still makes position n significant, so no whole-code shortcut),
     // except runs of quiet planes: whole groups of n verbatim bits and a 0, found among the
-    // next 32 bits by their group bits (at n, n + step, ...).
+    // next 32 bits by their group bits (at n, n + step, ...); with n = 0 these are the
+    // leading empty planes, a 0 each.
     while (bits > 0 && k > kmin && n < 4) {
-        if (n > 0) {
-            const zu32 step = n + 1;
-            const zu32 len = bits < 32 ? bits : 32;
-            const zu32 p = peek(r, len);
-            const zu32 groups = n == 1 ? 0xaaaaaaaau : (n == 2 ? 0x24924924u : 0x88888888u);
-            // Whole groups in len bits, and those before the first set group bit.
-            const zu32 whole = per_quiet_plane(len, n);
-            const zu32 first = (zu32)__ffs((int)(p & groups));
-            zu32 runs = whole;
-            if (first != 0) {
-                const zu32 at = first - 1 - n;  // step * (the run's length)
-                runs = per_quiet_plane(at, n);
+        const zu32 step = n + 1;
+        const zu32 len = bits < 32 ? bits : 32;
+        const zu32 p = peek(r, len);
+        const zu32 groups = n == 0 ? ~0u : (n == 1 ? 0xaaaaaaaau : (n == 2 ? 0x24924924u : 0x88888888u));
+        // Whole groups in len bits, and those before the first set group bit.
+        const zu32 first = (zu32)__ffs((int)(p & groups));
+        zu32 runs = per_quiet_plane(first == 0 ? len : first - 1 - n, n);
+        if (runs > k - kmin) runs = k - kmin;
+        if (runs > 0) {
+            for (zu32 j = 0; j < runs && n > 0; j++) {
+                const zu32 plane = k - 1 - j;
+                const zu32 at = step * j;
+                u[0] |= (U)((p >> at) & 1) << plane;
+                if (n > 1) u[1] |= (U)((p >> (at + 1)) & 1) << plane;
+                if (n > 2) u[2] |= (U)((p >> (at + 2)) & 1) << plane;
             }
-            if (runs > k - kmin) runs = k - kmin;
-            if (runs > 0) {
-                for (zu32 j = 0; j < runs; j++) {
-                    const zu32 plane = k - 1 - j;
-                    const zu32 at = step * j;
-                    u[0] |= (U)((p >> at) & 1) << plane;
-                    if (n > 1) u[1] |= (U)((p >> (at + 1)) & 1) << plane;
-                    if (n > 2) u[2] |= (U)((p >> (at + 2)) & 1) << plane;
-                }
-                get(r, step * runs);
-                bits -= step * runs;
-                k -= runs;
-                continue;
-            }
+            get(r, step * runs);
+            bits -= step * runs;
+            k -= runs;
+            continue;
         }
         k--;
         const zu32 m = n < bits ? n : bits;
