@@ -235,6 +235,53 @@ def test_errors_raise_on_every_rank(case: str, want: set[str], variable: bool) -
     assert set(got) <= want, got
 
 
+def dtype_disagreements(case: str) -> str:
+    """Rank 0 passes float32, the others float64, with the same counts: zfp's streams of
+    the two types have the same size at one rate, so only the dtype tells them apart."""
+    from shmcoll.codecs import Bq, Zfp
+
+    comm = shmcoll.Comm()
+    p = comm.size
+    dt = np.float32 if comm.rank == 0 else np.float64
+    zfp = Zfp(16)
+    try:
+        if case == "alltoall":
+            comm.Alltoall(np.ones(8 * p, dt), np.empty(8 * p, dt), compress=zfp)
+        elif case == "allgather":
+            comm.Allgather(np.ones(8, dt), np.empty(8 * p, dt), compress=zfp)
+        elif case == "allreduce":
+            comm.Allreduce(np.ones(64, dt), np.empty(64, dt), compress=zfp)
+        elif case == "reduce_scatter":
+            comm.Reduce_scatter_block(np.ones(8 * p, dt), np.empty(8, dt), compress=zfp)
+        elif case == "bcast":
+            comm.Bcast(np.ones(64, dt), root=0, compress=zfp)
+        elif case == "bcast-bq":  # float64 is no Bq input: the other ranks' buffers are bad
+            comm.Bcast(np.ones(64, dt), root=0, compress=Bq(bits=8))
+    except shmcoll.ShmcollError as e:
+        comm.Barrier()  # still usable afterwards: every rank left the call
+        return type(e).__name__
+    return "no error"
+
+
+@pytest.mark.parametrize(
+    ("case", "want"),
+    [
+        ("alltoall", {"MismatchError"}),
+        ("allgather", {"MismatchError"}),
+        ("allreduce", {"MismatchError"}),
+        ("reduce_scatter", {"MismatchError"}),
+        ("bcast", {"MismatchError"}),
+        ("bcast-bq", {"CodecError", "PeerRejectedError"}),
+    ],
+)
+def test_ranks_disagreeing_on_the_dtype_raise_on_every_rank(case: str, want: set[str]) -> None:
+    got = run_ranks(3, dtype_disagreements, case)
+    assert "no error" not in got, got
+    assert set(got) <= want, got
+    if case == "bcast-bq":
+        assert got[0] == "PeerRejectedError", got  # the root too: its peers refused
+
+
 def engine_calls(variable: bool) -> list[int]:
     """Collective calls each compressed operation makes."""
     comm = shmcoll.Comm()

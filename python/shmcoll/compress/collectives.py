@@ -1,14 +1,14 @@
 """Compressed collectives: encode before the exchange, decode after.
 
-Every piece travels with 32 bytes of metadata (status, element count, codec key,
-compressed bytes), so every rank can raise the same error when the ranks disagree on
-the codec or the sizes. A fixed-size codec makes every compressed size known in advance,
-so the metadata rides as a header in front of each piece in the one exchange the call
-needs, and a rank whose own arguments are bad rejects the exchange itself (its peers
-raise PeerRejectedError). A variable-size codec (MPC, any numcodecs codec) needs the
-sizes first: one small Alltoall or Allgather of the metadata precedes the data, and that
-round carries the rejections. Bcast always takes the metadata round (a root cannot
-receive the other ranks' headers in a broadcast).
+Every piece travels with 32 bytes of metadata (status, element count, a key of the
+codec's settings and the dtype, compressed bytes), so every rank can raise the same
+error when the ranks disagree on the codec, the dtype or the sizes. A fixed-size codec
+makes every compressed size known in advance, so the metadata rides as a header in front
+of each piece in the one exchange the call needs, and a rank whose own arguments are bad
+rejects the exchange itself (its peers raise PeerRejectedError). A variable-size codec
+(MPC, any numcodecs codec) needs the sizes first: one small Alltoall or Allgather of the
+metadata precedes the data, and that round carries the rejections. Bcast always takes
+the metadata round (a root cannot receive the other ranks' headers in a broadcast).
 
 Compressed Allreduce (SUM) is a reduce-scatter by Alltoall followed by an Allgather of
 compressed bytes: each rank quantizes its contribution once, chunk i goes to rank i,
@@ -74,10 +74,13 @@ def _buf(comm: Any, tag: str, nbytes: int) -> np.ndarray:
 
 
 # -- codec plumbing ----------------------------------------------------------------------
-def codec_key(codec: Any) -> int:
-    """A 31-bit digest of the codec's configuration (ranks must agree on it)."""
+def codec_key(codec: Any, dtype: Any = None) -> int:
+    """A 31-bit digest of the codec's configuration and the dtype it codes (ranks must agree
+    on both: a float32 and a float64 stream of a fixed-rate codec can have the same size,
+    and a rank would decode the other's bytes as its own type)."""
     cfg = codec.get_config() if hasattr(codec, "get_config") else {"repr": repr(codec)}
-    return zlib.crc32(json.dumps(cfg, sort_keys=True, default=str).encode()) & 0x7FFFFFFF
+    what = {"codec": cfg, "dtype": None if dtype is None else np.dtype(dtype).str}
+    return zlib.crc32(json.dumps(what, sort_keys=True, default=str).encode()) & 0x7FFFFFFF
 
 
 def _encode(codec: Any, x: Any) -> Any:
@@ -155,7 +158,7 @@ def _displs(sizes: list[int]) -> list[int]:
 # -- the metadata round ------------------------------------------------------------------
 def _agree(comm: Any, rows: np.ndarray, error: BaseException | None, *, gather: bool) -> np.ndarray:
     """Exchange per-destination metadata rows (Alltoall) or this rank's row (Allgather);
-    raise on every rank when a rank rejected its part or ranks disagree on the codec."""
+    raise on every rank when a rank rejected its part or ranks disagree on the codec or dtype."""
     p = comm.size
     if error is not None:
         rows[:, 0] = _BAD
@@ -214,7 +217,7 @@ def _check_headers(heads: np.ndarray) -> None:
         e.rank = int(bad[0])
         raise e
     if np.any(heads[:, 2] != heads[0, 2]):
-        raise MismatchError("ranks use different codecs or codec settings for the same collective")
+        raise MismatchError("ranks use different codecs, codec settings or dtypes for the same collective")
 
 
 def _transfer(
@@ -278,6 +281,7 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
                 f"same number of elements of one dtype, split into {p} blocks"
             )
         n = s.size // p
+        key = codec_key(codec, s.dtype)
         cb = _fixed_size(codec, n, s.dtype)
         expect = None if cb is None else [cb] * p
         pieces = [_encode(codec, s[j * n : (j + 1) * n]) for j in range(p)]
@@ -311,6 +315,7 @@ def allgather(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any) -> None:
             raise ArgumentError(
                 f"the send buffer must hold {n} elements of {r.dtype}, not {s.size} {s.dtype}"
             )
+        key = codec_key(codec, s.dtype)
         cb = _fixed_size(codec, n, s.dtype)
         expect = None if cb is None else [cb] * p
         piece = _encode(codec, s)
@@ -338,6 +343,10 @@ def bcast(comm: Any, buf: Any, root: int, codec: Any) -> None:
             raise ArgumentError(f"root {root} out of range for {p} ranks")
         b = _flat(buf, "buffer", written=True)
         n = b.size
+        key = codec_key(codec, b.dtype)
+        # Every rank's buffer must suit the codec before the exchange, not only the root's
+        # (the others would fail decoding it, after the root has returned).
+        _fixed_size(codec, n, b.dtype)
         if comm.rank == root:
             piece = _encode(codec, b)
     except Exception as e:
@@ -423,6 +432,7 @@ def allreduce(
         x = r.copy() if is_in_place(sendbuf) else _flat(sendbuf, "send buffer")
         if x.size != r.size or x.dtype != r.dtype:
             raise ArgumentError(f"send ({x.size} {x.dtype}) and receive ({r.size} {r.dtype}) buffers differ")
+        key = codec_key(codec, x.dtype)
         if feedback is not None:
             x = feedback.corrected(x)
         counts, offs = _chunks(int(x.size), p)
@@ -465,6 +475,7 @@ def reduce_scatter_block(comm: Any, sendbuf: Any, recvbuf: Any, codec: Any, op: 
             raise ArgumentError(
                 f"the send buffer must hold {p} blocks of {n} {r.dtype}, not {x.size} {x.dtype}"
             )
+        key = codec_key(codec, x.dtype)
     except Exception as e:
         err = e
     acc = _reduce_scatter(
