@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -286,6 +287,24 @@ def test_bad_data() -> None:
     buf = np.zeros(8, np.uint8)
     with pytest.raises(CodecError, match="overlaps"):
         _core.cast_encode(buf.view(np.float32), "float16", out=buf)
+
+
+@pytest.mark.parametrize("codec", [Bq(), Bq(bits=4, block=32), Cast(), Cast("float16"), Mpc()], ids=repr)
+@pytest.mark.parametrize("where", ["start", "inside", "last bytes"])
+def test_decode_into_the_stream_it_reads_is_refused(codec: Any, where: str) -> None:
+    # The decoder reads the stream while it writes the output: the same bytes as both would
+    # be undefined behaviour in the Rust core (a shared and a mutable slice of one memory).
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    stream = np.frombuffer(codec.encode_raw(x), np.uint8)
+    mem = np.zeros(stream.size + 4096 + x.nbytes, np.uint8)
+    mem[: stream.size] = stream
+    shift = {"start": 0, "inside": 8, "last bytes": (stream.size - 1) // 4 * 4}[where]
+    out = mem[shift : shift + x.nbytes].view(np.float32)
+    with pytest.raises(CodecError, match="overlaps"):
+        codec.decode_raw(mem[: stream.size], np.float32, x.size, out=out)
+    apart = mem[4096 + stream.size :][: x.nbytes].view(np.float32)  # disjoint: decodes
+    codec.decode_raw(mem[: stream.size], np.float32, x.size, out=apart)
+    np.testing.assert_array_equal(apart, codec.decode_raw(stream, np.float32, x.size))
 
 
 # --- zfp (bindings written elsewhere; skipped until they are merged) -----------------------

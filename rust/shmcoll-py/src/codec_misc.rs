@@ -68,6 +68,23 @@ impl Span {
     }
 }
 
+/// An error unless the byte spans `read` and `written` are disjoint: a codec reads its
+/// input while it writes its output, and a `&[u8]` and a `&mut [T]` of the same bytes
+/// must never both be alive.
+fn disjoint(py: Python<'_>, read: Span, written: Span, what: &str) -> PyResult<()> {
+    if read.len > 0
+        && written.len > 0
+        && written.addr < read.addr + read.len
+        && read.addr < written.addr + written.len
+    {
+        return Err(codec_to_py(
+            py,
+            CodecError::InvalidArgument(format!("the output {what} overlaps the input")),
+        ));
+    }
+    Ok(())
+}
+
 /// Run `f` with the GIL released when `bytes` is large.
 fn run<T: Send>(py: Python<'_>, bytes: usize, f: impl FnOnce() -> T + Send) -> T {
     if bytes >= DETACH_BYTES {
@@ -90,16 +107,7 @@ fn emit<'py>(
         Some(o) => {
             let b = borrow(py, o, true, "output buffer")?;
             let dst = span(&b, 1, "output buffer").map_err(|e| codec_to_py(py, e))?;
-            if dst.len > 0
-                && input.len > 0
-                && dst.addr < input.addr + input.len
-                && input.addr < dst.addr + dst.len
-            {
-                return Err(codec_to_py(
-                    py,
-                    CodecError::InvalidArgument("the output buffer overlaps the input".into()),
-                ));
-            }
+            disjoint(py, input, dst, "buffer")?;
             // SAFETY: `b` keeps the writable output borrowed for this call, and it does not
             // overlap the input that `code` reads (checked above).
             let n = run(py, input.len, || code(unsafe { dst.slice_mut::<u8>() }))
@@ -161,7 +169,9 @@ fn bq_decode(
         span(&s, 1, "bq stream").map_err(|e| codec_to_py(py, e))?,
         span(&o, 4, "output array").map_err(|e| codec_to_py(py, e))?,
     );
-    // SAFETY: `s` and `o` keep both buffers borrowed (the output writable) for the call.
+    disjoint(py, ss, bytes_of(os, 4), "array")?;
+    // SAFETY: `s` and `o` keep both buffers borrowed (the output writable) for the call,
+    // and they do not overlap (checked above).
     let (src, dst) = unsafe { (ss.slice::<u8>(), os.slice_mut::<f32>()) };
     run(py, 4 * os.len, || q.decode(src, dst)).map_err(|e| codec_to_py(py, e))
 }
@@ -227,7 +237,9 @@ fn cast_decode(
     }
     let ss = span(&s, 1, "cast stream").map_err(|e| codec_to_py(py, e))?;
     let os = span(&o, wide, "output array").map_err(|e| codec_to_py(py, e))?;
-    // SAFETY: `s` and `o` keep both buffers borrowed (the output writable) for the call.
+    disjoint(py, ss, bytes_of(os, wide), "array")?;
+    // SAFETY: `s` and `o` keep both buffers borrowed (the output writable) for the call,
+    // and they do not overlap (checked above).
     let src = unsafe { ss.slice::<u8>() };
     let r = if wide == 4 {
         // SAFETY: as above; the output's items are 4 bytes.
@@ -297,7 +309,9 @@ fn mpc_decode(py: Python<'_>, src: &Bound<'_, PyAny>, out: &Bound<'_, PyAny>) ->
     let o = borrow(py, out, true, "output array")?;
     let ss = span(&s, 1, "mpc stream").map_err(|e| codec_to_py(py, e))?;
     let os = span(&o, 1, "output array").map_err(|e| codec_to_py(py, e))?;
-    // SAFETY: `s` and `o` keep both buffers borrowed (the output writable) for the call.
+    disjoint(py, ss, os, "array")?;
+    // SAFETY: `s` and `o` keep both buffers borrowed (the output writable) for the call,
+    // and they do not overlap (checked above).
     let (src, dst) = unsafe { (ss.slice::<u8>(), os.slice_mut::<u8>()) };
     run(py, os.len, || mpc::decode(src, dst)).map_err(|e| codec_to_py(py, e))
 }
