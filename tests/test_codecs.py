@@ -247,6 +247,8 @@ def test_bad_arguments() -> None:
         lambda: Mpc(dim=1.5),  # type: ignore[arg-type]
         lambda: Zfp(rate=-1),
         lambda: Zfp(rate=8.5),  # type: ignore[arg-type]
+        lambda: Zfp(rate=65),
+        lambda: Zfp(rate=2**70),
         lambda: get_codec({"id": "shmcoll.bq", "bogus": 1}),
         lambda: get_codec({"id": "no-such-codec"}),
         lambda: get_codec(42),
@@ -254,6 +256,39 @@ def test_bad_arguments() -> None:
         with pytest.raises(CodecError):
             make()
     assert issubclass(CodecError, ValueError) and issubclass(CodecError, shmcoll.errors.ShmcollError)
+
+
+@pytest.mark.parametrize("codec", CONTRACT, ids=repr)
+def test_sizes_are_counts_of_arrays_that_could_exist(codec: Any) -> None:
+    # Counts are whole numbers (NumPy's too), non-negative, and no more than an array could
+    # hold: a size is never wrapped around or negative, and NumPy's own errors (from
+    # np.empty of an absurd shape with a zero extent) do not escape as ValueError.
+    assert codec.compressed_size(np.int64(100), np.float32) == codec.compressed_size(100, np.float32)
+    if not isinstance(codec, Zfp):  # zfp's size depends on the shape; the others' on the count
+        assert codec.compressed_size((10, 10), np.float32) == codec.compressed_size(100, np.float32)
+    for n in (-5, 2**64 - 1, 2**62, (0, 2**63), (0, 2**62, 2**62), (2**40, 2**40)):
+        with pytest.raises(CodecError):
+            codec.compressed_size(n, np.float32)
+        with pytest.raises(CodecError):
+            codec.decode_raw(b"", np.float32, n)
+        if isinstance(codec, Mpc):
+            with pytest.raises(CodecError):
+                codec.max_compressed_size(n, np.float32)
+    with pytest.raises(CodecError):
+        _core.bq_compressed_size(2**64 - 1, 8, 256)
+    with pytest.raises(CodecError):
+        _core.mpc_max_compressed_size(2**63, 4)
+
+
+@pytest.mark.parametrize("codec", CONTRACT, ids=repr)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_0d_array_decodes_0d(codec: Any, dtype: type) -> None:
+    if isinstance(codec, Bq) and dtype is np.float64:
+        return
+    x = np.array(2.5, dtype)
+    y = codec.decode(codec.encode(x))
+    assert y.shape == () and y.dtype == x.dtype
+    assert float(y) == pytest.approx(2.5, rel=0.1)
 
 
 def test_bad_data() -> None:

@@ -16,11 +16,12 @@ def is_cupy(x: Any) -> bool:
 
 
 def host_input(buf: Any) -> np.ndarray:
-    """`buf` (an array or any buffer) as an ndarray, native byte order, C order."""
+    """`buf` (an array or any buffer) as an ndarray, native byte order, C order, in its
+    shape (a 0-d array stays 0-d: np.ascontiguousarray would make it 1-d)."""
     arr = buf if isinstance(buf, np.ndarray) else np.asarray(memoryview(buf))
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    return np.ascontiguousarray(arr)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def byte_view(buf: Any) -> np.ndarray:

@@ -10,6 +10,7 @@ methods, so that shmcoll's codecs work without numcodecs installed.
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
 from collections.abc import Callable
@@ -182,8 +183,9 @@ class Codec(_Base):
         self._dtype(h.dtype)
         return self._host_encode(h if self._shaped else h.reshape(-1), out)
 
-    def _shape_arg(self, n: Any) -> tuple[int, ...]:
-        """`n` of ``decode_raw``: an element count (a 1-D array) or a shape."""
+    def _shape_arg(self, n: Any, dt: np.dtype) -> tuple[int, ...]:
+        """`n` of ``decode_raw`` and ``compressed_size``: an element count (a 1-D array) or a
+        shape, of an array of `dt` that could exist (frame.check_size)."""
         try:
             shape = (
                 (operator.index(n),) if not isinstance(n, (tuple, list)) else tuple(map(operator.index, n))
@@ -194,7 +196,12 @@ class Codec(_Base):
             ) from None
         if any(v < 0 for v in shape):
             raise CodecError(f"{self.codec_id}: negative element count in {n}")
+        frame.check_size(shape, dt, self.codec_id)
         return shape
+
+    def _count_arg(self, n: Any, dt: np.dtype) -> int:
+        """`n` of a flat codec's ``compressed_size``: the elements of that count or shape."""
+        return math.prod(self._shape_arg(n, dt))
 
     def decode_raw(self, buf: Any, dtype: Any, n: Any, out: Any | None = None) -> Any:
         """Decode a bare stream of `n` elements of `dtype`, or of an array of shape `n` (a
@@ -202,13 +209,8 @@ class Codec(_Base):
         into `out` (any writable buffer of exactly that size) when given. CuPy in (`buf` or
         `out`), CuPy out."""
         dt = self._dtype(dtype)
-        shape = self._shape_arg(n)
-        count = 1
-        for extent in shape:
-            count *= extent
-            if count * dt.itemsize > frame.MAX_DECODED_BYTES:
-                limit = frame.MAX_DECODED_BYTES
-                raise CodecError(f"{self.codec_id}: shape {shape} of {dt} is more than {limit} bytes")
+        shape = self._shape_arg(n, dt)
+        count = math.prod(shape)
         size_of: Any = shape if self._shaped else count
         # Before anything is allocated: a stream too short for `n` elements is refused here,
         # so that a corrupt count costs no memory (the codec checks the stream in full later).

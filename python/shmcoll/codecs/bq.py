@@ -45,8 +45,7 @@ class Bq(Codec):
         return self.bits | self.block << 8
 
     def compressed_size(self, n: int, dtype: Any = np.float32) -> int:
-        self._dtype(dtype)
-        return _core.bq_compressed_size(n, self.bits, self.block)
+        return _core.bq_compressed_size(self._count_arg(n, self._dtype(dtype)), self.bits, self.block)
 
     def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
         return _core.bq_encode(x, self.bits, self.block, out)

@@ -39,8 +39,7 @@ class Cast(Codec):
         return _FORMATS.index(self.dtype)
 
     def compressed_size(self, n: int, dtype: Any = np.float32) -> int:
-        self._dtype(dtype)
-        return 2 * n
+        return 2 * self._count_arg(n, self._dtype(dtype))
 
     def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
         return _core.cast_encode(x, self.dtype, out)

@@ -121,18 +121,23 @@ def unpack(head: bytes | memoryview) -> Frame:
     dtype = DTYPES.get(name.decode("ascii", "replace"))
     if dtype is None:
         raise CodecError(f"corrupt shmcoll codec frame: dtype {name[:32]!r} is not one the codecs take")
-    # Bounded one factor at a time (32 factors of up to 2**64 would make a huge integer),
-    # zero extents counted as one: NumPy refuses an empty shape whose other extents
-    # multiply beyond its index type.
+    check_size(shape, dtype, "corrupt shmcoll codec frame")
+    return Frame(version, codec, params, dtype, shape, end + (-end % ALIGN))
+
+
+def check_size(shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:
+    """CodecError (`what`: ...) unless an array of `shape` and `dtype` is at most
+    MAX_DECODED_BYTES. Bounded one factor at a time (32 factors of up to 2**64 would make a
+    huge integer), zero extents counted as one: NumPy refuses an empty shape whose other
+    extents multiply beyond its index type."""
     span = 1
     for extent in shape:
         span *= max(extent, 1)
         if span * dtype.itemsize > MAX_DECODED_BYTES:
             raise CodecError(
-                f"corrupt shmcoll codec frame: shape {shape[:8]}{'...' if len(shape) > 8 else ''} of "
+                f"{what}: shape {shape[:8]}{'...' if len(shape) > 8 else ''} of "
                 f"{dtype} is more than {MAX_DECODED_BYTES} bytes"
             )
-    return Frame(version, codec, params, dtype, shape, end + (-end % ALIGN))
 
 
 def header_bound(ndim_max: int = MAX_NDIM) -> int:

@@ -51,7 +51,7 @@ class Mpc(Codec):
         return self.dim
 
     def compressed_size(self, n: int, dtype: Any = np.float32) -> None:
-        self._dtype(dtype)
+        self._count_arg(n, self._dtype(dtype))  # checked as every codec's, though it varies
 
     def _check_stream(self, nbytes: int, head: Callable[[], bytes], dt: np.dtype, n: int) -> None:
         # The stream's header states its word size and count: they must be `n` x `dt`, and
@@ -70,7 +70,7 @@ class Mpc(Codec):
         """The largest stream of `n` elements of `dtype`."""
         dt = self._dtype(dtype)
         w = word_bytes(dt)
-        return _core.mpc_max_compressed_size(n * dt.itemsize // w, w)
+        return _core.mpc_max_compressed_size(self._count_arg(n, dt) * dt.itemsize // w, w)
 
     def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
         return _core.mpc_encode(x.view(np.uint8), word_bytes(x.dtype), self.dim, out)

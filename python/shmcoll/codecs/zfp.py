@@ -61,8 +61,8 @@ class Zfp(Codec):
     def __init__(self, rate: int = 16) -> None:
         # Whole bits per value, as shmcoll_codec::zfp takes them (its bindings check the
         # upper bound per dtype).
-        if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
-            raise CodecError(f"Zfp rate must be a positive whole number of bits per value, not {rate!r}")
+        if isinstance(rate, bool) or not isinstance(rate, int) or not 1 <= rate <= 64:
+            raise CodecError(f"Zfp rate must be a whole number of bits per value in 1..64, not {rate!r}")
         self.rate = rate
 
     def _check_dtype(self, dtype: np.dtype) -> np.dtype:
@@ -75,8 +75,9 @@ class Zfp(Codec):
 
     def compressed_size(self, n: int | Sequence[int], dtype: Any = np.float32) -> int:
         """Bytes of the stream of `n` values (a 1-D array) or of an array of shape `n`."""
-        size = n if isinstance(n, int) else coded_shape(n)
-        return bindings().zfp_compressed_size(size, self._dtype(dtype).name, self.rate)
+        dt = self._dtype(dtype)
+        shape = self._shape_arg(n, dt)
+        return bindings().zfp_compressed_size(list(coded_shape(shape)), dt.name, self.rate)
 
     def _host_encode(self, x: np.ndarray, out: Any | None = None) -> Any:
         return bindings().zfp_encode(x, self.rate, out, coded_shape(x.shape))

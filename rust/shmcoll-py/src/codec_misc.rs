@@ -125,9 +125,24 @@ fn emit<'py>(
     }
 }
 
+/// An error unless `n` elements of `size` bytes could be one array (at most isize::MAX
+/// bytes): the codecs' size formulas cannot overflow below that.
+fn array_count(py: Python<'_>, n: usize, size: usize) -> PyResult<usize> {
+    if n > isize::MAX as usize / size {
+        return Err(codec_to_py(
+            py,
+            CodecError::InvalidArgument(format!(
+                "{n} elements of {size} bytes are more than any array holds"
+            )),
+        ));
+    }
+    Ok(n)
+}
+
 /// Bytes of the bq stream of `n` float32 elements.
 #[pyfunction]
 fn bq_compressed_size(py: Python<'_>, n: usize, bits: u32, block: usize) -> PyResult<usize> {
+    let n = array_count(py, n, 4)?;
     Ok(Bq::new(bits, block)
         .map_err(|e| codec_to_py(py, e))?
         .compressed_size(n))
@@ -255,8 +270,9 @@ fn cast_decode(
 
 /// The largest mpc stream of `n` words of `word` bytes.
 #[pyfunction]
-fn mpc_max_compressed_size(n: usize, word: usize) -> usize {
-    mpc::max_compressed_size(n, word)
+fn mpc_max_compressed_size(py: Python<'_>, n: usize, word: usize) -> PyResult<usize> {
+    mpc::Mpc::new(word, 1).map_err(|e| codec_to_py(py, e))?;
+    Ok(mpc::max_compressed_size(array_count(py, n, word)?, word))
 }
 
 /// Encode the words of a contiguous buffer (`word` 4 or 8 bytes, delta distance `dim`);

@@ -77,8 +77,13 @@ fn parse_dtype(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<FloatKind> 
 }
 
 fn rate_arg(py: Python<'_>, kind: FloatKind, rate: i64, shape: &[usize]) -> PyResult<u32> {
-    // Out-of-range values get the codec's own message.
-    let r = u32::try_from(rate).unwrap_or(0);
+    // Out-of-range values get the codec's own message, those beyond u32 one of their own.
+    let Ok(r) = u32::try_from(rate) else {
+        return Err(bad(
+            py,
+            format!("zfp rate {rate} is not supported: at most 64 bits per value"),
+        ));
+    };
     let probe = vec![0; shape.len()];
     zfp::compressed_bytes_nd(&probe, kind, r).map_err(|e| codec_to_py(py, e))?;
     Ok(r)
