@@ -100,3 +100,15 @@ def test_mpi4py_methods_shmcoll_lacks_come_from_the_mpi_communicator(nranks: int
         assert all(c == want and w == "3" for _, _, c, w in lines), proc.stdout
     else:  # HierComm counts its uppercase fallbacks itself
         assert all(c == "allreduce,bcast,gather" and int(w) >= 3 for _, _, c, w in lines), proc.stdout
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3])
+def test_arguments_mpi4py_refuses_are_refused_and_those_it_takes_taken(nranks: int) -> None:
+    """Send and receive element types that differ in a reduction, a datatype that does not
+    divide the buffer, ``None`` as the datatype, arithmetic on MPI.BYTE/PACKED, and
+    shmcoll's operators in the calls MPI serves: as mpi4py, on every rank (a ShmcollError
+    where mpi4py raises, mpi4py's result where it does not)."""
+    proc = run_mpiexec(nranks, MPI_SCRIPTS / "argument_parity.py", timeout=80)
+    lines = re.findall(r"rank (\d+) parity cases=(\d+) failures=(\d+)", proc.stdout)
+    assert len(lines) == nranks, proc.stdout + proc.stderr
+    assert all(int(n) >= 23 and f == "0" for _, n, f in lines), proc.stdout

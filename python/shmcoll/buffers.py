@@ -231,7 +231,9 @@ def _items(rest: list[Any]) -> tuple[Any, int | None, int]:
             count = _index(item, "count")
         elif isinstance(item, tuple | list) and len(item) == 2 and count is None:
             count, displ = _index(item[0], "count"), _index(item[1], "displacement")
-        elif item is not None and dtype is None:
+        elif item is None:
+            continue  # no datatype: the buffer's own, as mpi4py reads it
+        elif dtype is None:
             dtype = item
         else:
             raise ArgumentError(f"cannot interpret {item!r} in a buffer specification")
@@ -353,8 +355,17 @@ class Whole:
     dtype: np.dtype | None
 
 
+#: The element type of MPI.BYTE and MPI.PACKED: uninterpreted bytes, which MPI combines
+#: only bitwise (BAND, BOR, BXOR; MPI 4.1, 6.9.2), not as the uint8 numbers mpi4py's
+#: dtlib maps them to.
+BYTES = np.dtype("V1")
+
+
 def _numpy_dtype(dt: Any) -> np.dtype | None:
     if _is_mpi_datatype(dt):
+        mpi = sys.modules["mpi4py.MPI"]
+        if dt in (mpi.BYTE, mpi.PACKED):
+            return BYTES
         try:
             from mpi4py.util.dtlib import to_numpy_dtype
 
@@ -398,6 +409,10 @@ def parse_whole(spec: Any, blocks: int = 1) -> Whole:
     off = in_bytes(displ, isz, "displacement")
     total = _nbytes(buf)
     nbytes = total - off if count is None else in_bytes(count * blocks, isz, "count")
+    if count is None and isz and nbytes % isz:
+        raise ArgumentError(
+            f"cannot infer count, buffer length {nbytes} is not a multiple of datatype extent {isz}"
+        )
     if off + nbytes > total:
         raise BadBufferError(
             f"the specification asks for {nbytes} bytes from byte {off} of a {total}-byte buffer"

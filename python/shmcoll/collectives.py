@@ -28,11 +28,14 @@ from .buffers import IN_PLACE
 from .ops import Op, note_fallback
 
 
-def _mpi_spec(spec: Any) -> Any:
-    """`spec` with shmcoll.IN_PLACE replaced by mpi4py's (for the MPI fallback)."""
-    if spec is IN_PLACE:
+def mpi_arg(a: Any) -> Any:
+    """An argument as mpi4py understands it, for every call that runs on MPI (fallbacks,
+    mpi4py's methods shmcoll lacks): shmcoll's IN_PLACE and operators become mpi4py's."""
+    if a is IN_PLACE:
         return sys.modules["mpi4py.MPI"].IN_PLACE
-    return spec
+    if isinstance(a, Op):
+        return getattr(sys.modules["mpi4py.MPI"], a.upper())
+    return a
 
 
 class Collectives:
@@ -54,11 +57,4 @@ class Collectives:
         before it calls this: `CommBase._on_mpi`). Announced once per kind of `why`,
         counted per call."""
         note_fallback(why)
-        return getattr(self._mpi, name)(*[self._mpi_arg(a) for a in args])
-
-    def _mpi_arg(self, a: Any) -> Any:
-        """An argument as mpi4py understands it (shmcoll's IN_PLACE and operators become
-        mpi4py's)."""
-        if isinstance(a, Op):
-            return getattr(sys.modules["mpi4py.MPI"], a.upper())
-        return _mpi_spec(a)
+        return getattr(self._mpi, name)(*[mpi_arg(a) for a in args])

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .buffers import is_in_place, parse_simple, parse_whole
+from .collectives import mpi_arg
 from .comm import Comm, serve_spanning_nodes_with
 from .compress import compressible
 from .nodes import node_color
@@ -138,16 +139,14 @@ class HierComm:
             self._warned.add(name)
             why = "" if self.uniform else " (nodes differ in size or are not numbered node by node)"
             warnings.warn(f"shmcoll: {name} across nodes runs on MPI{why}", RuntimeWarning, stacklevel=3)
-        mpi_args = [self._mpi_spec(a) for a in args]
-        return getattr(self.mpi_comm, name)(*mpi_args, **kw)
+        from mpi4py import MPI
 
-    @staticmethod
-    def _mpi_spec(a: Any) -> Any:
-        if is_in_place(a):
-            from mpi4py import MPI
+        # A None buffer reads as IN_PLACE here, as in this class's own methods
+        # (buffers.is_in_place); keywords (ops, counts) only as mpi4py takes them.
+        def conv(a: Any) -> Any:
+            return MPI.IN_PLACE if is_in_place(a) else mpi_arg(a)
 
-            return MPI.IN_PLACE
-        return a
+        return getattr(self.mpi_comm, name)(*map(conv, args), **{k: mpi_arg(v) for k, v in kw.items()})
 
     # -- collectives ------------------------------------------------------------------
     def Barrier(self) -> None:

@@ -111,11 +111,13 @@ def check_operator(op: Any) -> None:
 
 
 #: The (operator, kind of element) pairs MPI does not define either (MPI 4.1, 6.9.2):
-#: MIN/MAX need ordered numbers, the logical and bitwise operators integers (or booleans).
+#: MIN/MAX need ordered numbers, the logical and bitwise operators integers (or booleans),
+#: and bytes (MPI.BYTE, MPI.PACKED: kind "V") take the bitwise operators only.
 _UNDEFINED_IN_MPI = {
     **{(o, k): True for o in (MIN, MAX) for k in "cb"},
     **{(o, k): True for o in (BAND, BOR, BXOR, LAND, LOR) for k in "fc"},
     **{(o, "b"): True for o in (SUM, PROD)},
+    **{(o, "V"): True for o in (SUM, PROD, MIN, MAX, LAND, LOR)},
 }
 
 

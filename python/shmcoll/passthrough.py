@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .collectives import _mpi_spec
+from .collectives import mpi_arg
 from .ops import note_fallback
 
 _UPPER = (
@@ -136,7 +136,7 @@ def lookup(owner: str, mpi_comm: Any, name: str) -> Any:
 def _on_mpi(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kw: Any) -> Any:
         note_fallback(f"{name} (mpi4py's)")
-        return method(*[_mpi_spec(a) for a in args], **{k: _mpi_spec(v) for k, v in kw.items()})
+        return method(*[mpi_arg(a) for a in args], **{k: mpi_arg(v) for k, v in kw.items()})
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"mpi4py's {name}, run on the wrapped MPI communicator (a counted fallback)."

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .buffers import Whole, is_in_place, parse_counts, parse_simple, parse_vector_py, parse_whole
+from .buffers import BYTES, Whole, is_in_place, parse_counts, parse_simple, parse_vector_py, parse_whole
 from .errors import ArgumentError, ServedByMPI
 from .ops import SUM, check_operator, defined_in_mpi, dtype_name, op_name, supports
 
@@ -75,6 +75,12 @@ def reduction(
         op = SUM
     r = None if recvbuf is None else parse_whole(recvbuf, blocks=recv_blocks)
     s = None if is_in_place(sendbuf) else parse_whole(sendbuf, blocks=send_blocks)
+    if r is not None and s is not None and r.dtype is not None and s.dtype is not None and r.dtype != s.dtype:
+        # As mpi4py: the bytes of one type are never combined as another's.
+        raise ArgumentError(
+            f"{name}: the send buffer holds {s.dtype} and the receive buffer {r.dtype}: "
+            "mismatch in send and receive datatypes"
+        )
     dt: np.dtype | None = (r.dtype if r is not None and r.dtype is not None else None) or (
         s.dtype if s else None
     )
@@ -84,7 +90,10 @@ def reduction(
     if dt is None:
         raise ArgumentError(f"{name}: cannot tell the element type; pass [buf, datatype]")
     if o is not None and not defined_in_mpi(o, dt):
-        raise ArgumentError(f"{name}: {o.upper()} is not defined on {dt.name} (in MPI either)")
+        what = "bytes (MPI.BYTE, MPI.PACKED)" if dt == BYTES else dt.name
+        raise ArgumentError(f"{name}: {o.upper()} is not defined on {what} (in MPI either)")
+    if dt == BYTES:  # bitwise on bytes: as on uint8
+        dt = np.dtype(np.uint8)
     if o is None or not supports(o, dt):
         order = "" if dt.isnative else " in non-native byte order"
         raise ServedByMPI(f"operator {op!r}" if o is None else f"{o.upper()} on {dt.name}{order}")

@@ -55,7 +55,9 @@ fn items<'py>(spec: &Bound<'py, PyAny>) -> Option<Items<'py>> {
             }
             count = Some(c.extract::<usize>().ok()?);
             displ = d.extract::<usize>().ok()?;
-        } else if !item.is_none() && datatype.is_none() {
+        } else if item.is_none() {
+            // No datatype: the buffer's own, as mpi4py reads it.
+        } else if datatype.is_none() {
             datatype = Some(item);
         } else {
             return None;
@@ -86,6 +88,8 @@ pub(crate) struct Whole<'py> {
     pub len: usize,
     /// The element type (the datatype's, or the buffer's without one).
     pub elem: Option<Dtype>,
+    /// Bytes of one element (the datatype's, or the buffer's item); 0 where unknown.
+    pub size: usize,
 }
 
 /// `parse_whole(spec, blocks)` for a list or tuple specification: a count is per block
@@ -95,7 +99,9 @@ pub(crate) fn whole<'py>(spec: &Bound<'py, PyAny>, blocks: usize) -> Option<Whol
     let total = nbytes(&it.buf)?;
     let offset = it.displ.checked_mul(it.size)?;
     let len = match it.count {
-        None => total.checked_sub(offset)?,
+        // A count is inferred only from whole elements (mpi4py: "cannot infer count,
+        // buffer length is not a multiple of datatype extent"): the Python parser raises.
+        None => Some(total.checked_sub(offset)?).filter(|n| n.checked_rem(it.size) == Some(0))?,
         Some(c) => c.checked_mul(it.size)?.checked_mul(blocks)?,
     };
     if offset.checked_add(len)? > total {
@@ -120,6 +126,7 @@ pub(crate) fn whole<'py>(spec: &Bound<'py, PyAny>, blocks: usize) -> Option<Whol
         offset,
         len,
         elem: it.elem,
+        size: it.size,
     })
 }
 
@@ -192,6 +199,16 @@ impl<'py> Arg<'_, 'py> {
         }
     }
 
+    /// Bytes of one element, where known.
+    pub(crate) fn item_size(&self) -> Option<usize> {
+        match self {
+            Arg::Plain(o) => item_size(o),
+            Arg::Spec(w) => Some(w.size),
+            Arg::Resolved(_) => None,
+        }
+        .filter(|&n| n > 0)
+    }
+
     pub(crate) fn elem(&self) -> Option<Dtype> {
         match self {
             Arg::Plain(o) => dtype(o),
@@ -248,5 +265,6 @@ pub(crate) fn side<'a, 'py>(
         offset: 0,
         len,
         elem: None,
+        size: 0,
     })))
 }

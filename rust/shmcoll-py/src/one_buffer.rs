@@ -21,8 +21,10 @@ use crate::resolver::{self, Declined};
 use crate::vector_spec::ints;
 
 /// The element type and operator of a reduction: natively when every buffer was read
-/// natively and the kernels combine the operator on the element type (the receive
-/// buffer's type first, as mpi4py), else as the resolver reads them.
+/// natively as an element type the kernels know and the kernels combine the operator on
+/// it, else as the resolver reads them. The send and receive buffers must agree on the
+/// element type where both are given (mpi4py: "mismatch in send and receive MPI
+/// datatypes"); the bytes of one are never combined as the other's.
 fn reduction(
     py: Python<'_>,
     op: CollOp,
@@ -31,11 +33,23 @@ fn reduction(
     red: Option<&Bound<'_, PyAny>>,
     blocks: (usize, usize),
 ) -> Result<(Dtype, Op), Declined> {
-    let resolved = |a: Option<&Arg<'_, '_>>| matches!(a, Some(Arg::Resolved(_)));
-    if !(resolved(send) || resolved(recv)) {
-        let d = recv
-            .and_then(Arg::elem)
-            .or_else(|| send.and_then(Arg::elem));
+    // Per side: None (no buffer here: in place, or Reduce's receive side off the root),
+    // Some(None) (a type the kernels do not know, or not read natively), Some(Some(d)).
+    let elem = |a: Option<&Arg<'_, '_>>| a.map(|a| a.elem());
+    let (s, r) = (elem(send), elem(recv));
+    if let (Some(Some(sd)), Some(Some(rd))) = (s, r) {
+        if sd != rd {
+            let msg = format!(
+                "{}: the send buffer holds {} and the receive buffer {}: mismatch in send and receive datatypes",
+                op.name(),
+                sd.name(),
+                rd.name()
+            );
+            return Err(Declined(argument_error(py, &msg, false)));
+        }
+    }
+    if s != Some(None) && r != Some(None) {
+        let d = r.flatten().or(s.flatten());
         if let Some((d, o)) = d.zip(operator(py, red)).filter(|(d, o)| o.supports(*d)) {
             return Ok((d, o));
         }
@@ -43,11 +57,13 @@ fn reduction(
     resolver::reduction(py, op.name(), given.0, given.1, red, blocks)
 }
 
-/// The bytes of each of `p` equal blocks of `a` (ArgumentError when they do not split).
+/// The bytes of each of `p` equal blocks of `a`, each a whole number of its elements
+/// (ArgumentError when they do not split so).
 fn split(py: Python<'_>, a: Option<&Arg<'_, '_>>, p: usize, what: &str) -> Result<usize, Declined> {
     let n = a.and_then(Arg::nbytes).unwrap_or(0);
-    if p == 0 || !n.is_multiple_of(p) {
-        let msg = format!("the {what} ({n} bytes) does not split into {p} equal blocks");
+    let item = a.and_then(Arg::item_size).unwrap_or(1);
+    if p == 0 || !n.is_multiple_of(p) || !(n / p).is_multiple_of(item) {
+        let msg = format!("the {what} ({n} bytes) does not split into {p} equal blocks of whole {item}-byte elements");
         return Err(Declined(argument_error(py, &msg, false)));
     }
     Ok(n / p)
@@ -183,7 +199,12 @@ pub(crate) fn reduce_scatter(
             return Err(Declined(argument_error(py, msg, false)));
         }
         None => {
-            let mine = recv.as_ref().and_then(Arg::nbytes).unwrap_or(0) / isz.max(1);
+            let have = recv.as_ref().and_then(Arg::nbytes).unwrap_or(0);
+            if !have.is_multiple_of(isz.max(1)) {
+                let msg = format!("Reduce_scatter: the receive buffer ({have} bytes) is not a whole number of {isz}-byte elements");
+                return Err(Declined(argument_error(py, &msg, false)));
+            }
+            let mine = have / isz.max(1);
             match gather_counts(py, comm, mine) {
                 Ok(c) => c,
                 Err(e) => return Ok(Err(e)),
