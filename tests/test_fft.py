@@ -382,6 +382,13 @@ class _FakeFFTW:
         self.axes, self.direction = axes, direction
 
     def update_arrays(self, a: np.ndarray, b: np.ndarray) -> None:
+        # pyFFTW's checks: a plan runs only on arrays laid out like those it was planned
+        # on (same strides) and at least as aligned as the real type
+        for new, old, what in ((a, self.input_array, "input"), (b, self.output_array, "output")):
+            if new.shape != old.shape or new.dtype != old.dtype or new.strides != old.strides:
+                raise ValueError(f"Invalid {what} striding: {new.strides} != {old.strides}")
+            if new.ctypes.data % new.real.dtype.alignment:
+                raise ValueError(f"Invalid {what} alignment")
         self.input_array, self.output_array = a, b
 
     def execute(self) -> None:
@@ -439,6 +446,170 @@ def test_backend_adapters_with_a_stand_in_library(backend: str, tmp_path: Any) -
     # the stand-in's wisdom goes to a scratch file, not the user's FFTW wisdom cache
     env = {"SHMCOLL_FFTW_WISDOM": str(tmp_path / "wisdom.pickle")}
     check_all(run_ranks(2, with_fake_library, backend, cases, env=env))
+
+
+# -- array layouts ---------------------------------------------------------------------
+# forward/backward take any array of the right shape and dtype (mpi4py-fft copies into
+# its own planned arrays): strided views, negative strides, Fortran order, buffers at any
+# offset. pyFFTW plans run only on arrays laid out like those they were planned on, so
+# the adapter must copy the others through its scratch arrays.
+
+
+def _laid_out(x: np.ndarray, layout: str) -> np.ndarray:
+    """A new array equal to `x` (C-contiguous) with the memory layout `layout`."""
+    if layout == "strided":  # every other element of a larger array
+        big = np.zeros((*x.shape, 2), x.dtype)
+        big[..., 0] = x
+        return big[..., 0]
+    if layout == "reversed":  # negative strides
+        return x[::-1].copy()[::-1]
+    if layout == "fortran":
+        return np.asfortranarray(x)
+    # contiguous at an offset of a SIMD-aligned buffer: one real element (FFTW's
+    # unaligned plans run on it) or one byte (not even the real type's alignment)
+    raw = np.empty(x.nbytes + 128, np.uint8)
+    off = (-raw.ctypes.data) % 64 + (1 if layout == "offset-1" else x.real.dtype.itemsize)
+    y = raw[off : off + x.nbytes].view(x.dtype).reshape(x.shape)
+    y[...] = x
+    return y
+
+
+LAYOUTS = ("strided", "reversed", "fortran", "offset-real", "offset-1")
+
+
+def layouts_case(backend: str, fake: bool) -> list[str]:
+    """forward and backward, r2c and c2c, with every argument in every layout of
+    `LAYOUTS`, against numpy.fft on the global array; the input is never modified."""
+    if fake:
+        _fake_library(backend)
+    bad: list[str] = []
+    shape = (10, 6, 5)
+    with shmcoll.Comm() as comm:
+        for dtype, to in ((np.float64, True), (np.complex128, True), (np.complex64, False)):
+            with PFFT(comm, shape, dtype=dtype, backend=backend, transposed_out=to) as fft:
+                tag = f"{backend} {np.dtype(dtype)} transposed_out={to}"
+                U = global_input(shape, dtype)
+                raw = np.fft.rfftn(U) if np.dtype(dtype).kind == "f" else np.fft.fftn(U)
+                want, want_u = raw[fft.local_slice(True)] / U.size, U[fft.local_slice(False)]
+                u = np.ascontiguousarray(want_u)
+                u_hat = np.ascontiguousarray(want, fft.dtype(True))
+                u0, u_hat0 = u.copy(), u_hat.copy()  # what every input must still hold
+                tol = tolerance(dtype)
+                for lay in LAYOUTS:
+                    x, o = _laid_out(u, lay), _laid_out(np.zeros_like(u_hat), lay)
+                    y, z = _laid_out(u_hat, lay), _laid_out(np.zeros_like(u), lay)
+                    # (what, method, its arguments, the output array passed, expected, the
+                    # input's values before the call)
+                    calls: list[tuple[str, Any, tuple[np.ndarray, ...], Any, np.ndarray, np.ndarray]] = [
+                        (f"forward(input {lay})", fft.forward, (x,), None, want, u0),
+                        (f"forward(output {lay})", fft.forward, (u, o), o, want, u0),
+                        (f"backward(input {lay})", fft.backward, (y,), None, want_u, u_hat0),
+                        (f"backward(output {lay})", fft.backward, (u_hat, z), z, want_u, u_hat0),
+                    ]
+                    # the plans made for other layouts still run on contiguous arrays
+                    calls.append((f"forward after {lay}", fft.forward, (u,), None, want, u0))
+                    for what, method, args, out, expect, before in calls:
+                        try:
+                            got = method(*args)
+                        except Exception as e:
+                            bad.append(f"{tag} {what}: raised {type(e).__name__}: {e}")
+                            continue
+                        if out is not None and got is not out:
+                            bad.append(f"{tag} {what}: returned another array than output_array")
+                        if got.shape != expect.shape or rel_err(got, expect) > tol:
+                            bad.append(f"{tag} {what}: rel. error {rel_err(got, expect):.2e}")
+                        if not np.array_equal(args[0], before):
+                            bad.append(f"{tag} {what}: modified its input")
+    return bad
+
+
+@pytest.mark.parametrize("nranks", [1, 2])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_any_array_layout(backend: str, nranks: int, tmp_path: Any) -> None:
+    env = {"SHMCOLL_FFTW_WISDOM": str(tmp_path / "wisdom.pickle")}
+    check_all(run_ranks(nranks, layouts_case, backend, False, env=env))
+
+
+@pytest.mark.parametrize("backend", ["scipy", "pyfftw"])
+def test_any_array_layout_with_a_stand_in_library(backend: str, tmp_path: Any) -> None:
+    """The adapters' handling of layouts where scipy or pyFFTW is not installed (the
+    stand-in refuses re-pointing a plan at other strides, as pyFFTW does)."""
+    env = {"SHMCOLL_FFTW_WISDOM": str(tmp_path / "wisdom.pickle")}
+    check_all(run_ranks(2, layouts_case, backend, True, env=env))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backend_transforms_take_any_layout(backend: str, tmp_path: Any, monkeypatch: Any) -> None:
+    """The serial transforms themselves, out of place and in place, on every layout and
+    on a length-1 axis with another stride than a C-contiguous array's (numpy still
+    calls it C-contiguous; pyFFTW does not), against numpy.fft; the input stays as it was."""
+    from shmcoll.fft.backends import get_backend
+
+    monkeypatch.setenv("SHMCOLL_FFTW_WISDOM", str(tmp_path / "wisdom.pickle"))
+    be = get_backend(backend)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 6, 8))
+    c = x + 1j * rng.standard_normal(x.shape)
+    ch = np.fft.rfftn(x, axes=(1, 2))
+
+    def length_one(a: np.ndarray) -> np.ndarray:
+        big = np.zeros((2, *a.shape[1:]), a.dtype)
+        big[0] = a[0]
+        return big[::2]
+
+    # (method, input, expected output, its dtype) over axes (1, 2), unscaled
+    ops = [
+        (be.fft, c, np.fft.fftn(c, axes=(1, 2)), c.dtype),
+        (be.ifft, c, np.fft.ifftn(c, axes=(1, 2), norm="forward"), c.dtype),
+        (be.rfft, x, ch, ch.dtype),
+        (be.irfft, ch, np.fft.irfftn(ch, s=(6, 8), axes=(1, 2), norm="forward"), x.dtype),
+    ]
+    bad = []
+    for method, a, want, dt in ops:
+        for lay in (*LAYOUTS, "length-1 axis"):
+            layout = length_one if lay == "length-1 axis" else lambda v, lay=lay: _laid_out(v, lay)
+            name = f"{backend} {method.__name__} {lay}"
+            cases = [
+                ("input", layout(a), np.zeros(want.shape, dt)),
+                ("output", a.copy(), layout(np.zeros(want.shape, dt))),
+            ]
+            if dt == a.dtype:  # in place, as PFFT runs the transforms after the first
+                v = layout(a)
+                cases.append(("in place", v, v))
+            for where, src, out in cases:
+                before = src.copy()
+                try:
+                    got = method(src, (1, 2), out, False)
+                except Exception as e:
+                    bad.append(f"{name} {where}: raised {type(e).__name__}: {e}")
+                    continue
+                if got is not out or rel_err(out, want) > 1e-12:
+                    bad.append(f"{name} {where}: rel. error {rel_err(out, want):.2e}")
+                if where != "in place" and not np.array_equal(src, before):
+                    bad.append(f"{name} {where}: modified its input")
+    assert not bad, "\n".join(bad)
+
+
+def test_pyfftw_runs_on_contiguous_arrays_without_a_copy(tmp_path: Any, monkeypatch: Any) -> None:
+    """Only other layouts go through the plan's scratch arrays: a plan runs on C-contiguous
+    arguments themselves (aligned or not), so PFFT's own arrays cost no copy."""
+    pyfftw = pytest.importorskip("pyfftw")
+    from shmcoll.fft.backends import PyfftwBackend
+
+    monkeypatch.setenv("SHMCOLL_FFTW_WISDOM", str(tmp_path / "wisdom.pickle"))
+    be = PyfftwBackend()
+    a = pyfftw.empty_aligned((4, 6), np.complex128)
+    a[...] = 1.0
+    for src, out in (
+        (a, pyfftw.empty_aligned((4, 6), np.complex128)),
+        (a, a),
+        (a, np.empty((4, 6), complex)),
+    ):
+        be.fft(src, (1,), out, False)
+        plans = [p for p, _, _ in be._plans.values() if p.input_array is src and p.output_array is out]
+        assert len(plans) == 1, (
+            f"no plan ran on the arrays themselves ({src.ctypes.data % 64}, {out.ctypes.data % 64})"
+        )
 
 
 def _paths(grid: tuple[int, ...]) -> list[str]:

@@ -43,7 +43,9 @@ def _threads() -> int:
 
 
 class Backend:
-    """numpy.fft: always available; writes straight into `out` (numpy >= 2).
+    """numpy.fft: always available; writes straight into `out` (numpy >= 2). Inputs and
+    outputs may have any strides and alignment (numpy and scipy take any array), and the
+    input is never written.
 
     Subclasses for other numpy-compatible modules set `_mod` (the module with ``fft``,
     ``ifft``, ``rfft``, ``irfft``) and `_kw` (extra keywords, e.g. threads)."""
@@ -112,12 +114,27 @@ class ScipyBackend(Backend):
         self._kw = {"workers": _threads()}
 
 
+def _plannable(x: np.ndarray) -> bool:
+    """Whether a pyFFTW plan made on C-contiguous scratch of `x`'s shape and dtype can run
+    on `x` itself: the same strides (numpy calls arrays with other strides along length-1
+    axes C-contiguous too, pyFFTW does not) and the natural alignment of the real type."""
+    step = x.dtype.itemsize
+    for n, st in zip(reversed(x.shape), reversed(x.strides), strict=True):
+        if st != step:
+            return False
+        step *= n
+    return x.ctypes.data % (x.dtype.itemsize // (2 if x.dtype.kind == "c" else 1)) == 0
+
+
 class PyfftwBackend(Backend):
     """FFTW through pyFFTW's planned ``FFTW`` objects: one plan per (transform, shapes,
-    strides, axis, in place or not), built once with FFTW_MEASURE (wisdom accumulates in
-    the process) and then executed straight on the caller's arrays, without the copies of
-    pyFFTW's numpy-compatible interface. c2r transforms, which FFTW lets overwrite their
-    input, read a copy (`PFFT.backward` promises to leave its argument unchanged)."""
+    dtypes, axes, in place or not, SIMD-aligned or not), built once with FFTW_MEASURE
+    (wisdom accumulates in the process) on C-contiguous scratch arrays and then executed
+    straight on the caller's arrays when they are C-contiguous (PFFT's own arrays are),
+    without the copies of pyFFTW's numpy-compatible interface; other arrays (strided
+    views, Fortran order, misaligned buffers) are copied through the scratch. c2r
+    transforms, which FFTW lets overwrite their input, read a copy (`PFFT.backward`
+    promises to leave its argument unchanged)."""
 
     name = "pyfftw"
     fused_scaling = False
@@ -168,26 +185,26 @@ class PyfftwBackend(Backend):
         self, kind: str, a: np.ndarray, out: np.ndarray, axes: tuple[int, ...], scaled: bool
     ) -> np.ndarray:
         inverse = kind in ("ifft", "irfft")
-        in_place = a is out or (a.__array_interface__["data"][0] == out.__array_interface__["data"][0])
-        # SIMD-aligned arrays (heap arrays are) get FFTW's aligned codelets; others a plan
-        # made for any alignment.
+        # A plan accepts (update_arrays) only arrays with the strides of the arrays it was
+        # planned on, C-contiguous scratch here, and at least the natural alignment of the
+        # real type. Such arrays run in place of the scratch; any other (a strided view,
+        # Fortran order, a misaligned buffer) goes through the scratch: the input copied
+        # in, the result copied out. FFTW's c2r transforms overwrite their input, so an
+        # irfft always reads a copy (PFFT.backward leaves its argument unchanged).
+        in_place = a.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+        direct_in = kind != "irfft" and _plannable(a)
+        direct_out = _plannable(out)
+        if in_place and not (direct_in and direct_out):
+            direct_in = direct_out = False  # both through the plan's one scratch array
+        # SIMD-aligned arrays (heap arrays and the scratch are) get FFTW's aligned
+        # codelets; others a plan made for any alignment.
         align = self._fftw.simd_alignment
-        aligned = (a.ctypes.data % align == 0) and (out.ctypes.data % align == 0)
-        key = (
-            kind,
-            a.shape,
-            a.dtype.str,
-            a.strides,
-            out.shape,
-            out.dtype.str,
-            out.strides,
-            axes,
-            in_place,
-            aligned,
-        )
-        plan = self._plans.get(key)
-        if plan is None:
-            # Plan on scratch arrays (FFTW_MEASURE overwrites them) with the same layout.
+        aligned = all(x.ctypes.data % align == 0 for x, d in ((a, direct_in), (out, direct_out)) if d)
+        key = (kind, a.shape, a.dtype.str, out.shape, out.dtype.str, axes, in_place, aligned)
+        cached = self._plans.get(key)
+        if cached is None:
+            # Plan on scratch arrays (FFTW_MEASURE overwrites them), kept beside the plan:
+            # update_arrays re-points plan.input_array/output_array at the caller's arrays.
             tin = self._fftw.empty_aligned(a.shape, a.dtype)
             tout = tin if in_place else self._fftw.empty_aligned(out.shape, out.dtype)
             flags = ("FFTW_MEASURE",) if aligned else ("FFTW_MEASURE", "FFTW_UNALIGNED")
@@ -195,15 +212,15 @@ class PyfftwBackend(Backend):
                 tin, tout, axes=axes, direction="FFTW_BACKWARD" if inverse else "FFTW_FORWARD",
                 flags=flags, threads=self._threads,
             )  # fmt: skip
-            self._plans[key] = plan
+            cached = self._plans[key] = (plan, tin, tout)
             self._save_wisdom()
-        if kind == "irfft":
-            # FFTW's c2r transforms overwrite their input: run on the plan's own input array.
-            np.copyto(plan.input_array, a)
-            plan.update_arrays(plan.input_array, out)
-        else:
-            plan.update_arrays(a, out)
+        plan, tin, tout = cached
+        if not direct_in:
+            np.copyto(tin, a)
+        plan.update_arrays(a if direct_in else tin, out if direct_out else tout)
         plan.execute()
+        if not direct_out:
+            np.copyto(out, tout)
         if scaled:  # FFTW computes unscaled transforms
             out *= 1.0 / int(np.prod([(out if inverse else a).shape[ax] for ax in axes], dtype=np.int64))
         return out
