@@ -93,12 +93,13 @@ void shim_warn_once(const char *op, const char *msg);
 /* A fatal engine error: report and abort the job (the communicator is unusable). */
 void shim_fatal(MPI_Comm comm, const char *op, const char *msg);
 
-/* Contiguous datatypes only: lb 0 and extent == size. Sets *bytes to the size. */
+/* Contiguous datatypes only: count elements are the bytes [0, count * size) in type-map
+ * order (types.c). Sets *bytes to the size. */
 int shim_contiguous(MPI_Datatype t, size_t *bytes);
 /* One of the last non-contiguous types this thread saw (cheap: a call that passes
  * through should cost next to nothing; types.c). */
 int shim_remembered_derived(MPI_Datatype t);
-/* A datatype is being freed: forget the remembered pass-through verdicts (types.c). */
+/* A datatype was freed: forget the remembered verdicts (types.c). */
 void shim_types_forget(void);
 /* The engine's dtype code of a predefined C type it can reduce (size in *bytes), or -1. */
 int shim_reduce_dtype(MPI_Datatype t, size_t *bytes);
