@@ -486,6 +486,29 @@ def test_derived_types_are_served_only_when_their_elements_lie_in_order(mpich: M
     assert ", 0 failures" in plain.stdout, plain.stdout + plain.stderr
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_type_freed_on_one_rank_leaves_every_rank_on_the_same_path(mpich: Mpi, n: int) -> None:
+    """type_free_check.c: every rank passes a derived type on MPI_COMM_WORLD, rank 0 alone
+    frees another (MPI_Type_free is local and makes that rank forget the types it saw),
+    then every rank calls on a new duplicate. Every rank sets the duplicate up on its first
+    call, whatever it remembers: the derived-type calls go to MPI and the plain ones are
+    served, where a rank that remembered the type went straight to PMPI_Alltoall and left
+    its peers alone in the setup (a hang, caught by the short timeout)."""
+    prog = mpich.compile("type_free_check")
+    p = mpich.run(n, prog, timeout=30)
+    assert "type_free_check: 12 cases, 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(n):
+        for op in OPS:
+            c = s[(r, op)]
+            assert c["handled"] == 2 and c.get("derived-datatype", 0) == 2 == c["passed"], (r, op, c)
+        setups = setup_stats(p.stderr)[r]
+        assert setups["new-segment"] + setups["pooled-segment"] == 4, (r, setups)  # world and 3 duplicates
+    plain = mpich.run(n, prog, preload=False, timeout=30)
+    assert "type_free_check: 12 cases, 0 failures" in plain.stdout, plain.stdout + plain.stderr
+
+
 def test_communicators_spanning_nodes_pass_through(mpich: Mpi) -> None:
     """SHMCOLL_NODE_SPLIT=2 makes fake nodes of world ranks {0, 1} and {2, 3}: world, its
     duplicate, the even/odd split and the Cartesian columns span both, the rows do not."""
