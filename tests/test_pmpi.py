@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -453,6 +454,59 @@ def test_derived_types_and_inter_communicators_pass_through(mpich: Mpi, n: int) 
         assert a["handled"] == 1  # the plain call on MPI_COMM_WORLD
         assert a["derived-datatype"] == 1 and a["inter-communicator"] == 1 and a["passed"] == 2
         assert v["derived-datatype"] == 1 and v["passed"] == 1 and v["handled"] == 0
+
+
+#: "expect MPI_Bcast served=9 derived=4": the calls datatypes_check.c made with a type
+#: whose elements are one run, and with one whose are not.
+EXPECT_LINE = re.compile(r"^expect (\S+) served=(\d+) derived=(\d+)$", re.M)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_derived_types_are_served_only_when_their_elements_lie_in_order(mpich: Mpi, n: int) -> None:
+    """datatypes_check.c: derived types whose size, extent and bounds all look contiguous,
+    sent to (and received from) peers that name the same ints as MPI_INTs. A struct of two
+    ints at {4, 0}, reversed indexed blocks or overlapping ones ({0, 0, 8}) go to MPI,
+    which sends their ints in type-map order (the library, moving bytes, sent them in
+    memory order); types that provably are one run (contiguous, vector, indexed, struct,
+    dup, resized, nested) are still served. Every result equals MPI_Pack's, with and
+    without the library."""
+    prog = mpich.compile("datatypes_check")
+    p = mpich.run(n, prog, env=SERVE_ALL_SIZES, timeout=60)
+    assert ", 0 failures" in p.stdout, p.stdout + p.stderr
+    expected = {op: (int(a), int(b)) for op, a, b in EXPECT_LINE.findall(p.stdout)}
+    assert len(expected) == 4 and all(a > 0 and b > 0 for a, b in expected.values()), p.stdout
+    s = stats(p.stderr)
+    for r in range(n):
+        for op, (served, derived) in expected.items():
+            c = s[(r, op)]
+            assert c["handled"] == served, (r, op, c)
+            assert c.get("derived-datatype", 0) == derived == c["passed"], (r, op, c)
+    plain = mpich.run(n, prog, preload=False, timeout=60)
+    assert ", 0 failures" in plain.stdout, plain.stdout + plain.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_type_freed_on_one_rank_leaves_every_rank_on_the_same_path(mpich: Mpi, n: int) -> None:
+    """type_free_check.c: every rank passes a derived type on MPI_COMM_WORLD, rank 0 alone
+    frees another (MPI_Type_free is local and makes that rank forget the types it saw),
+    then every rank calls on a new duplicate. Every rank sets the duplicate up on its first
+    call, whatever it remembers: the derived-type calls go to MPI and the plain ones are
+    served, where a rank that remembered the type went straight to PMPI_Alltoall and left
+    its peers alone in the setup (a hang, caught by the short timeout)."""
+    prog = mpich.compile("type_free_check")
+    p = mpich.run(n, prog, timeout=30)
+    assert "type_free_check: 12 cases, 0 failures" in p.stdout, p.stdout + p.stderr
+    s = stats(p.stderr)
+    for r in range(n):
+        for op in OPS:
+            c = s[(r, op)]
+            assert c["handled"] == 2 and c.get("derived-datatype", 0) == 2 == c["passed"], (r, op, c)
+        setups = setup_stats(p.stderr)[r]
+        assert setups["new-segment"] + setups["pooled-segment"] == 4, (r, setups)  # world and 3 duplicates
+    plain = mpich.run(n, prog, preload=False, timeout=30)
+    assert "type_free_check: 12 cases, 0 failures" in plain.stdout, plain.stdout + plain.stderr
 
 
 def test_communicators_spanning_nodes_pass_through(mpich: Mpi) -> None:

@@ -1,9 +1,11 @@
 /* MPI_Alltoall and MPI_Alltoallv: served by shmcoll's engine when the communicator is an
  * intra-communicator of one node and the datatypes are contiguous, else by PMPI. Every
- * decision to pass a call through is one all ranks make alike (communicator properties
- * are agreed at setup; datatypes are assumed alike on all ranks, as in every code we know;
- * a program that mixes derived and contiguous types across ranks for one call times out
- * in the engine with a clear message instead of hanging). Arguments a rank finds wrong
+ * decision to pass a call through is one all ranks make alike, never one that depends on
+ * what a rank did before (communicator properties are agreed at setup, which every rank
+ * runs on its first call on a communicator; a datatype's verdict depends on the type
+ * alone; datatypes are assumed alike on all ranks, as in every code we know: a program
+ * that mixes derived and contiguous types across ranks for one call times out in the
+ * engine with a clear message instead of hanging). Arguments a rank finds wrong
  * (negative counts, send and receive sizes that differ, NULL buffers or count arrays, a
  * null datatype) are rejected through the engine after those decisions and the size
  * window, so that every rank fails the call with the same MPI error (dispatch.c); at a
@@ -56,11 +58,16 @@ pass:
 }
 
 /* A program passing a derived type keeps passing it: that case first, in a frame small
- * enough for the compiler to jump to PMPI_Alltoall (the engine's path has a large one). */
+ * enough for the compiler to jump to PMPI_Alltoall (the engine's path has a large one).
+ * Only on a communicator this rank has set up: the first call on a communicator sets it
+ * up on every rank (collective PMPI calls in state.c), and whether this rank remembers
+ * the type is its own history (a local MPI_Type_free clears it), so a shortcut taken there
+ * would leave its peers alone in the setup. Once set up, every rank reaches the same
+ * verdict on the type, remembered or not. */
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (shim_remembered_derived(sendtype) || shim_remembered_derived(recvtype)) {
+    if ((shim_remembered_derived(sendtype) || shim_remembered_derived(recvtype)) && shim_existing(comm)) {
         shim_count_passed(OP_ALLTOALL, R_DATATYPE);
         return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
@@ -184,7 +191,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (shim_remembered_derived(sendtype) || shim_remembered_derived(recvtype)) {
+    if ((shim_remembered_derived(sendtype) || shim_remembered_derived(recvtype)) && shim_existing(comm)) {
         shim_count_passed(OP_ALLTOALLV, R_DATATYPE);
         return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                               recvtype, comm);

@@ -62,7 +62,7 @@ void mpi_type_free_f08_(MPI_Fint *type, MPI_Fint *ierror);
 void mpi_type_free_f08_(MPI_Fint *type, MPI_Fint *ierror)
 {
     void (*real)(MPI_Fint *, MPI_Fint *) = (void (*)(MPI_Fint *, MPI_Fint *))next_entry("mpi_type_free_f08_");
-    shim_types_forget();
     real(type, ierror);
+    shim_types_forget(); /* after the free, as MPI_Type_free in types.c */
 }
 #endif

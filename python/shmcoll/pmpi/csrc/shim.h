@@ -53,6 +53,11 @@ int shim_enabled(void);
 /* The state of `comm`, created on first use (collective over `comm`, PMPI calls only).
  * Never NULL after MPI_Init, except for MPI_COMM_NULL. */
 shim_comm *shim_get(MPI_Comm comm);
+/* The state of `comm` if this rank has set it up already, else NULL; never collective.
+ * Every rank of a communicator has its state from the same call on (the first that asked
+ * shim_get, which every rank asks on its first call: see the Alltoall wrappers) until it
+ * is freed, also on every rank (MPI_Comm_free, MPI_Finalize). */
+shim_comm *shim_existing(MPI_Comm comm);
 /* Delete every state still attached (at MPI_Finalize). */
 void shim_release_all(void);
 
@@ -93,12 +98,15 @@ void shim_warn_once(const char *op, const char *msg);
 /* A fatal engine error: report and abort the job (the communicator is unusable). */
 void shim_fatal(MPI_Comm comm, const char *op, const char *msg);
 
-/* Contiguous datatypes only: lb 0 and extent == size. Sets *bytes to the size. */
+/* Contiguous datatypes only: count elements are the bytes [0, count * size) in type-map
+ * order (types.c). Sets *bytes to the size. */
 int shim_contiguous(MPI_Datatype t, size_t *bytes);
 /* One of the last non-contiguous types this thread saw (cheap: a call that passes
- * through should cost next to nothing; types.c). */
+ * through should cost next to nothing; types.c). A verdict every rank that passes the
+ * type reaches alike, but this rank's memory of it is its own: ask it only on a
+ * communicator whose state exists (shim_existing), never to skip the setup. */
 int shim_remembered_derived(MPI_Datatype t);
-/* A datatype is being freed: forget the remembered pass-through verdicts (types.c). */
+/* A datatype was freed: forget the remembered verdicts (types.c). */
 void shim_types_forget(void);
 /* The engine's dtype code of a predefined C type it can reduce (size in *bytes), or -1. */
 int shim_reduce_dtype(MPI_Datatype t, size_t *bytes);

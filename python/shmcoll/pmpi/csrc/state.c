@@ -243,8 +243,10 @@ static shim_comm *create(MPI_Comm comm)
     shim_comm *s = calloc(1, sizeof *s);
     int inter = 0, one_node = 0;
     ShmcollComm *pooled = NULL;
-    if (!s)
+    if (!s) { /* a rank leaving the setup would leave the others waiting in it */
+        shim_fatal(comm, "setup", "out of memory");
         return NULL;
+    }
     s->comm = comm;
     PMPI_Comm_test_inter(comm, &inter);
     PMPI_Comm_size(comm, &s->size);
@@ -272,7 +274,7 @@ static shim_comm *create(MPI_Comm comm)
     return s;
 }
 
-shim_comm *shim_get(MPI_Comm comm)
+shim_comm *shim_existing(MPI_Comm comm)
 {
     void *value = NULL;
     int flag = 0;
@@ -281,18 +283,30 @@ shim_comm *shim_get(MPI_Comm comm)
     unsigned long gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     if (last.valid && last.comm == comm && last.generation == gen)
         return last.state;
+    if (__atomic_load_n(&keyval, __ATOMIC_ACQUIRE) == MPI_KEYVAL_INVALID)
+        return NULL;
+    if (PMPI_Comm_get_attr(comm, keyval, &value, &flag) == MPI_SUCCESS && flag) {
+        last.comm = comm, last.state = value, last.generation = gen, last.valid = 1;
+        return value;
+    }
+    return NULL;
+}
+
+shim_comm *shim_get(MPI_Comm comm)
+{
+    if (comm == MPI_COMM_NULL)
+        return NULL;
+    shim_comm *s = shim_existing(comm);
+    if (s)
+        return s;
     if (keyval == MPI_KEYVAL_INVALID) {
         pthread_mutex_lock(&lock);
         if (keyval == MPI_KEYVAL_INVALID)
             PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_fn, &keyval, NULL);
         pthread_mutex_unlock(&lock);
     }
-    if (PMPI_Comm_get_attr(comm, keyval, &value, &flag) == MPI_SUCCESS && flag) {
-        last.comm = comm, last.state = value, last.generation = gen, last.valid = 1;
-        return value;
-    }
     shim_mpi_started(); /* in case MPI_Init bypassed our wrapper */
-    shim_comm *s = create(comm);
+    s = create(comm);
     if (!s)
         return NULL;
     pthread_mutex_lock(&lock);
