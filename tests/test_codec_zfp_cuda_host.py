@@ -187,3 +187,28 @@ def test_nd_launch_geometry_does_not_matter(kernels: Kernels) -> None:
         want = _core.zfp_encode(a, rate, shape=a.shape)
         for bdim in (1, 3, 256):
             assert kernels.run("enc", np.float32, rate, a.shape, a.tobytes(), bdim) == want
+
+
+def test_kernel_cost_proxy_builds_and_measures(tmp_path: pathlib.Path) -> None:
+    """bench/zfp_kernel_cost.sh's program (bench/cuda_proxy) builds against this tree's
+    cuda/zfp.cu, plain and with the coverage instrumentation, and its SIMT mode gives an
+    efficiency in (0, 1] for the 1-D and a 3-D encoder and decoder (the instruction counts
+    need valgrind, which CI does not install: the script itself is not run here)."""
+    proxy = HERE_EMU.parent.parent / "bench" / "cuda_proxy"
+    zfp = HERE_EMU.parent.parent / "cuda" / "zfp.cu"
+    flags = ["-std=c++20", "-O1", "-ffp-contract=off", "-I", str(HERE_EMU), f'-DZFP_SRC="{zfp}"']
+
+    def run(*cmd: str) -> str:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    cov, cost, simt = tmp_path / "cov.o", tmp_path / "cost", tmp_path / "simt"
+    run("g++", *flags, str(proxy / "zfp_cost.cpp"), "-o", str(cost))
+    run("g++", "-std=c++20", "-O1", "-c", str(proxy / "cov.cpp"), "-o", str(cov))
+    cover = "-fsanitize-coverage=trace-pc"
+    run("g++", *flags, cover, str(proxy / "zfp_cost.cpp"), str(cov), "-o", str(simt))
+    run(str(cost), "1", "16", "0", "b", "2")
+    for dims in ("1", "3"):
+        for mode in ("se", "sd"):
+            assert 0 < float(run(str(simt), dims, "16", "0", mode, "2")) <= 1
