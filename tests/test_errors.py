@@ -3,14 +3,18 @@ receive buffer, and a communicator that keeps working afterwards."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import shmcoll
-from conftest import block, recv_expected, run_ranks, send_data
+from conftest import block, check_all, recv_expected, run_ranks, send_data
 
 N = 6  # elements per rank in the scenarios
 
@@ -535,3 +539,64 @@ def test_forwarded_mpi4py_names_are_class_descriptors_not_getattr() -> None:
     forward_type(Base, Newer)
     assert Base().Brand_new == "forwarded Brand_new"
     assert not hasattr(Base, "_private")
+
+
+def _fork_children() -> list[str]:
+    """A rank forks: the child's inherited communicator refuses every call (it would act
+    as the parent's rank), and the parent's is untouched."""
+    comm = shmcoll.Comm()
+    f: list[str] = []
+    if comm.rank == 0:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                comm.Allreduce(np.ones(4), np.empty(4))
+                msg = b"the inherited communicator served a call"
+            except shmcoll.ShmcollError as e:
+                msg = b"" if "forked" in str(e) else str(e).encode()
+            os.write(w, msg)
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r, "rb") as pipe:
+            got = pipe.read().decode()
+        os.waitpid(pid, 0)
+        if got:
+            f.append(f"forked child: {got}")
+    if comm.allreduce(comm.rank) != sum(range(comm.size)):
+        f.append("the outer communicator no longer adds up")
+    return f
+
+
+def test_a_forked_child_cannot_use_its_parents_communicator() -> None:
+    check_all(run_ranks(2, _fork_children, env={"SHMCOLL_TIMEOUT": "20"}))
+
+
+SPAWN_INSIDE = """
+import shmcoll
+
+def inner():
+    c = shmcoll.Comm()
+    return c.rank, c.size, c.allreduce(c.rank + 1)
+
+if __name__ == "__main__":
+    comm = shmcoll.Comm()
+    got = shmcoll.spawn(2, inner, start_method="fork", timeout=30)
+    assert sorted(got) == [(0, 2, 3), (1, 2, 3)], got
+    assert comm.allreduce(comm.rank) == 1
+    print("ok", flush=True)
+"""
+
+
+def test_spawn_by_fork_inside_a_rank_makes_its_own_communicator(tmp_path: Path) -> None:
+    """shmcoll.spawn(start_method="fork") inside a rank of `shmcoll run`: the children's
+    Comm() is theirs (it used to be the launcher's, inherited: both children took the
+    parent's slot), and the outer communicator keeps working."""
+    script = tmp_path / "spawn_inside.py"
+    script.write_text(SPAWN_INSIDE)
+    env = {**os.environ, "SHMCOLL_TIMEOUT": "20"}
+    cmd = [sys.executable, "-m", "shmcoll.cli", "run", "-n", "2", str(script)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("ok") == 2, done.stdout  # lines of the two ranks may interleave

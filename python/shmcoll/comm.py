@@ -71,6 +71,23 @@ _world: weakref.ref[Comm] | None = None
 _live: weakref.WeakSet[Comm] = weakref.WeakSet()
 
 
+def _after_fork_in_child() -> None:
+    """A child of fork (os.fork, multiprocessing's 'fork', shmcoll.spawn with it) inherits
+    its parent's communicators, mapped shared: a call on one would act as the parent's
+    rank, and leaving it would write the parent's state. So each is abandoned (every call
+    raises; shmcoll.Comm() makes the child's own), and the launcher's communicator is not
+    this process's to reuse."""
+    global _world
+    _world = None
+    for c in list(_live):
+        with contextlib.suppress(Exception):
+            c._abandon_after_fork()
+    _live.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _abort_on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
     """An exception that ends the process (Ctrl-C between two calls, say) first aborts its
     communicators, so that peers waiting for it in a call raise PeerFailedError at once

@@ -71,15 +71,20 @@ impl SegmentHandle {
 #[pyclass(module = "shmcoll._core", subclass)]
 pub struct CommBase {
     comm: Option<Comm>,
+    /// Inherited through fork: the communicator is the parent's (see `_abandon_after_fork`).
+    forked: bool,
 }
 
 impl CommBase {
     pub(crate) fn comm(&mut self, py: Python<'_>) -> PyResult<&mut Comm> {
+        let forked = self.forked;
         self.comm.as_mut().ok_or_else(|| {
-            to_py(
-                py,
-                Error::InvalidArgument("the communicator was freed".into()),
-            )
+            let why = if forked {
+                "the communicator belongs to the process this one was forked from; make a new one here"
+            } else {
+                "the communicator was freed"
+            };
+            to_py(py, Error::InvalidArgument(why.into()))
         })
     }
 }
@@ -168,7 +173,10 @@ collectives {
         _args: &Bound<'_, pyo3::types::PyTuple>,
         _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> CommBase {
-        CommBase { comm: None }
+        CommBase {
+            comm: None,
+            forked: false,
+        }
     }
 
     /// Join the communicator of `segment` (a SegmentHandle or a segment name) as `rank`,
@@ -493,5 +501,18 @@ collectives {
     #[pyo3(name = "Free")]
     fn free(&mut self) {
         self.comm = None;
+    }
+
+    /// In a child of fork (`shmcoll.comm`'s at-fork hook): the communicator, its rank's
+    /// slot and its calls are the parent's, mapped shared in both. The child must neither
+    /// take part in a call (it would act as the parent's rank) nor leave the communicator
+    /// (dropping it would hand the parent's segment to this process's pool), so it is
+    /// forgotten, not dropped, and every call raises.
+    #[pyo3(name = "_abandon_after_fork")]
+    fn abandon_after_fork(&mut self) {
+        if let Some(c) = self.comm.take() {
+            std::mem::forget(c);
+        }
+        self.forked = true;
     }
 }
