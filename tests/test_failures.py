@@ -207,6 +207,53 @@ def _dies_before_joining(victim: int) -> str:
     return "joined"
 
 
+def _stopped_peer() -> dict[str, Any]:
+    """Rank 0 stops rank 1 (SIGSTOP) before rank 1 enters an Alltoall, times out in it,
+    frees its receive buffer, takes a new one, and lets rank 1 go on: rank 1 then finds
+    rank 0's arrival (with its buffers' places) published and moves its data."""
+    comm = shmcoll.Comm()
+    r, n = comm.rank, comm.size
+    pids = comm.allgather(os.getpid())
+    count = (1 << 20) // 8  # 1 MiB per block, heap arrays: push writes straight into them
+    send, recv = comm.empty(n * count), comm.zeros(n * count)
+    send[:] = 7.0 + r
+    comm.Barrier()
+    out: dict[str, Any] = {}
+    if r == 0:
+        os.kill(pids[1], signal.SIGSTOP)
+    else:
+        time.sleep(1.0)  # stopped in here
+    try:
+        comm.Alltoall(send, recv, algorithm="push")
+        out["result"] = "success"
+    except shmcoll.ShmcollError as e:
+        out["result"] = type(e).__name__
+    if r == 0:
+        old = (recv.ctypes.data, recv.ctypes.data + recv.nbytes)
+        del recv  # the call is over: the buffer is the caller's to free
+        fresh = comm.empty(n * count)
+        fresh[:] = -1.0
+        out["reuses"] = old[0] < fresh.ctypes.data + fresh.nbytes and fresh.ctypes.data < old[1]
+        os.kill(pids[1], signal.SIGCONT)
+        time.sleep(3.0)  # rank 1 makes its call
+        out["overwritten"] = int(np.count_nonzero(fresh != -1.0))
+    return out
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_peer_never_writes_into_freed_memory() -> None:
+    """A stopped peer (Ctrl-Z, a debugger, an oversubscribed node) makes this rank time
+    out; this rank's receive buffer, freed after the call, must not be handed out again
+    while the peer, once resumed, may still copy into it (it was: the new array got the
+    peer's block), and the late peer must not return success for a call this rank failed.
+    (A peer stopped in the middle of its copies is the same case: reviewers reproduced it
+    with 64 MiB blocks, too slow and racy for a unit test.)"""
+    got = run_ranks(2, _stopped_peer, timeout=40, env={"SHMCOLL_TIMEOUT": "2"})
+    assert got[0]["result"] == "ShmcollTimeoutError", got
+    assert not got[0]["reuses"] and got[0]["overwritten"] == 0, got
+    assert got[1]["result"] != "success", got
+
+
 @pytest.mark.timeout(30)
 def test_rank_dies_before_joining() -> None:
     """The handshake cannot complete: the others time out; the launcher unlinks the segment."""

@@ -728,6 +728,17 @@ impl Comm {
                     Error::PeerFailed { rank: j, msg }
                 });
             }
+            // A peer that published its done line and then gave up waiting for this rank
+            // (its deadline passed while this rank was stopped or descheduled) failed the
+            // call after all: this rank must not return success for it. Every rank that
+            // saw the round complete before the poison returns success; the race between a
+            // deadline and a late peer is inherent to deadlines.
+            if self.seg.poison_of(j).load(Ordering::Acquire) != 0 {
+                return Err(Error::PeerFailed {
+                    rank: j,
+                    msg: "it gave up on this call (its deadline passed, or it was interrupted) after finishing its own part".into(),
+                });
+            }
         }
         Ok(())
     }

@@ -132,6 +132,8 @@ fn stash(slot: &mut Option<PyErr>, e: PyErr) -> Error {
 struct Held {
     held: Vec<Borrowed>,
     pyerr: Option<PyErr>,
+    /// The buffer objects, kept for good if the call fails fatally (crate::quarantine).
+    objs: [Option<Py<PyAny>>; 2],
 }
 
 /// The raw buffers and forced choices of one call, once every argument was accepted.
@@ -165,7 +167,11 @@ impl Held {
             };
             Ok(CallBufs { send, recv, forced })
         })();
-        (Held { held, pyerr }, bufs)
+        let objs = [
+            Some(recvbuf.clone().unbind()),
+            sendbuf.map(|s| s.clone().unbind()),
+        ];
+        (Held { held, pyerr, objs }, bufs)
     }
 
     /// Run the call (GIL released up front for large ones, else once it blocks), then
@@ -182,7 +188,13 @@ impl Held {
         } else {
             run_releasing_on_block(py, || comm.alltoall(call))
         };
-        drop(self.held);
+        match &r {
+            Err(e) if crate::quarantine::exposed(e) => {
+                let objs = self.objs.each_ref().map(|o| o.as_ref().map(|o| o.bind(py)));
+                crate::quarantine::keep_forever(&objs, self.held);
+            }
+            _ => drop(self.held),
+        }
         finish(py, r.map(|_| ()), self.pyerr)
     }
 }

@@ -122,7 +122,12 @@ pub fn run(py: Python<'_>, comm: &mut Comm, a: CollArgs<'_, '_>) -> PyResult<()>
     } else {
         run_releasing_on_block(py, || comm.collective(op, call))
     };
-    drop(held);
+    match &r {
+        Err(e) if crate::quarantine::exposed(e) => {
+            crate::quarantine::keep_forever(&[a.sendbuf, a.recvbuf], held)
+        }
+        _ => drop(held),
+    }
     match (r, pyerr) {
         (Ok(_), _) => Ok(()),
         (Err(e), Some(pe)) => Err(outcome(py, Err(e), crate::errors::as_shmcoll(py, pe))),

@@ -20,6 +20,7 @@ mod one_buffer;
 mod persistent;
 mod pool;
 mod pyobj;
+mod quarantine;
 mod reduce_local;
 mod resolver;
 mod shared_arrays;

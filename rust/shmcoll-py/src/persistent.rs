@@ -325,7 +325,14 @@ impl Prequest {
         let cb = self.comm.bind(py);
         let mut base = cb.borrow_mut();
         let comm = base.comm(py)?;
-        self.run(py, comm).py_err(py)
+        let r = self.run(py, comm);
+        if let Err(e) = &r {
+            if crate::quarantine::exposed(e) {
+                // The exports hold the buffer objects (crate::quarantine).
+                crate::quarantine::keep_forever(&[], std::mem::take(&mut self.held));
+            }
+        }
+        r.py_err(py)
     }
 
     /// Complete the started operation (it already is: Start runs it to completion).
