@@ -8,13 +8,18 @@
 //! * The process's shared-array arena (shmcoll_shm::shared_arena, NumPy's arrays), which may
 //!   appear after the communicator was created. Its owner announces it in its segment slot
 //!   (descriptor and length) before it first describes a buffer in it; a peer maps it on
-//!   first sight of a tagged offset, once per process (crate::arena caches the mapping), and
-//!   keeps it for the communicator. Tagging is allowed when every rank said at the handshake
-//!   that it can map peers' arenas (pidfd_getfd works) and CMA works between them (the same
-//!   ptrace permission), so a tagged offset always resolves.
+//!   first sight of a tagged offset and keeps it for the communicator. The mapping is
+//!   shared by the process's communicators (shmcoll_shm::arena caches it), but each
+//!   communicator asks for it once: the cache then checks that the announced descriptor
+//!   is still the file it mapped, since a pid, a descriptor number and a length are
+//!   reused by a new process (a driver's next worker) for another memfd. The per-call
+//!   path only reads the communicator's slot. Tagging is allowed when every rank said at
+//!   the handshake that it can map peers' arenas (pidfd_getfd works) and CMA works between
+//!   them (the same ptrace permission), so a tagged offset always resolves.
 //! * The PMPI library's arenas, exchanged over PMPI (`attach`), enabled once every rank
 //!   mapped every peer's (`enable`).
 
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, OnceLock};
 
 use shmcoll_shm::arena::{map_peer_arena, PeerArena};
@@ -71,17 +76,19 @@ impl Arenas {
     }
 
     /// Map the peers' arenas now (`peers[j]`, None where rank j has none; this rank's
-    /// entry is ignored); `own` is this rank's arena (base address, length) if it has one.
+    /// entry is ignored); `own` is this rank's arena (base address, length) if it has one;
+    /// `pidfd(j, pid)` is the communicator's pidfd of rank j if its process is `pid`.
     /// Tagging starts with `enable`, once every rank attached.
-    pub fn attach(
+    pub fn attach<'p>(
         me: usize,
         own: Option<(usize, usize)>,
         peers: &[Option<ArenaRef>],
+        pidfd: impl Fn(usize, u32) -> Option<BorrowedFd<'p>>,
     ) -> Result<Arenas> {
         let mapped: Vec<OnceLock<Arc<PeerArena>>> = peers.iter().map(|_| OnceLock::new()).collect();
         for (j, p) in peers.iter().enumerate() {
             if let Some(r) = p.filter(|r| j != me && r.len > 0) {
-                let _ = mapped[j].set(map_peer_arena(r.pid, r.fd, r.len)?);
+                let _ = mapped[j].set(map_peer_arena(r.pid, pidfd(j, r.pid), r.fd, r.len)?);
             }
         }
         Ok(Arenas {
@@ -123,13 +130,15 @@ impl Arenas {
 
     /// This process's address of `off..off+len` (untagged) in rank j's arena, if the range
     /// lies inside it (checked arithmetic); rank j's arena is mapped on first use from
-    /// `announced()` (its announcement), Ok(None) if it announced none.
-    pub fn resolve(
+    /// `announced()` (its announcement, with the communicator's pidfd of rank j if it has
+    /// one), Ok(None) if it announced none. Only that first use asks the process-wide
+    /// cache (a few system calls to check the file); later ones read this slot.
+    pub fn resolve<'p>(
         &self,
         j: usize,
         off: usize,
         len: usize,
-        announced: impl FnOnce() -> Option<ArenaRef>,
+        announced: impl FnOnce() -> Option<(ArenaRef, Option<BorrowedFd<'p>>)>,
     ) -> Result<Option<usize>> {
         let (base, size) = if j == self.me {
             match self.own_range() {
@@ -143,10 +152,10 @@ impl Arenas {
             let a = match slot.get() {
                 Some(a) => a,
                 None => {
-                    let Some(r) = announced().filter(|r| r.len > 0) else {
+                    let Some((r, pidfd)) = announced().filter(|(r, _)| r.len > 0) else {
                         return Ok(None);
                     };
-                    let mapped = map_peer_arena(r.pid, r.fd, r.len)?;
+                    let mapped = map_peer_arena(r.pid, pidfd, r.fd, r.len)?;
                     mapped.advise_as_shared_arrays();
                     slot.get_or_init(|| mapped)
                 }

@@ -427,7 +427,7 @@ impl Comm {
         let base = if o & crate::arenas::ARENA_TAG != 0 {
             self.arenas
                 .resolve(j, o & !crate::arenas::ARENA_TAG, registered, || {
-                    self.announced_arena(j)
+                    Some((self.announced_arena(j)?, self.peers.pidfd(j)))
                 })?
                 .ok_or_else(|| corrupt(format!("{registered} bytes at arena offset {o:#x}")))?
         } else {
@@ -460,7 +460,12 @@ impl Comm {
                 self.size
             )));
         }
-        self.arenas = crate::arenas::Arenas::attach(self.rank, own, peers)?;
+        let arenas = crate::arenas::Arenas::attach(self.rank, own, peers, |j, pid| {
+            (j < self.size && self.peers.pid(j) == pid)
+                .then(|| self.peers.pidfd(j))
+                .flatten()
+        })?;
+        self.arenas = arenas;
         Ok(())
     }
 

@@ -7,7 +7,7 @@
 //! has already been long.
 
 use std::cell::Cell;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -134,6 +134,12 @@ impl Peers {
 
     pub fn me(&self) -> usize {
         self.me
+    }
+
+    /// The pidfd of `rank`'s process, opened when it attached (None for ourselves, where
+    /// pidfd_open is unavailable, or for a rank out of range).
+    pub fn pidfd(&self, rank: usize) -> Option<BorrowedFd<'_>> {
+        self.pidfds.get(rank)?.as_ref().map(|f| f.as_fd())
     }
 
     /// Error if a peer has exited or aborted.
