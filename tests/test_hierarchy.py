@@ -34,3 +34,61 @@ def test_bad_node_split_is_a_clear_error() -> None:
     )
     assert proc.returncode != 0
     assert "SHMCOLL_NODE_SPLIT='zero' is not a whole number; allowed: 1 to" in proc.stdout + proc.stderr
+
+
+#: Each HierComm collective, with a bad argument on the last rank only (on the last node):
+#: see mpi_scripts/hierarchy_rejects.py.
+REJECT_CASES = [
+    "bcast_root",
+    "allgather_send_short",
+    "alltoall_send_odd",
+    "allreduce_recv_short",
+    "allreduce_bad_op",
+    "allreduce_mixed_types",
+    "reduce_scatter_block_bad_op",
+    "reduce_root",
+    "gather_root_recv_short",
+    "scatter_root_send_short",
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", REJECT_CASES)
+def test_a_bad_argument_on_one_rank_raises_on_every_node(case: str) -> None:
+    """The other nodes' ranks once went on into MPI calls over `cross` and waited there
+    forever (MPI has no deadline): every rank must raise in the call, the bad one its own
+    error and the others PeerRejectedError naming it, and the communicator stay usable."""
+    nranks = 4
+    proc = run_mpiexec(
+        nranks,
+        MPI_SCRIPTS / "hierarchy_rejects.py",
+        case,
+        timeout=45,
+        env={"SHMCOLL_NODE_SPLIT": "2", "SHMCOLL_TIMEOUT": "10"},
+    )
+    out = proc.stdout
+    assert "FAIL" not in out, out
+    raised = dict(re.findall(rf"rank (\d+): {case} raised (\w+ rank=\d+)", out))
+    bad = nranks - 1
+    want = {str(r): f"PeerRejectedError rank={bad}" for r in range(bad)}
+    assert {r: raised.get(r) for r in want} == want, out
+    assert raised.get(str(bad), "").endswith(f"rank={bad}"), out
+    assert not raised[str(bad)].startswith("PeerRejectedError"), out
+    assert len(re.findall(r"rank \d+: usable", out)) == nranks, out
+
+
+@pytest.mark.timeout(100)
+@pytest.mark.parametrize(("nranks", "split"), [(4, 2), (3, 1)])
+def test_specifications_read_as_mpi_reads_them(nranks: int, split: int) -> None:
+    """Allreduce from float32 into float64 (mpi4py: a datatype mismatch; HierComm once
+    combined the float32 bytes as float64), counts per rank in Allgather's, Gather's
+    receive and Scatter's, Reduce_scatter_block's send specifications (once BadBufferError,
+    numpy's ValueError, or reads past the counted bytes), and IN_PLACE at the root only of
+    Reduce, Gather and Scatter (the root once went to MPI alone) give mpi4py's outcome."""
+    proc = run_mpiexec(
+        nranks,
+        MPI_SCRIPTS / "hierarchy_specs.py",
+        timeout=90,
+        env={"SHMCOLL_NODE_SPLIT": str(split), "SHMCOLL_TIMEOUT": "10"},
+    )
+    assert re.search(r"specs compared=8 failures=0", proc.stdout), proc.stdout
