@@ -94,6 +94,49 @@ def test_bad_arguments(comm: shmcoll.Comm) -> None:
         comm.empty(3, dtype="no-such-dtype")
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [
+        (2**63 - 1, np.int16),  # 2**64 - 2 bytes: rounding up to a cache line wrapped to 0
+        (2**63 - 1, np.int8),
+        (2**62, np.float64),  # 2**65 bytes
+        (2**64 - 1, np.uint8),
+        ((2**32, 2**32), np.uint8),  # NumPy's int64 product wraps to 0
+        ((2**62, 4), np.float64),
+        ((2**31, 2**31, 4), np.uint8),
+        ((3, 2**62), np.int32),
+    ],
+)
+def test_huge_sizes_are_exhausted_not_a_panic(comm: shmcoll.Comm, shape: Any, dtype: Any) -> None:
+    # (HierComm.empty and zeros are its node communicator's)
+    for make in (comm.empty, comm.zeros):
+        with pytest.raises(shmcoll.HeapExhaustedError, match="exhausted"):
+            make(shape, dtype)
+    with pytest.raises(shmcoll.HeapExhaustedError):  # 2**60 bytes, all of one element
+        comm.empty_like(np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape=(2**40, 2**20), strides=(0, 0)))
+    assert comm.heap_usage()[0] == 0
+    a = comm.zeros(10)  # the heap still serves
+    assert comm.in_heap(a)
+
+
+@pytest.mark.parametrize("nbytes", [2**64 - 1, 2**64 - 2, 2**64 - 63, 2**64 - 64, 2**64 - 65, 2**63, HEAP + 1])
+def test_huge_byte_counts_reach_the_heap_as_exhaustion(comm: shmcoll.Comm, nbytes: int) -> None:
+    # the native entry itself, below comm.empty's own check
+    with pytest.raises(shmcoll.HeapExhaustedError, match="SHMCOLL_HEAP_BYTES"):
+        comm._heap_alloc(nbytes)
+    assert comm.heap_usage()[0] == 0
+
+
+def test_empty_peer_view_at_the_end_of_the_heap(comm: shmcoll.Comm) -> None:
+    a = comm.empty(HEAP, np.uint8)
+    end = comm._heap_offset(a) + HEAP
+    assert len(memoryview(comm._peer_view(end, 0))) == 0
+    assert len(memoryview(comm._peer_view(end - 8, 8))) == 8
+    with pytest.raises(shmcoll.ArgumentError):
+        comm._peer_view(end, 1)
+    del a
+
+
 def test_in_heap(comm: shmcoll.Comm) -> None:
     a = comm.zeros(100)
     assert comm.in_heap(a)

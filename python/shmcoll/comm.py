@@ -13,6 +13,7 @@ the rest.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import threading
@@ -25,7 +26,7 @@ import numpy as np
 from . import _core, bootstrap, bound_tables
 from .collectives import Collectives
 from .envvars import parse_whole
-from .errors import ArgumentError, UnsupportedError
+from .errors import ArgumentError, HeapExhaustedError, UnsupportedError
 from .nodes import node_split, spans_nodes
 from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
@@ -299,8 +300,14 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
             raise ArgumentError(f"negative dimension in shape {shape_t}")
         if order not in ("C", "F"):
             raise ArgumentError(f"order must be 'C' or 'F', not {order!r}")
-        count = int(np.prod(shape_t, dtype=np.int64))
-        block = self._heap_alloc(count * dt.itemsize)
+        # Exact integers: NumPy's int64 product wraps (a huge shape would ask for 0 bytes).
+        count = math.prod(shape_t)
+        nbytes = count * dt.itemsize
+        if nbytes > sys.maxsize:  # no array can be that large, nor any heap
+            raise HeapExhaustedError(
+                f"shared heap exhausted: asked for {nbytes} bytes, more than any array can hold"
+            )
+        block = self._heap_alloc(nbytes)
         flat = np.frombuffer(block, dtype=dt, count=count)  # type: ignore[call-overload]
         return flat.reshape(shape_t, order=order)
 

@@ -140,8 +140,10 @@ impl Comm {
         // Bind before the handshake: every rank's CPU is then known once it completes.
         announce_cpu(&seg, rank, &cfg);
         let att = handshake(&seg, rank, &cfg.wait)?;
-        // Each rank backs the areas it writes (after binding, so that the pages are first
-        // touched from the CPU the rank runs on).
+        // Each rank maps the areas it writes, so that its first collectives take no page
+        // fault there. Their pages were allocated when the segment was created
+        // (Segment::create backs the fixed regions), so they lie on the creator's NUMA
+        // node, not necessarily the rank's.
         let l = *seg.layout();
         seg.prefault(l.staging(rank), l.sizes.staging_bytes);
         seg.prefault(l.inline(rank, 0), 2 * l.sizes.inline_bytes);
@@ -284,20 +286,39 @@ impl Comm {
         let _ = self.poison::<()>(Err(Error::Broken(why.to_string())));
     }
 
-    /// Reserve `len` bytes of this rank's shared heap.
+    /// Reserve `len` bytes of this rank's shared heap, backed by pages of /dev/shm.
+    ///
+    /// The heap is sized from the free space of /dev/shm when the segment is created, and
+    /// other jobs take from the same space later; a page that tmpfs cannot back when it is
+    /// first touched is a SIGBUS. So each block's pages are allocated here (one fallocate;
+    /// pages a block already has, as a reused small block does, cost a lookup each), and
+    /// a block tmpfs cannot back is refused as the heap refuses one it has no room for.
     pub fn heap_alloc(&self, len: usize) -> Result<HeapBlock> {
-        let heap_off = self
+        let mut heap = self
             .heap
             .lock()
-            .map_err(|_| Error::Broken("heap lock poisoned".into()))?
-            .alloc(len)?;
+            .map_err(|_| Error::Broken("heap lock poisoned".into()))?;
+        let heap_off = heap.alloc(len)?;
+        // Inside this rank's heap (the allocator's offsets are below its capacity).
         let seg_off = self.seg.layout().heap(self.rank) + heap_off;
+        let len = len.max(1);
+        if let Err(source) = self.seg.back(seg_off, len) {
+            // Give back what a partial fallocate allocated (whole pages of this block only:
+            // a page it shares with a neighbour is the neighbour's too).
+            self.seg.release_pages(seg_off, len);
+            heap.free(heap_off, len);
+            return Err(Error::Shm(shmcoll_shm::ShmError::HeapUnbacked {
+                requested: len,
+                source,
+            }));
+        }
+        drop(heap);
         Ok(HeapBlock {
             seg: self.seg.clone(),
             heap: self.heap.clone(),
             heap_off,
             seg_off,
-            len: len.max(1),
+            len,
         })
     }
 

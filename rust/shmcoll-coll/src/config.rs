@@ -21,7 +21,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SHMCOLL_LEAVE_YIELDS", "yields a rank leaving a call spends letting the ranks bound to its CPU that arrived before it leave first (default 4, 0 turns it off; at most 10000)"),
     ("SHMCOLL_INLINE_BYTES", "bytes per rank for payloads carried inline in the segment (default 64K; at most 1G)"),
     ("SHMCOLL_STAGING_BYTES", "bytes per rank of staging rings for two-copy transfers (default 4M; at most 64G)"),
-    ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: 4G, or less if /dev/shm is small; sparse until used; at most 1T)"),
+    ("SHMCOLL_HEAP_BYTES", "bytes per rank of shared heap for Comm.empty (default: half of the free /dev/shm among the ranks, at most 4G; pages are taken as Comm.empty hands them out; at most 1T)"),
     ("SHMCOLL_SHARED_ARRAYS", "0 or off: NumPy arrays stay NumPy's own (no shared-array arena); default on"),
     ("SHMCOLL_SHARED_ARRAYS_MIN", "smallest NumPy array (bytes) allocated in the shared-array arena (default 8K; 1 to 1T)"),
     ("SHMCOLL_SHARED_ARRAYS_MAX", "largest NumPy array (bytes) allocated in the shared-array arena; larger ones stay NumPy's own, on its huge pages (default 4M, or 64M where the kernel gives shared memory huge pages, shmem_enabled=advise; 1 to 64T)"),
@@ -217,7 +217,10 @@ impl Config {
             .min(wait.timeout / 4)
             .max(Duration::from_micros(100));
         let heap_default = {
-            // Leave half of /dev/shm to others; sparse pages cost nothing until touched.
+            // Leave half of /dev/shm to others. The heap is sparse: its pages are allocated
+            // block by block as comm.empty hands them out (Comm::heap_alloc), so jobs that
+            // start together may promise more than /dev/shm holds; the block that cannot be
+            // backed is then a HeapExhausted error, not a SIGBUS.
             let cap = shm_free_bytes().map_or(1 << 30, |f| (f / 2 / nranks.max(1) as u64) as usize);
             (4usize << 30).min(cap) / 4096 * 4096
         };

@@ -27,7 +27,7 @@ fn class_name(e: &Error) -> &'static str {
         Error::Shm(s) => match s {
             ShmError::Timeout { .. } => "ShmcollTimeoutError",
             ShmError::PeerDied { .. } | ShmError::PeerAborted { .. } => "PeerFailedError",
-            ShmError::HeapExhausted { .. } => "HeapExhaustedError",
+            ShmError::HeapExhausted { .. } | ShmError::HeapUnbacked { .. } => "HeapExhaustedError",
             // Only when no handler's exception was kept (see to_py).
             ShmError::Interrupted { .. } => "CommBrokenError",
             ShmError::Config(_) => "ArgumentError",

@@ -76,7 +76,9 @@ impl PeerView {
         flags: c_int,
     ) -> PyResult<()> {
         let this = slf.get();
-        let ptr = this.seg.ptr(this.off, this.len.max(1));
+        // `len`, not at least 1: an empty view may sit at the end of the heap, and
+        // Segment::ptr asserts (the bindings checked the range, not one byte past it).
+        let ptr = this.seg.ptr(this.off, this.len);
         // SAFETY: `ptr..ptr+len` lies inside the mapping (Segment::ptr checks), which `slf`
         // keeps alive. Read-only: the memory belongs to another rank.
         unsafe { export(&slf, ptr, this.len, true, view, flags) }

@@ -43,6 +43,15 @@ pub enum ShmError {
         largest_free: usize,
         capacity: usize,
     },
+    /// /dev/shm could not back a block of the shared heap: the heap is sized from the free
+    /// space when the communicator is created, and other jobs (or this one's other
+    /// communicators) may have used that space since.
+    #[error("shared heap exhausted: /dev/shm could not back {requested} more bytes ({source}); other processes hold its space, or SHMCOLL_HEAP_BYTES promises more than it has")]
+    HeapUnbacked {
+        requested: usize,
+        #[source]
+        source: std::io::Error,
+    },
     /// A configuration value is out of range.
     #[error("{0}")]
     Config(String),

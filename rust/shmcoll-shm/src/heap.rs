@@ -26,6 +26,12 @@ pub fn block_align(len: usize) -> usize {
     }
 }
 
+/// The length of the block that serves `len` bytes: at least 1, whole cache lines; None
+/// when that overflows.
+fn rounded(len: usize) -> Option<usize> {
+    len.max(1).checked_next_multiple_of(64)
+}
+
 impl HeapAlloc {
     pub fn new(capacity: usize) -> HeapAlloc {
         let mut free = BTreeMap::new();
@@ -52,19 +58,26 @@ impl HeapAlloc {
     }
 
     /// Reserve `len` bytes (at least 1) aligned to `block_align(len)`; returns the offset.
+    /// A length whose block would not fit the address space is exhausted like any other
+    /// that does not fit (every size here is checked: the length comes from a caller).
     pub fn alloc(&mut self, len: usize) -> Result<usize> {
-        let len = len.max(1).div_ceil(64) * 64;
+        let exhausted = |this: &HeapAlloc| ShmError::HeapExhausted {
+            requested: len,
+            largest_free: this.largest_free(),
+            capacity: this.capacity,
+        };
+        let Some(len) = rounded(len) else {
+            return Err(exhausted(self));
+        };
         let align = block_align(len);
         let found = self.free.iter().find_map(|(&start, &size)| {
-            let aligned = start.div_ceil(align) * align;
-            (aligned + len <= start + size).then_some((start, size, aligned))
+            let aligned = start.checked_next_multiple_of(align)?;
+            let end = aligned.checked_add(len)?;
+            // start + size <= capacity: no overflow.
+            (end <= start + size).then_some((start, size, aligned))
         });
         let Some((start, size, aligned)) = found else {
-            return Err(ShmError::HeapExhausted {
-                requested: len,
-                largest_free: self.largest_free(),
-                capacity: self.capacity,
-            });
+            return Err(exhausted(self));
         };
         self.free.remove(&start);
         if aligned > start {
@@ -81,8 +94,20 @@ impl HeapAlloc {
     /// Return a block obtained from `alloc(len)` at `off`.
     pub fn free(&mut self, off: usize, len: usize) {
         let mut start = off;
-        let mut size = len.max(1).div_ceil(64) * 64;
-        self.in_use -= size;
+        // `alloc(len)` rounded the same length, so this cannot fail for one of its blocks.
+        let size = rounded(len);
+        debug_assert!(
+            size.is_some(),
+            "free of {len} bytes at {off}: no such block"
+        );
+        let Some(mut size) = size else {
+            return;
+        };
+        debug_assert!(
+            size <= self.in_use,
+            "free of {len} bytes at {off}: more than in use"
+        );
+        self.in_use = self.in_use.saturating_sub(size);
         if let Some((&prev, &psize)) = self.free.range(..start).next_back() {
             debug_assert!(prev + psize <= start, "double free at {off}");
             if prev + psize == start {
@@ -115,7 +140,7 @@ mod tests {
                     let (o, l) = live.swap_remove(len % live.len());
                     h.free(o, l);
                 } else if let Ok(o) = h.alloc(len) {
-                    prop_assert_eq!(o % block_align(len.max(1).div_ceil(64) * 64), 0);
+                    prop_assert_eq!(o % block_align(rounded(len).unwrap()), 0);
                     let end = o + len.max(1);
                     prop_assert!(end <= cap);
                     for &(lo, ll) in &live {
@@ -137,5 +162,39 @@ mod tests {
         assert!(matches!(h.alloc(1), Err(ShmError::HeapExhausted { .. })));
         h.free(a, 8192);
         assert_eq!(h.alloc(100).unwrap(), 0);
+    }
+
+    /// Lengths near usize::MAX used to wrap to 0 when rounded up to a cache line (release
+    /// builds), and the heap handed out a block of 0 bytes for them.
+    #[test]
+    fn lengths_that_overflow_are_exhausted_not_wrapped() {
+        let mut h = HeapAlloc::new(8192);
+        for len in [
+            usize::MAX,
+            usize::MAX - 1,
+            usize::MAX - 62,
+            usize::MAX - 63,
+            usize::MAX - 64,
+            usize::MAX / 2 + 1,
+            usize::MAX - 8192,
+            8193,
+        ] {
+            match h.alloc(len) {
+                Err(ShmError::HeapExhausted {
+                    requested,
+                    largest_free,
+                    capacity,
+                }) => {
+                    assert_eq!((requested, largest_free, capacity), (len, 8192, 8192));
+                }
+                other => panic!("alloc({len}) gave {other:?}"),
+            }
+        }
+        assert_eq!(h.in_use(), 0);
+        // A free range that does not start at 0: the aligned end must not wrap either.
+        let a = h.alloc(64).unwrap();
+        assert!(h.alloc(usize::MAX - 4095).is_err());
+        h.free(a, 64);
+        assert_eq!(h.largest_free(), 8192);
     }
 }

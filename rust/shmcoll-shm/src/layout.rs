@@ -150,6 +150,13 @@ impl Layout {
         self.heap_off + rank * self.sizes.heap_bytes
     }
 
+    /// End of the fixed regions (header, control lines, descriptors, inline areas, ring
+    /// counters, staging): what every communicator on the segment uses whatever its calls.
+    /// Only padding to `HEAP_ALIGN` lies between it and the heap.
+    pub fn fixed_end(&self) -> usize {
+        self.staging(self.sizes.nranks)
+    }
+
     /// The whole heap region (all ranks): `[heap_off, total)`.
     pub fn heap_range(&self) -> std::ops::Range<usize> {
         self.heap_off..self.total
@@ -182,6 +189,8 @@ mod tests {
                 prev_end = end;
             }
             prop_assert!(l.heap_off.is_multiple_of(HEAP_ALIGN));
+            prop_assert_eq!(l.fixed_end(), l.staging(p - 1) + l.sizes.staging_bytes);
+            prop_assert!(l.fixed_end() <= l.heap_off);
             prop_assert!(l.desc_stride >= DESC_FIXED + 32 * p);
             prop_assert!(l.sizes.inline_bytes >= inline && l.sizes.staging_bytes >= staging);
         }

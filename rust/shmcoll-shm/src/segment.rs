@@ -74,6 +74,20 @@ impl Segment {
                 .map_err(|e| ShmError::os(format!("fchmod({name}, 0600)"), e))?;
             rustix::fs::ftruncate(&fd, layout.total as u64)
                 .map_err(|e| ShmError::os(format!("ftruncate({name}, {})", layout.total), e))?;
+            // The fixed regions exist before anyone maps them: a job whose segment was
+            // created has the control lines, descriptors and staging rings its calls need,
+            // whatever other jobs take from /dev/shm later (check_space saw the free space,
+            // not what concurrent jobs will use). The heap is backed block by block as it is
+            // handed out (`back`).
+            back(&fd, 0, layout.fixed_end()).map_err(|e| {
+                ShmError::os(
+                    format!(
+                        "backing the {} bytes of control, staging and inline regions of {name} in /dev/shm; free space there, or lower SHMCOLL_STAGING_BYTES",
+                        layout.fixed_end()
+                    ),
+                    e,
+                )
+            })?;
             let map = map_fd(&fd, layout.total, &name)?;
             Ok(Segment {
                 map,
@@ -299,6 +313,21 @@ impl Segment {
         }
     }
 
+    /// Give `[off, off+len)` pages of /dev/shm now (fallocate), or fail: a page of the
+    /// sparse segment that tmpfs cannot back when it is first touched kills the process with
+    /// SIGBUS, where a refused allocation can still be reported. Pages that already exist
+    /// are kept as they are (contents included). Where the filesystem cannot reserve
+    /// (EOPNOTSUPP), pages are left to be backed on first touch, as before.
+    pub fn back(&self, off: usize, len: usize) -> std::io::Result<()> {
+        let inside = off
+            .checked_add(len)
+            .is_some_and(|end| end <= self.layout.total);
+        if !inside {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        back(&self.fd, off, len)
+    }
+
     /// Back `[off, off+len)` with pages now, so that the first collectives do not pay a
     /// page fault per 4 KiB of staging ring (a chunk into fresh pages costs several times
     /// one into backed pages).
@@ -388,6 +417,8 @@ fn fresh_name() -> Result<String> {
 
 /// Refuse segments larger than the free space of /dev/shm: a sparse file bigger than the
 /// filesystem maps fine and then kills the process with SIGBUS when a page cannot be backed.
+/// Other jobs may take the space after this check, so it is not the guarantee: the fixed
+/// regions are backed at creation and heap blocks when they are handed out (`back`).
 fn check_space(total: usize) -> Result<()> {
     if let Ok(st) = rustix::fs::statvfs("/dev/shm") {
         let free = st.f_bavail.saturating_mul(st.f_frsize);
@@ -396,6 +427,40 @@ fn check_space(total: usize) -> Result<()> {
                 "the segment needs {total} bytes but /dev/shm has {free} free; lower SHMCOLL_HEAP_BYTES or SHMCOLL_STAGING_BYTES"
             )));
         }
+    }
+    Ok(())
+}
+
+/// fallocate `[off, off+len)` of `fd` (no flags: allocate, keep contents and size); see
+/// `Segment::back`. On an error, the pages of the range may be partly allocated.
+fn back(fd: &OwnedFd, off: usize, len: usize) -> std::io::Result<()> {
+    // tmpfs gives up (EINTR) when a signal arrives and undoes what that call allocated;
+    // chunks keep what earlier ones did, so that a periodic signal (a profiler's timer)
+    // cannot keep a large block from ever being backed. The handler has run by the time
+    // the call returns, so a retry starts afresh.
+    const CHUNK: usize = 64 << 20;
+    let end = off
+        .checked_add(len)
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut at = off;
+    while at < end {
+        let n = (end - at).min(CHUNK);
+        let mut tries = 0;
+        loop {
+            match rustix::fs::fallocate(
+                fd,
+                rustix::fs::FallocateFlags::empty(),
+                at as u64,
+                n as u64,
+            ) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::INTR) if tries < 100 => tries += 1,
+                // A filesystem that cannot reserve: pages are backed on first touch.
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        at += n;
     }
     Ok(())
 }
@@ -426,6 +491,36 @@ mod tests {
             let e = check_owner_and_mode(kind | 0o600, 1000, 1000).unwrap_err();
             assert!(e.contains("not a regular file"), "{e}");
         }
+    }
+
+    /// The fixed regions have their pages from creation (a job that starts has what its
+    /// calls need), and `back` gives a heap range its pages, inside the segment only.
+    #[test]
+    fn fixed_regions_are_backed_at_creation_and_heap_ranges_on_request() {
+        let seg = Segment::create(Sizes {
+            nranks: 2,
+            inline_bytes: 4096,
+            staging_bytes: 256 << 10,
+            heap_bytes: 4 << 20,
+        })
+        .unwrap();
+        let resident = || rustix::fs::fstat(&seg.fd).unwrap().st_blocks as usize * 512;
+        let l = *seg.layout();
+        assert!(
+            resident() >= l.fixed_end(),
+            "{} < {}",
+            resident(),
+            l.fixed_end()
+        );
+        let before = resident();
+        seg.back(l.heap(1), 1 << 20).unwrap();
+        assert!(resident() >= before + (1 << 20));
+        seg.back(l.heap(1), 1 << 20).unwrap(); // backed pages stay as they are
+        for (off, len) in [(l.total - 4096, 8192), (usize::MAX, 2), (l.total + 4096, 0)] {
+            let e = seg.back(off, len).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        }
+        seg.unlink().unwrap();
     }
 
     #[test]

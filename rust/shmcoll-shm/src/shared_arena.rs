@@ -177,7 +177,12 @@ impl SharedArena {
 
     /// The arena for `requested` bytes under the process limits `limits`.
     fn create_under(requested: usize, limits: &sizing::Limits) -> Result<SharedArena> {
-        let requested = requested.max(PAGE).div_ceil(PAGE) * PAGE;
+        // Whole pages; a request too large to round up is as large as can be (the limits
+        // and mmap bring it down below), not a wrapped 0.
+        let requested = requested
+            .max(PAGE)
+            .checked_next_multiple_of(PAGE)
+            .unwrap_or(usize::MAX / PAGE * PAGE);
         let fd = memfd_create("shmcoll-arrays", MemfdFlags::CLOEXEC)
             .map_err(|e| os("memfd_create", e))?;
         let mut sizing = sizing::plan(requested, limits).map_err(|why| {

@@ -37,6 +37,23 @@ fn blocks_are_pages_inside_the_arena_and_reused_after_free() {
     );
 }
 
+/// A request too large to round up to pages is the largest one, which the limits bring
+/// down (it wrapped to 0 before: rounding up overflowed).
+#[test]
+fn requests_near_the_top_of_the_address_space_are_capped_not_wrapped() {
+    let limits = sizing::Limits {
+        address_space: Some(4 * (64 << 20)),
+        file_size: None,
+        strict_overcommit: false,
+    };
+    for requested in [usize::MAX, usize::MAX - 1, usize::MAX - PAGE + 2] {
+        let a = SharedArena::create_under(requested, &limits).expect("arena");
+        assert_eq!(a.len(), 64 << 20);
+        assert_eq!(a.sizing().requested, usize::MAX / PAGE * PAGE);
+        assert_eq!(a.sizing().reduced_by, Some(sizing::Reason::AddressSpace));
+    }
+}
+
 /// Under strict overcommit a block's pages exist (reserved with fallocate) before the
 /// block is handed out, so that touching them cannot raise SIGBUS; elsewhere they appear
 /// only when touched.
