@@ -140,11 +140,23 @@ impl Comm {
         // Bind before the handshake: every rank's CPU is then known once it completes.
         announce_cpu(&seg, rank, &cfg);
         let att = handshake(&seg, rank, &cfg.wait)?;
-        // Each rank maps the areas it writes, so that its first collectives take no page
-        // fault there. Their pages were allocated when the segment was created
-        // (Segment::create backs the fixed regions), so they lie on the creator's NUMA
-        // node, not necessarily the rank's.
+        // Each rank backs its staging rings with pages of /dev/shm (after binding, so that
+        // they are allocated on the NUMA node of the CPU the rank runs on; a page tmpfs
+        // cannot back when first touched would be a SIGBUS, so a full /dev/shm is an error
+        // here, and this rank's poison word makes its peers fail at once rather than at
+        // their deadline), then maps the areas it writes, so that its first collectives
+        // take no page fault there.
         let l = *seg.layout();
+        if let Err(e) = seg.back(l.staging(rank), l.sizes.staging_bytes) {
+            seg.poison_of(rank).store(1, Ordering::Release);
+            return Err(Error::Shm(shmcoll_shm::ShmError::Os {
+                context: format!(
+                    "backing rank {rank}'s {} bytes of staging rings in /dev/shm; free space there, or lower SHMCOLL_STAGING_BYTES",
+                    l.sizes.staging_bytes
+                ),
+                source: e,
+            }));
+        }
         seg.prefault(l.staging(rank), l.sizes.staging_bytes);
         seg.prefault(l.inline(rank, 0), 2 * l.sizes.inline_bytes);
         let heap = Arc::new(Mutex::new(HeapAlloc::new(l.sizes.heap_bytes)));

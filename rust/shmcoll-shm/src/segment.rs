@@ -74,16 +74,17 @@ impl Segment {
                 .map_err(|e| ShmError::os(format!("fchmod({name}, 0600)"), e))?;
             rustix::fs::ftruncate(&fd, layout.total as u64)
                 .map_err(|e| ShmError::os(format!("ftruncate({name}, {})", layout.total), e))?;
-            // The fixed regions exist before anyone maps them: a job whose segment was
-            // created has the control lines, descriptors and staging rings its calls need,
-            // whatever other jobs take from /dev/shm later (check_space saw the free space,
-            // not what concurrent jobs will use). The heap is backed block by block as it is
-            // handed out (`back`).
-            back(&fd, 0, layout.fixed_end()).map_err(|e| {
+            // The small shared regions (header, control lines, descriptors, inline areas,
+            // ring counters) exist before anyone maps them, whatever other jobs take from
+            // /dev/shm later (check_space saw the free space, not what concurrent jobs will
+            // use). Each rank backs its own staging rings when it joins, from its own CPU so
+            // that their pages lie on its NUMA node (Comm::join), and the heap is backed
+            // block by block as it is handed out (`back`).
+            back(&fd, 0, layout.staging(0)).map_err(|e| {
                 ShmError::os(
                     format!(
-                        "backing the {} bytes of control, staging and inline regions of {name} in /dev/shm; free space there, or lower SHMCOLL_STAGING_BYTES",
-                        layout.fixed_end()
+                        "backing the {} bytes of control and inline regions of {name} in /dev/shm; free space there",
+                        layout.staging(0)
                     ),
                     e,
                 )
@@ -507,11 +508,12 @@ mod tests {
         let resident = || rustix::fs::fstat(&seg.fd).unwrap().st_blocks as usize * 512;
         let l = *seg.layout();
         assert!(
-            resident() >= l.fixed_end(),
+            resident() >= l.staging(0),
             "{} < {}",
             resident(),
-            l.fixed_end()
+            l.staging(0)
         );
+        seg.back(l.staging(1), l.sizes.staging_bytes).unwrap();
         let before = resident();
         seg.back(l.heap(1), 1 << 20).unwrap();
         assert!(resident() >= before + (1 << 20));
