@@ -411,6 +411,17 @@ def test_run_timeout(tmp_path: Path) -> None:
     assert p.returncode == 124
 
 
+@pytest.mark.parametrize("bad", ["nan", "0", "-1"])
+def test_run_timeout_must_be_a_positive_number(tmp_path: Path, bad: str) -> None:
+    # nan passed click's range (every comparison with it is false) and meant no limit;
+    # 0 and -1 killed the ranks at once with no message.
+    script = tmp_path / "ok.py"
+    script.write_text("print('ran')\n")
+    p = cli("run", "-n", "1", "--timeout", bad, str(script), timeout=60)
+    assert p.returncode == 2 and "ran" not in p.stdout, p.stdout + p.stderr
+    assert "--timeout" in p.stderr, p.stderr
+
+
 # -- cleanup --------------------------------------------------------------------------
 def test_cleanup_removes_stale_and_keeps_live() -> None:
     uid = os.getuid()

@@ -388,6 +388,17 @@ def test_tune_resume_keeps_the_checkpointed_cells(tmp_path: Path) -> None:
     assert not checkpoint.exists()
 
 
+def test_a_checkpoint_keeps_only_records_of_cells(tmp_path: Path) -> None:
+    # Valid JSON that is no record of a cell ([1], a record without its keys) ended
+    # `shmcoll tune --resume` in an AttributeError; such lines are measured again.
+    checkpoint = tmp_path / "t.json.checkpoint"
+    good = _fake(8, "ordinary", "staging", 1.0)
+    bad = [[1], 7, "x", None, {"nprocs": 2}, {k: v for k, v in good.items() if k != "store"}]
+    checkpoint.write_text("".join(json.dumps(r) + "\n" for r in [*bad, good]))
+    assert tuner.read_checkpoint(checkpoint) == [good]
+    assert [tuner.cell_key(r) for r in tuner.read_checkpoint(checkpoint)]
+
+
 def test_tune_without_resume_discards_the_checkpoint(tmp_path: Path) -> None:
     out = tmp_path / "fresh.json"
     checkpoint = tmp_path / "fresh.json.checkpoint"

@@ -91,6 +91,16 @@ def test_out_of_range_and_garbage_are_argument_errors(var: str, allowed: str, ow
         assert len(str(e)) < 400, "a huge value is shown shortened"
 
 
+def test_a_bad_isa_is_an_argument_error() -> None:
+    # The kernels ignore a SHMCOLL_ISA they cannot parse (it only lowers the ISA); a
+    # communicator refuses it rather than running silently at the default.
+    for value in ["bad", "avx1024", "٣"]:
+        e = _segment_error("SHMCOLL_ISA", value)
+        assert "SHMCOLL_ISA=" in str(e) and "scalar, sse2, avx2, avx512" in str(e), str(e)
+    with environ({"SHMCOLL_ISA": "sse2"}):
+        _core.SegmentHandle(1).unlink()
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     var=st.sampled_from([s[0] for s in ENGINE_SETTINGS]),

@@ -113,13 +113,17 @@ def test_huge_sizes_are_exhausted_not_a_panic(comm: shmcoll.Comm, shape: Any, dt
         with pytest.raises(shmcoll.HeapExhaustedError, match="exhausted"):
             make(shape, dtype)
     with pytest.raises(shmcoll.HeapExhaustedError):  # 2**60 bytes, all of one element
-        comm.empty_like(np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape=(2**40, 2**20), strides=(0, 0)))
+        comm.empty_like(
+            np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape=(2**40, 2**20), strides=(0, 0))
+        )
     assert comm.heap_usage()[0] == 0
     a = comm.zeros(10)  # the heap still serves
     assert comm.in_heap(a)
 
 
-@pytest.mark.parametrize("nbytes", [2**64 - 1, 2**64 - 2, 2**64 - 63, 2**64 - 64, 2**64 - 65, 2**63, HEAP + 1])
+@pytest.mark.parametrize(
+    "nbytes", [2**64 - 1, 2**64 - 2, 2**64 - 63, 2**64 - 64, 2**64 - 65, 2**63, HEAP + 1]
+)
 def test_huge_byte_counts_reach_the_heap_as_exhaustion(comm: shmcoll.Comm, nbytes: int) -> None:
     # the native entry itself, below comm.empty's own check
     with pytest.raises(shmcoll.HeapExhaustedError, match="SHMCOLL_HEAP_BYTES"):

@@ -85,7 +85,19 @@ def _namespace_reason() -> str | None:
     if shutil.which("unshare") is None or shutil.which("mount") is None:
         return "needs unshare and mount (util-linux)"
     probe = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", "/dev/shm"],
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m",
+            "tmpfs",
+            "/dev/shm",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -108,8 +120,18 @@ def test_concurrent_jobs_on_a_full_dev_shm_raise_instead_of_sigbus(tmp_path: Pat
     for v in ("SHMCOLL_HEAP_BYTES", "SHMCOLL_STAGING_BYTES", "SHMCOLL_INLINE_BYTES"):
         env.pop(v, None)  # the default sizing is what over-commits
     proc = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", sys.executable, str(tmp_path / "driver.py"),
-         str(tmp_path / "rank.py"), str(sync), str(JOBS), str(RANKS)],
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            str(tmp_path / "driver.py"),
+            str(tmp_path / "rank.py"),
+            str(sync),
+            str(JOBS),
+            str(RANKS),
+        ],
         env=env,
         capture_output=True,
         text=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -20,10 +21,24 @@ def main() -> None:
     """shmcoll: fast collectives between the processes of one node."""
 
 
+def _not_nan(v: float | None) -> float | None:
+    """A float option's value, NaN refused (click's ranges let it through: every
+    comparison with NaN is false)."""
+    if v is not None and math.isnan(v):
+        raise click.BadParameter("nan is not a number of seconds")
+    return v
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-n", "nprocs", type=click.IntRange(1, 4096), required=True, help="number of ranks")
 @click.option("-m", "--module", "module", default=None, help="run a module (as python -m MODULE)")
-@click.option("--timeout", type=float, default=None, help="kill the ranks after this many seconds")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, None, min_open=True),
+    default=None,
+    callback=lambda _ctx, _param, v: _not_nan(v),
+    help="kill the ranks after this many seconds (more than 0)",
+)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(nprocs: int, module: str | None, timeout: float | None, args: tuple[str, ...]) -> None:
     """Run SCRIPT [ARGS] (or -m MODULE [ARGS]) on N processes that share a communicator

@@ -139,9 +139,11 @@ def read_checkpoint(path: str | Path) -> list[dict[str, Any]]:
         line = raw.strip()
         if line:
             try:
-                out.append(json.loads(line))
+                rec = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut by an interruption
+            if isinstance(rec, dict) and all(k in rec for k in CELL_FIELDS[1:]):
+                out.append(rec)  # anything else is no record of ours: measured again
     return out
 
 

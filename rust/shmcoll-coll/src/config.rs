@@ -224,9 +224,17 @@ impl Config {
             let cap = shm_free_bytes().map_or(1 << 30, |f| (f / 2 / nranks.max(1) as u64) as usize);
             (4usize << 30).min(cap) / 4096 * 4096
         };
-        // The kernels read it themselves (and ignore a bad one); checked here so that a
-        // bad value is an error rather than silently the default.
+        // The kernels read these themselves (and ignore a bad value); checked here so that
+        // a bad value is an error rather than silently the default.
         env_bytes("SHMCOLL_NT_THRESHOLD", ranges::NT_THRESHOLD)?;
+        if let Ok(isa) = std::env::var("SHMCOLL_ISA") {
+            if !isa.trim().is_empty() && shmcoll_kernels::Isa::parse(&isa).is_none() {
+                let shown: String = isa.chars().take(64).collect();
+                return Err(Error::InvalidArgument(format!(
+                    "environment: SHMCOLL_ISA={shown:?} is not one of scalar, sse2, avx2, avx512"
+                )));
+            }
+        }
         let heap_set = env_bytes("SHMCOLL_HEAP_BYTES", ranges::HEAP_BYTES)?;
         let pool_segments = env_whole("SHMCOLL_POOL_SEGMENTS", ranges::POOL_SEGMENTS)?
             .map_or(DEFAULT_POOL_SEGMENTS, |n| {

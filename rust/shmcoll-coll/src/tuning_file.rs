@@ -407,6 +407,10 @@ impl TableFile {
             .iter()
             .map(|s| (s.bytes.0, s.bytes.1.get()))
             .collect();
+        // Non-empty, as the Alltoall table's (select.rs): [9, 3] names no size.
+        if let Some(&(lo, hi)) = spans.iter().find(|(lo, hi)| lo > hi) {
+            return Err(Error::InvalidArgument(format!("range {lo}..{hi} is empty")));
+        }
         spans.sort_unstable();
         for w in spans.windows(2) {
             if w[1].0 <= w[0].1 {
@@ -733,6 +737,12 @@ mod tests {
                 doc(r#"{"alltoall": [{"nprocs": [1, "inf"],
                     "sizes": [{"bytes": [9, 3], "choices": [{"algorithm": "inline"}]}]}]}"#),
                 "entry operations/alltoall/0/sizes: range 9..3 is empty",
+            ),
+            (
+                "empty, another collective",
+                doc(r#"{"allreduce": [{"nprocs": [1, "inf"],
+                    "sizes": [{"bytes": [9, 3], "choices": [{"algorithm": "inline"}]}]}]}"#),
+                "range 9..3 is empty",
             ),
             (
                 "nprocs",
