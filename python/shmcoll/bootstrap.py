@@ -76,7 +76,7 @@ def survey(mpi_comm: Any) -> Settled:
     split = nodes.read_node_split()
     offer = _Offer(size)
     record = offer.record
-    mine = np.frombuffer(record + nodes.word_bytes(split), np.uint8)
+    mine = np.frombuffer(record + split.word, np.uint8)
     everyone = np.empty((size, mine.size), np.uint8)
     mpi_comm.Allgather(mine, everyone)
     n = len(record)

@@ -37,20 +37,20 @@ def node_split() -> int | None:
 
 
 class NodeSplit(NamedTuple):
-    """``SHMCOLL_NODE_SPLIT`` as this rank read it: its value (None: unset), or the error."""
+    """``SHMCOLL_NODE_SPLIT`` as this rank read it: its value (None: unset), or the error,
+    and the word it sends in the creation exchange (8 bytes, little-endian: the value,
+    UNSET_WORD or BAD_WORD)."""
 
     value: int | None
     error: ArgumentError | None
-
-    @property
-    def word(self) -> int:
-        """What this rank sends in the creation exchange."""
-        if self.error is not None:
-            return BAD_WORD
-        return UNSET_WORD if self.value is None else self.value
+    word: bytes
 
 
-_UNSET = NodeSplit(None, None)
+def _word(w: int) -> bytes:
+    return w.to_bytes(8, "little", signed=True)
+
+
+_UNSET = NodeSplit(None, None, _word(UNSET_WORD))
 
 
 def read_node_split() -> NodeSplit:
@@ -59,9 +59,10 @@ def read_node_split() -> NodeSplit:
     if not os.environ.get(ENV_NODE_SPLIT):
         return _UNSET  # the usual case, without the parser's cost (creation's is in µs)
     try:
-        return NodeSplit(node_split(), None)
+        k = node_split()
     except ArgumentError as e:
-        return NodeSplit(None, e)
+        return NodeSplit(None, e, _word(BAD_WORD))
+    return _UNSET if k is None else NodeSplit(k, None, _word(k))
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -69,23 +70,15 @@ def _ranks(ranks: list[int]) -> str:
     return shown + (f", ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")
 
 
-def word_bytes(split: NodeSplit) -> bytes:
-    """`split`'s word as the creation exchange carries it (8 bytes, little-endian)."""
-    return split.word.to_bytes(8, "little", signed=True)
-
-
 def agree_node_split(mpi_comm: Any, mine: NodeSplit, words: bytes) -> int | None:
     """The ranks-per-node every rank of `mpi_comm` read (None: unset), from every rank's
-    word (`words`: `word_bytes` of each rank in rank order, as the creation exchange
+    word (`words`: each rank's `NodeSplit.word` in rank order, as the creation exchange
     brought them). Raises alike on every rank: a rank whose value is not valid its own
     ArgumentError and the others an ArgumentError naming it (its message comes in one more
     exchange, on this failure path only); where the ranks read different values, a
     MismatchError listing them."""
-    first = words[:8]
-    if words == first * (len(words) // 8):  # every rank read the same (the usual case)
-        k = int.from_bytes(first, "little", signed=True)
-        if k != BAD_WORD:
-            return None if k == UNSET_WORD else k
+    if mine.error is None and words == mine.word * (len(words) // 8):
+        return mine.value  # every rank read the same valid value (the usual case)
     got = [int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)]
     bad = [j for j, w in enumerate(got) if w == BAD_WORD]
     if bad:
@@ -113,7 +106,7 @@ def agreed_node_split(mpi_comm: Any) -> int | None:
     own (collective; raises alike on every rank, see `agree_node_split`). For a HierComm
     made directly: `Comm` gets it from the creation exchange."""
     mine = read_node_split()
-    return agree_node_split(mpi_comm, mine, b"".join(mpi_comm.allgather(word_bytes(mine))))
+    return agree_node_split(mpi_comm, mine, b"".join(mpi_comm.allgather(mine.word)))
 
 
 def node_color(mpi_comm: Any, k: int | None) -> int:
