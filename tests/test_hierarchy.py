@@ -92,3 +92,51 @@ def test_specifications_read_as_mpi_reads_them(nranks: int, split: int) -> None:
         env={"SHMCOLL_NODE_SPLIT": str(split), "SHMCOLL_TIMEOUT": "10"},
     )
     assert re.search(r"specs compared=8 failures=0", proc.stdout), proc.stdout
+
+
+def _outcomes(variable: str, values: list[str]) -> dict[int, str]:
+    """Each rank's outcome of ``shmcoll.Comm(MPI.COMM_WORLD)`` with `variable` set per rank
+    (``-``: unset), from mpi_scripts/per_rank_env.py; a rank that hangs fails the test."""
+    proc = run_mpiexec(
+        len(values), MPI_SCRIPTS / "per_rank_env.py", variable, *values, timeout=40, check=False
+    )
+    got = dict(re.findall(r"@@rank (\d+): (.*?)@@", proc.stdout))
+    assert len(got) == len(values), proc.stdout + proc.stderr
+    return {int(r): line for r, line in got.items()}
+
+
+@pytest.mark.parametrize("values", [["-", "x"], ["2", "0"], ["x", "x"]])
+def test_node_split_bad_on_one_rank_raises_on_every_rank(values: list[str]) -> None:
+    """SHMCOLL_NODE_SPLIT decides which collectives creation runs (the hierarchy's splits or
+    the flat communicator's); a rank where it is not valid used to raise alone and leave
+    its peers waiting in creation forever. Now the ranks agree on it in the creation
+    exchange: the bad rank raises its own error, the others one naming it."""
+    got = _outcomes("SHMCOLL_NODE_SPLIT", values)
+    first_bad = next(r for r, v in enumerate(values) if v in ("x", "0"))
+    for rank, line in got.items():
+        assert line.startswith("ERR ArgumentError: "), (rank, got)
+        if values[rank] in ("x", "0"):
+            assert f"environment: SHMCOLL_NODE_SPLIT={values[rank]!r} is " in line, (rank, got)
+            assert "rank " not in line.split(": ", 1)[1][:6], (rank, got)
+        else:
+            assert f"rank {first_bad}: environment: SHMCOLL_NODE_SPLIT={values[first_bad]!r}" in line, got
+
+
+@pytest.mark.parametrize(
+    ("values", "seen"),
+    [(["1", "2"], "1 on rank 0; 2 on rank 1"), (["-", "2"], "unset on rank 0; 2 on rank 1")],
+)
+def test_node_split_differing_between_ranks_is_a_mismatch_on_every_rank(values: list[str], seen: str) -> None:
+    """Different SHMCOLL_NODE_SPLIT values sent ranks down different collectives (MPI aborted
+    the job with "Message truncated", or ranks hung); now every rank raises MismatchError
+    listing what each rank read."""
+    got = _outcomes("SHMCOLL_NODE_SPLIT", values)
+    for rank, line in got.items():
+        assert line.startswith("ERR MismatchError: environment: SHMCOLL_NODE_SPLIT differs"), (rank, got)
+        assert seen in line, (rank, got)
+
+
+def test_node_split_set_alike_still_serves() -> None:
+    """The agreement costs nothing to a good setting: alike on every rank it serves."""
+    assert set(_outcomes("SHMCOLL_NODE_SPLIT", ["1", "1"]).values()) == {"OK HierComm -"}
+    assert set(_outcomes("SHMCOLL_NODE_SPLIT", ["2", "2"]).values()) == {"OK Comm model"}

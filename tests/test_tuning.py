@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shmcoll
-from conftest import ALGORITHMS, ORDERS, STORES, private_empty, run_ranks, shm_segments
+from conftest import (
+    ALGORITHMS,
+    MPI_SCRIPTS,
+    ORDERS,
+    STORES,
+    private_empty,
+    run_mpiexec,
+    run_ranks,
+    shm_segments,
+)
 from shmcoll import _core
 from shmcoll.errors import ForeignTableWarning, MismatchError, TuningTableError
 from shmcoll.tuning import lookup, table
@@ -673,6 +683,60 @@ def test_ranks_binding_different_tables_all_raise(tmp_path: Path) -> None:
     for rank, out in enumerate(results):
         assert out["exc"] == MismatchError.__name__, (rank, out)
         assert ENV in out["msg"]
+
+
+def _timed_bind_per_rank(paths: list[str]) -> dict[str, Any]:
+    """`_bind_per_rank`, with how long creation took and a PeerRejectedError's rank."""
+    os.environ[ENV] = paths[int(os.environ["SHMCOLL_RANK"])]
+    t0 = time.monotonic()
+    try:
+        shmcoll.Comm().Free()
+        out: dict[str, Any] = {"exc": None}
+    except Exception as e:
+        out = {"exc": type(e).__name__, "msg": str(e), "mro": [c.__name__ for c in type(e).__mro__]}
+        out["rank"] = getattr(e, "rank", None)
+    out["seconds"] = time.monotonic() - t0
+    return out
+
+
+@pytest.mark.parametrize("bad", ["broken", "missing", "unknown-home"])
+def test_a_table_failing_on_one_rank_fails_every_rank_at_once(bad: str, tmp_path: Path) -> None:
+    """A rank whose table file is broken or missing (or names a home that does not exist)
+    used to raise before the ranks compared their tables, leaving its peers to wait the
+    whole SHMCOLL_TIMEOUT and raise a timeout that named nothing. It now takes part in the
+    comparison: it raises its TuningTableError, every peer at once a PeerRejectedError
+    naming it and the file."""
+    path = {
+        "broken": tmp_path / "broken.json",
+        "missing": tmp_path / "no-such-table.json",
+        "unknown-home": Path("~no-such-user-shmcoll/tuning.json"),
+    }[bad]
+    if bad == "broken":
+        path.write_bytes(CORRUPT["truncated"])
+    results = run_ranks(3, _timed_bind_per_rank, ["none", str(path), "none"], timeout=60)
+    assert results[1]["exc"] == "TuningTableError", results
+    assert str(path) in results[1]["msg"], results
+    for rank in (0, 2):
+        out = results[rank]
+        assert out["exc"] == "PeerRejectedError", (rank, out)
+        assert "ShmcollError" in out["mro"] and out["rank"] == 1, (rank, out)
+        assert out["msg"].startswith("rank 1 could not bind its tuning tables: TuningTableError: "), out
+        assert str(path) in out["msg"], out
+    for out in results:
+        assert out["seconds"] < 10, results  # at once, not after SHMCOLL_TIMEOUT
+
+
+@pytest.mark.mpi
+def test_a_table_failing_on_one_rank_fails_every_rank_under_mpiexec(tmp_path: Path) -> None:
+    """The same over MPI (the creation exchange path): the reviewer's case, a broken file on
+    rank 0 and none on rank 1."""
+    path = tmp_path / "broken.json"
+    path.write_bytes(CORRUPT["not-json"])
+    proc = run_mpiexec(2, MPI_SCRIPTS / "per_rank_env.py", ENV, str(path), "none", timeout=40, check=False)
+    got = dict(re.findall(r"@@rank (\d+): (.*?)@@", proc.stdout))
+    assert got.get("0", "").startswith(f"ERR TuningTableError: {path}"), proc.stdout + proc.stderr
+    assert got.get("1", "").startswith("ERR PeerRejectedError: rank 0 could not bind its tuning tables"), got
+    assert str(path) in got["1"] and got["1"].endswith("[rank=0]"), got
 
 
 def _digests() -> list[str]:

@@ -12,7 +12,10 @@ handshake). Tables every rank remembers alike are set again without resolving th
 
 Errors are agreed on: a rank whose settings are not valid makes every rank raise at the
 exchange, and a rank that cannot create or map a new segment makes every rank raise
-before anyone waits in the handshake.
+before anyone waits in the handshake. Over MPI the exchange also carries each rank's
+``SHMCOLL_NODE_SPLIT`` (`nodes.agree_node_split`), which decides whether the flat
+communicator or the hierarchy's MPI splits follow: a value that is not valid on one rank,
+or values that differ, make every rank raise there.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _core, bound_tables
+from . import _core, bound_tables, nodes
 from .errors import ShmcollError, UnsupportedError
 
 #: Bytes reserved for a segment name (or an error) sent through a parent communicator.
@@ -45,6 +48,7 @@ class Settled(NamedTuple):
     size: int
     one_node: bool  # every rank's node digest is the same
     tables: bound_tables.Agreed  # the tuning tables every rank remembers alike
+    node_split: int | None = None  # SHMCOLL_NODE_SPLIT as every rank read it (`survey`)
 
 
 class _Offer:
@@ -63,13 +67,22 @@ class _Offer:
 
 def survey(mpi_comm: Any) -> Settled:
     """The creation exchange over `mpi_comm` (collective): a Settled whose segment is the
-    pooled one every rank takes again, or None (`mpi_segment` then creates one)."""
+    pooled one every rank takes again, or None (`mpi_segment` then creates one), and whose
+    `node_split` is the SHMCOLL_NODE_SPLIT every rank read. That variable rides in the
+    same Allgather (8 bytes after each record), since it decides which collectives follow
+    (`Comm` serves spanning communicators with the hierarchy's MPI splits): a rank whose
+    value is not valid, or ranks whose values differ, make every rank raise here."""
     size, rank = mpi_comm.Get_size(), mpi_comm.Get_rank()
+    split = nodes.read_node_split()
     offer = _Offer(size)
-    mine = np.frombuffer(offer.record, np.uint8)
-    everyone = np.empty(mine.size * size, np.uint8)
+    record = offer.record
+    mine = np.frombuffer(record + split.word, np.uint8)
+    everyone = np.empty((size, mine.size), np.uint8)
     mpi_comm.Allgather(mine, everyone)
-    return offer.settle(everyone.tobytes(), rank, size)
+    n = len(record)
+    k = nodes.agree_node_split(mpi_comm, split, everyone[:, n:].tobytes())
+    s = offer.settle(everyone[:, :n].tobytes(), rank, size)
+    return s if k is None else s._replace(node_split=k)
 
 
 def lone() -> Settled:

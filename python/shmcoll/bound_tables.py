@@ -74,6 +74,16 @@ def _stamp(path: Path) -> tuple[int, ...] | None:
     return (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def _expanded(named: str) -> Path:
+    """The path the variable names, ``~`` expanded where there is a home to expand it to
+    (never raising: this runs before the creation exchange, where a rank that raised would
+    leave its peers waiting; the lookup itself then reports the file, on every rank)."""
+    try:
+        return Path(named).expanduser()
+    except RuntimeError:  # "~nosuchuser/...", or no HOME
+        return Path(named)
+
+
 def lookup_inputs() -> tuple[Any, ...]:
     """Everything `lookup.find_file` decides from, as a value: equal values, same file."""
     env = tuple(os.environ.get(v) for v in LOOKUP_ENV)
@@ -82,7 +92,7 @@ def lookup_inputs() -> tuple[Any, ...]:
     if places is None:
         named = (env[0] or "").strip()
         places = (
-            *([Path(named).expanduser()] if named else []),
+            *([_expanded(named)] if named else []),
             lookup.user_file(),
             *lookup.system_files(),
         )

@@ -27,7 +27,7 @@ from . import _core, bootstrap, bound_tables
 from .collectives import Collectives
 from .envvars import parse_whole
 from .errors import ArgumentError, HeapExhaustedError, UnsupportedError
-from .nodes import node_split, spans_nodes
+from .nodes import spans_nodes
 from .objects import ObjectCollectives
 from .ops import mpi_ops_by_id
 from .passthrough import MPI4PY_NAMES, forward_missing, forward_type, lookup
@@ -130,11 +130,12 @@ def free_owned(comm: Any) -> None:
 
 #: What serves a communicator whose ranks span nodes: shmcoll.hierarchy's HierComm, which
 #: builds on Comm and so registers itself here (serve_spanning_nodes_with) at import
-#: instead of being imported by this module.
-_spanning_nodes: Callable[[Any], Any] | None = None
+#: instead of being imported by this module. It is called with the MPI communicator and
+#: the SHMCOLL_NODE_SPLIT every rank agreed on (None: MPI's nodes).
+_spanning_nodes: Callable[[Any, int | None], Any] | None = None
 
 
-def serve_spanning_nodes_with(factory: Callable[[Any], Any]) -> None:
+def serve_spanning_nodes_with(factory: Callable[[Any, int | None], Any]) -> None:
     global _spanning_nodes
     _spanning_nodes = factory
 
@@ -160,7 +161,9 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
         # A communicator whose ranks span nodes (or fake nodes, SHMCOLL_NODE_SPLIT) is
         # served by HierComm: shared memory inside nodes, MPI between them. Over MPI, the
         # creation exchange (`bootstrap.survey`) tells whether the ranks share a node;
-        # only when it says no does MPI's own split decide.
+        # only when it says no does MPI's own split decide. The exchange runs first on
+        # every rank whatever its environment, and brings the SHMCOLL_NODE_SPLIT every
+        # rank agreed on (or raises on every rank), so that all take the same path.
         mpi = comm
         if mpi is None and ENV_SEGMENT not in os.environ and under_mpi_launcher():
             from mpi4py import MPI
@@ -170,15 +173,17 @@ class Comm(Collectives, Persistent, _core.CommBase, ObjectCollectives):
         if mpi is not None and not isinstance(mpi, Comm) and hasattr(mpi, "Split_type"):
             if mpi.Is_inter():
                 raise UnsupportedError("inter-communicators are not supported; use an intra-communicator")
-            if node_split() is None:
-                survey = bootstrap.survey(mpi)
-                several = not survey.one_node and spans_nodes(mpi)
+            survey = bootstrap.survey(mpi)
+            k = survey.node_split
+            if k is not None:
+                several = spans_nodes(mpi, k)
             else:
-                several = spans_nodes(mpi)
+                several = not survey.one_node and spans_nodes(mpi, None)
             if several:
                 if _spanning_nodes is None:
                     raise UnsupportedError("communicators that span nodes need shmcoll.hierarchy")
-                return _spanning_nodes(mpi)
+                # The survey's pooled segment, if any, is not this communicator's: dropped.
+                return _spanning_nodes(mpi, k)
         obj = super().__new__(cls, comm)
         obj._survey = survey
         return obj

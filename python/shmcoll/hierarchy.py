@@ -61,7 +61,7 @@ from .errors import (
     ServedByMPI,
     as_shmcoll_error,
 )
-from .nodes import node_color
+from .nodes import agreed_node_split, node_color
 from .ops import MAX, SUM, Op
 from .passthrough import COLLECTIVES, MPI4PY_NAMES, forward_missing, forward_type, lookup
 from .resolve import reduction
@@ -74,6 +74,13 @@ _P = TypeVar("_P")
 _SIGNATURE = ("collective", "root", "size", "element type and operator")
 _NO_SIGNATURE = (0,) * (2 * len(_SIGNATURE))
 _BCAST, _ALLGATHER, _ALLTOALL, _ALLREDUCE, _REDUCE_SCATTER_BLOCK, _REDUCE, _GATHER, _SCATTER = range(1, 9)
+
+
+class _Unread:
+    """HierComm's `node_split` when not given: read SHMCOLL_NODE_SPLIT and agree on it."""
+
+
+_UNREAD = _Unread()
 
 
 def _mpi_op(op: Any) -> Any:
@@ -89,12 +96,17 @@ def _mpi_op(op: Any) -> Any:
 class HierComm:
     """A communicator over several nodes (see the module documentation)."""
 
-    def __init__(self, mpi_comm: Any) -> None:
+    def __init__(self, mpi_comm: Any, node_split: int | _Unread | None = _UNREAD) -> None:
+        # `node_split`: SHMCOLL_NODE_SPLIT as every rank agreed on it (Comm's creation
+        # exchange brings it); read and agreed on here when not given.
+        if isinstance(node_split, _Unread):
+            node_split = agreed_node_split(mpi_comm)
+        self._node_split = node_split
         self.mpi_comm = mpi_comm
         forward_type(type(self), type(mpi_comm))
         self.rank = int(mpi_comm.Get_rank())
         self.size = int(mpi_comm.Get_size())
-        color = node_color(mpi_comm)
+        color = node_color(mpi_comm, node_split)
         self._node_mpi = mpi_comm.Split(color, key=self.rank)
         self.local = Comm(self._node_mpi)
         self.local_rank, self.local_size = self.local.rank, self.local.size
@@ -140,7 +152,7 @@ class HierComm:
         (MPI_Comm_dup), which Free frees (collective)."""
         from .comm import owning
 
-        dup: HierComm = owning(HierComm(self.mpi_comm.Dup()))
+        dup: HierComm = owning(HierComm(self.mpi_comm.Dup(), self._node_split))
         return dup
 
     def Clone(self) -> HierComm:

@@ -14,6 +14,7 @@ the reader the PMPI library uses too) and computes the digest ranks compare when
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from ..errors import ArgumentError, ForeignTableWarning, MismatchError, TuningTableError
+from ..errors import ArgumentError, ForeignTableWarning, MismatchError, PeerRejectedError, TuningTableError
 from . import table
 
 ENV_FILE = "SHMCOLL_TUNING_FILE"
@@ -121,9 +122,16 @@ def digest(comm: Any) -> np.ndarray:
     return np.frombuffer(d.to_bytes(8, "little"), np.uint8)
 
 
-def bind(comm: Any) -> Resolved:
-    """Bind the table for `comm`'s size and check that every rank bound the same one (a
-    rank selecting differently from its peers would break the protocol)."""
+#: The digest a rank sends when it could not resolve its tables (`bind`): no table's
+#: digest, so that a peer never mistakes a failure for agreement.
+FAILED_DIGEST = np.full(8, 0xFF, np.uint8)
+
+#: Bytes of a failed rank's message that its peers receive (`bind`).
+_MESSAGE_BYTES = 512
+
+
+def _resolve_all(comm: Any) -> Resolved:
+    """Set every table of `comm` from the files in force (and the model)."""
     r = resolve("alltoall", comm.size)
     comm._set_table("alltoall", r.rows, r.source)
     cfg = comm._config()
@@ -133,11 +141,55 @@ def bind(comm: Any) -> Resolved:
         if c.source != "model":
             comm._set_table(op, c.rows, c.source)
     comm._compression = compression_table(comm.size)
-    mine = digest(comm)
+    return r
+
+
+def _failure_text(failure: Exception) -> str:
+    """What a rank's peers are told of its failure to bind: its error, which names the
+    file (the variable's value is added where it does not)."""
+    why = f"{type(failure).__name__}: {failure}"
+    named = os.environ.get(ENV_FILE, "").strip()
+    return why if not named or named in why else f"{why} ({ENV_FILE}={named!r})"
+
+
+def bind(comm: Any) -> Resolved:
+    """Bind the table for `comm`'s size and check that every rank bound the same one (a
+    rank selecting differently from its peers would break the protocol).
+
+    A rank that cannot resolve its tables (a broken or missing file, TuningTableError)
+    still takes part in the comparison, with FAILED_DIGEST: then it raises its own error
+    and every other rank a PeerRejectedError naming it and its file (the message comes in
+    one more exchange, on this failure path only), instead of leaving its peers to wait
+    for it until their timeout."""
+    failure: Exception | None = None
+    r: Resolved | None = None
+    try:
+        r = _resolve_all(comm)
+        mine = digest(comm)
+    except Exception as e:  # any failure here is reported to the peers
+        failure, mine = e, FAILED_DIGEST
     send = np.tile(mine, comm.size)
     recv = np.empty_like(send)
     comm.Alltoall(send, recv, **INTERNAL)
     others = recv.reshape(comm.size, 8)
+    failed = [i for i in range(comm.size) if np.array_equal(others[i], FAILED_DIGEST)]
+    if failed:
+        text = b"" if failure is None else _failure_text(failure).encode()[:_MESSAGE_BYTES]
+        out = np.zeros(_MESSAGE_BYTES, np.uint8)
+        out[: len(text)] = np.frombuffer(text, np.uint8)
+        every = np.empty((comm.size, _MESSAGE_BYTES), np.uint8)
+        comm.Allgather(out, every, algorithm=INTERNAL["algorithm"])
+        if failure is not None:
+            raise failure
+        j = failed[0]
+        why = bytes(every[j]).rstrip(b"\0").decode(errors="replace")
+        err = PeerRejectedError(
+            f"rank {j} could not bind its tuning tables: {why}; "
+            f"check {ENV_FILE} and the table files on every rank"
+        )
+        err.rank = j
+        raise err
+    assert r is not None
     differ = [i for i in range(comm.size) if not np.array_equal(others[i], mine)]
     if differ:
         raise MismatchError(
