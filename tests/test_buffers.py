@@ -536,3 +536,15 @@ def test_native_alltoall_parser_agrees_with_python(MPI, count: int, ranks: int) 
             assert isinstance(spec[1], tuple) or count < 0, spec
             continue
         assert hit[0] is want.buf and hit[1] == want.bytes_per_rank, spec
+
+
+def test_an_inferred_count_is_whole_elements_in_whole_blocks() -> None:
+    # As mpi4py: "cannot infer count, buffer length ... is not a multiple of datatype
+    # extent" and "... number of entries ... is not a multiple of required number of
+    # blocks" (1.5 elements moved before).
+    with pytest.raises(shmcoll.ArgumentError, match="extent 8"):
+        parse_whole([np.zeros(3, np.int32), "d"])
+    with pytest.raises(shmcoll.ArgumentError, match="blocks 2"):
+        parse_whole([np.zeros(3), "d"], 2)
+    assert parse_whole([np.zeros(4), "d"], 2).nbytes == 32
+    assert parse_whole([np.zeros(3), None]).nbytes == 24  # None: the buffer's own type

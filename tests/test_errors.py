@@ -543,9 +543,14 @@ def test_forwarded_mpi4py_names_are_class_descriptors_not_getattr() -> None:
 
 def _fork_children() -> list[str]:
     """A rank forks: the child's inherited communicator refuses every call (it would act
-    as the parent's rank), and the parent's is untouched."""
+    as the parent's rank), its Comm() is its own, dropping its copy of a heap array leaves
+    the parent's pages alone (blocks of 2 MiB and more give theirs back when freed), and
+    the parent's communicator is untouched."""
     comm = shmcoll.Comm()
     f: list[str] = []
+    big = comm.empty((4 << 20) // 8)
+    big[:] = 5.0 + comm.rank
+    comm.Barrier()
     if comm.rank == 0:
         r, w = os.pipe()
         pid = os.fork()
@@ -556,6 +561,12 @@ def _fork_children() -> list[str]:
                 msg = b"the inherited communicator served a call"
             except shmcoll.ShmcollError as e:
                 msg = b"" if "forked" in str(e) else str(e).encode()
+            del big
+            try:
+                if shmcoll.Comm().size != 1:
+                    msg += b" Comm() in the child joined the parent's"
+            except shmcoll.ShmcollError as e:
+                msg += f" Comm() in the child: {e}".encode()
             os.write(w, msg)
             os._exit(0)
         os.close(w)
@@ -564,6 +575,8 @@ def _fork_children() -> list[str]:
         os.waitpid(pid, 0)
         if got:
             f.append(f"forked child: {got}")
+    if not (big == 5.0 + comm.rank).all():
+        f.append("the parent's heap array changed when the child dropped its copy")
     if comm.allreduce(comm.rank) != sum(range(comm.size)):
         f.append("the outer communicator no longer adds up")
     return f

@@ -413,6 +413,11 @@ def parse_whole(spec: Any, blocks: int = 1) -> Whole:
         raise ArgumentError(
             f"cannot infer count, buffer length {nbytes} is not a multiple of datatype extent {isz}"
         )
+    if count is None and isz and blocks > 1 and (nbytes // isz) % blocks:
+        raise ArgumentError(
+            f"cannot infer count, number of entries {nbytes // isz} is not a multiple of "
+            f"required number of blocks {blocks}"
+        )
     if off + nbytes > total:
         raise BadBufferError(
             f"the specification asks for {nbytes} bytes from byte {off} of a {total}-byte buffer"

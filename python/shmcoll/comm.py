@@ -76,10 +76,13 @@ def _after_fork_in_child() -> None:
     """A child of fork (os.fork, multiprocessing's 'fork', shmcoll.spawn with it) inherits
     its parent's communicators, mapped shared: a call on one would act as the parent's
     rank, and leaving it would write the parent's state. So each is abandoned (every call
-    raises; shmcoll.Comm() makes the child's own), and the launcher's communicator is not
-    this process's to reuse."""
+    raises), and the launcher's communicator, with the variables that name the parent's
+    place in it, is not this process's: shmcoll.Comm() here makes a communicator of its own
+    (shmcoll.spawn's children are given theirs after the fork)."""
     global _world
     _world = None
+    for var in (ENV_SEGMENT, ENV_RANK, ENV_SIZE):
+        os.environ.pop(var, None)
     for c in list(_live):
         with contextlib.suppress(Exception):
             c._abandon_after_fork()

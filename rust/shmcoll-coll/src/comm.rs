@@ -107,7 +107,9 @@ impl HeapBlock {
 
 impl Drop for HeapBlock {
     fn drop(&mut self) {
-        if self.len >= 2 << 20 {
+        // Not in a child of fork: the pages are the parent's array too (the heap is a
+        // shared object), and punching them out would zero it under the parent.
+        if self.len >= 2 << 20 && self.seg.in_owner_process() {
             self.seg.release_pages(self.seg_off, self.len);
         }
         if let Ok(mut h) = self.heap.lock() {

@@ -101,7 +101,14 @@ pub(crate) fn whole<'py>(spec: &Bound<'py, PyAny>, blocks: usize) -> Option<Whol
     let len = match it.count {
         // A count is inferred only from whole elements (mpi4py: "cannot infer count,
         // buffer length is not a multiple of datatype extent"): the Python parser raises.
-        None => Some(total.checked_sub(offset)?).filter(|n| n.checked_rem(it.size) == Some(0))?,
+        // The same for the blocks a count would be per (mpi4py: "number of entries is not
+        // a multiple of required number of blocks").
+        None => Some(total.checked_sub(offset)?).filter(|n| {
+            n.checked_rem(it.size) == Some(0)
+                && n.checked_div(it.size)
+                    .and_then(|e| e.checked_rem(blocks.max(1)))
+                    == Some(0)
+        })?,
         Some(c) => c.checked_mul(it.size)?.checked_mul(blocks)?,
     };
     if offset.checked_add(len)? > total {

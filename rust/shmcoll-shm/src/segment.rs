@@ -45,6 +45,10 @@ pub struct Segment {
     layout: Layout,
     is_creator: bool,
     unlinked: AtomicBool,
+    /// The process that created or opened it: a child of fork inherits the mapping, but
+    /// what this process does to the shared object (unlink it, punch out pages) is the
+    /// parent's to do (`in_owner_process`).
+    owner_pid: u32,
 }
 
 impl Segment {
@@ -96,6 +100,7 @@ impl Segment {
                 name: name.clone(),
                 layout,
                 is_creator: true,
+                owner_pid: std::process::id(),
                 unlinked: AtomicBool::new(false),
             })
         })();
@@ -202,6 +207,7 @@ impl Segment {
             name: name.to_string(),
             layout,
             is_creator: false,
+            owner_pid: std::process::id(),
             unlinked: AtomicBool::new(false),
         };
         seg.advise_heap();
@@ -314,6 +320,12 @@ impl Segment {
         }
     }
 
+    /// Whether this is the process that created or opened the segment (not a child of
+    /// fork, which shares the object with its parent and must leave it as it is).
+    pub fn in_owner_process(&self) -> bool {
+        std::process::id() == self.owner_pid
+    }
+
     /// Give `[off, off+len)` pages of /dev/shm now (fallocate), or fail: a page of the
     /// sparse segment that tmpfs cannot back when it is first touched kills the process with
     /// SIGBUS, where a refused allocation can still be reported. Pages that already exist
@@ -362,7 +374,9 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        if self.is_creator {
+        // A child of fork drops its inherited copy of the parent's segment: the name and
+        // the object stay the parent's.
+        if self.is_creator && self.in_owner_process() {
             let _ = self.unlink();
         }
     }
