@@ -561,15 +561,20 @@ def failed_push(op: str) -> str:
         outcome += ", then broken"
     comm.Free()
     del recv
-    area.close()
+    try:
+        area.close()
+    except BufferError:
+        # The failed call keeps its buffers for good (rust/shmcoll-py/src/quarantine.rs:
+        # a peer may still copy into them), and so its export of the mapping.
+        outcome += ", kept"
     return outcome
 
 
 @pytest.mark.parametrize("op", ["Alltoall", "Allgather", "Scatter"])
 def test_a_refused_push_fails_the_receiver_too(op: str) -> None:
     got = run_ranks(2, failed_push, op)
-    assert got[0] == "PeerFailedError rank=1, then broken", got
-    assert got[1].startswith("SegmentError") and got[1].endswith("then broken"), got
+    assert got[0] == "PeerFailedError rank=1, then broken, kept", got
+    assert got[1].startswith("SegmentError") and got[1].endswith("then broken, kept"), got
 
 
 def fallback_without_mpi() -> str:
