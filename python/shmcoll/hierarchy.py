@@ -478,6 +478,18 @@ class HierComm:
             self.cross.Reduce(mine, None, op=_mpi_op(op), root=root_node)
         return None
 
+    def _root_buffer(self, name: str, spec: Any, what: str, block: int) -> np.ndarray:
+        """The bytes of the root's buffer of p blocks of `block` bytes in Gather (`what`
+        "receive") or Scatter ("send"); as MPI, a count in its specification is per rank."""
+        if spec is None:
+            raise ArgumentError(f"{name}: the root needs a {what} buffer")
+        b = _as_bytes(parse_whole(spec, blocks=self.size).buf)
+        if b.size != block * self.size:
+            raise BadBufferError(
+                f"the {what} buffer holds {b.size} bytes but the call needs {block * self.size}"
+            )
+        return b
+
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         if not self.uniform:
             return self._fallback("Gather", sendbuf, recvbuf, root)
@@ -487,16 +499,7 @@ class HierComm:
             if is_in_place(sendbuf):  # the root's in-place Gather: every rank's goes to MPI
                 raise ServedByMPI("an in-place Gather")
             s = _as_bytes(parse_whole(sendbuf).buf)
-            r = None
-            if self.rank == rt:
-                if recvbuf is None:
-                    raise ArgumentError("Gather: the root needs a receive buffer")
-                # As MPI: a count in the root's receive specification is per rank.
-                r = _as_bytes(parse_whole(recvbuf, blocks=self.size).buf)
-                if r.size != s.size * self.size:
-                    raise BadBufferError(
-                        f"the receive buffer holds {r.size} bytes but the call needs {s.size * self.size}"
-                    )
+            r = self._root_buffer("Gather", recvbuf, "receive", s.size) if self.rank == rt else None
             return (_GATHER, rt, s.size, 0), (rt, s, r)
 
         got = self._agree("Gather", parse)
@@ -522,16 +525,7 @@ class HierComm:
             if is_in_place(recvbuf):  # the root's in-place Scatter: every rank's goes to MPI
                 raise ServedByMPI("an in-place Scatter")
             r = _as_bytes(parse_whole(recvbuf).buf)
-            s = None
-            if self.rank == rt:
-                if sendbuf is None:
-                    raise ArgumentError("Scatter: the root needs a send buffer")
-                # As MPI: a count in the root's send specification is per rank.
-                s = _as_bytes(parse_whole(sendbuf, blocks=self.size).buf)
-                if s.size != r.size * self.size:
-                    raise BadBufferError(
-                        f"the send buffer holds {s.size} bytes but the call needs {r.size * self.size}"
-                    )
+            s = self._root_buffer("Scatter", sendbuf, "send", r.size) if self.rank == rt else None
             return (_SCATTER, rt, r.size, 0), (rt, s, r)
 
         got = self._agree("Scatter", parse)

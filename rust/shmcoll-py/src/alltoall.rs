@@ -71,7 +71,7 @@ pub(crate) fn alltoall(
             forced,
         })
     });
-    Ok(held.execute(py, comm, call))
+    Ok(held.execute(py, comm, call, &[Some(&recv), send.as_ref()]))
 }
 
 /// Alltoallv of vector specifications (`sendbuf` IN_PLACE: the receive counts and
@@ -106,7 +106,7 @@ pub(crate) fn alltoallv(
         },
         forced,
     });
-    Ok(held.execute(py, comm, call))
+    Ok(held.execute(py, comm, call, &[Some(&recv), send.as_ref()]))
 }
 
 /// The forced algorithm, order and store of the call (a bad name rejects the call on
@@ -132,8 +132,6 @@ fn stash(slot: &mut Option<PyErr>, e: PyErr) -> Error {
 struct Held {
     held: Vec<Borrowed>,
     pyerr: Option<PyErr>,
-    /// The buffer objects, kept for good if the call fails fatally (crate::quarantine).
-    objs: [Option<Py<PyAny>>; 2],
 }
 
 /// The raw buffers and forced choices of one call, once every argument was accepted.
@@ -167,20 +165,18 @@ impl Held {
             };
             Ok(CallBufs { send, recv, forced })
         })();
-        let objs = [
-            Some(recvbuf.clone().unbind()),
-            sendbuf.map(|s| s.clone().unbind()),
-        ];
-        (Held { held, pyerr, objs }, bufs)
+        (Held { held, pyerr }, bufs)
     }
 
     /// Run the call (GIL released up front for large ones, else once it blocks), then
-    /// release the buffers and raise what there is to raise.
+    /// release the buffers (or, after a fatal failure, keep them and `objs`, the buffer
+    /// objects: crate::quarantine) and raise what there is to raise.
     fn execute(
         self,
         py: Python<'_>,
         comm: &mut Comm,
         call: Result<AlltoallCall<'_>, Error>,
+        objs: &[Option<&Bound<'_, PyAny>>],
     ) -> PyResult<()> {
         let big = call.as_ref().is_ok_and(|c| c.recv.len >= DETACH_BYTES);
         let r = if big {
@@ -190,8 +186,7 @@ impl Held {
         };
         match &r {
             Err(e) if crate::quarantine::exposed(e) => {
-                let objs = self.objs.each_ref().map(|o| o.as_ref().map(|o| o.bind(py)));
-                crate::quarantine::keep_forever(&objs, self.held);
+                crate::quarantine::keep_forever(objs, self.held)
             }
             _ => drop(self.held),
         }
